@@ -1,0 +1,1 @@
+//! agent-android: skeleton, filled by its issue.

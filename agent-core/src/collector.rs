@@ -1,0 +1,354 @@
+//! The streaming collector: folds each syscall event into fixed-size tables
+//! in O(1), and turns them into a [`Summary`] at the end of a run or window.
+
+use heapless::index_map::FnvIndexMap;
+use heapless::Vec;
+
+use crate::stats::KeyStats;
+use crate::summary::{
+    Consecutive, Failures, RunRecord, Spread, Summary, SyscallSummary, Transition,
+    DEFAULT_SUMMARY_TRANSITIONS, MAX_ERRNOS, MAX_SUMMARY_SYSCALLS, MAX_SUMMARY_TRANSITIONS,
+};
+use crate::summary::{merge_into_other_syscall, merge_into_other_transition, top_errnos};
+use crate::{Facts, FdKind, Key, Overflow, SyscallEvent, SyscallId};
+
+/// What the collector remembers of a thread between two of its syscalls.
+#[derive(Clone, Copy, Debug)]
+struct ThreadState {
+    last: SyscallId,
+    last_exit_ns: u64,
+}
+
+/// Count and gap sum of one transition.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct TransitionStats {
+    count: u64,
+    gap_sum_ns: u64,
+}
+
+impl TransitionStats {
+    fn add(&mut self, gap_ns: u64) {
+        self.count = self.count.saturating_add(1);
+        self.gap_sum_ns = self.gap_sum_ns.saturating_add(gap_ns);
+    }
+}
+
+const INDEX_LEN: usize = SyscallId::COUNT * FdKind::COUNT;
+
+/// Streaming per-syscall statistics in fixed memory.
+///
+/// Capacities (const generics; the map capacities must be powers of two):
+/// - `KEYS`: distinct (syscall, fd kind) keys; later keys are counted in the
+///   "other" entry.
+/// - `TRANSITIONS`: distinct (previous, next) syscall pairs; later pairs
+///   are counted in the "other" transition.
+/// - `THREADS`: threads followed at once (call [`Collector::thread_exited`]
+///   when one ends); events of threads beyond it keep their per-key
+///   statistics but not their consecutive-call and transition statistics.
+/// - `ERRNOS`: distinct (key, errno) pairs tallied; later failures count as
+///   `errno_other`.
+///
+/// The defaults keep the state under 64 KiB (see the `collector` bench).
+#[derive(Debug)]
+pub struct Collector<
+    const KEYS: usize = 120,
+    const TRANSITIONS: usize = 256,
+    const THREADS: usize = 64,
+    const ERRNOS: usize = 64,
+> {
+    start_ns: u64,
+    /// Key -> 1 + position in `keys` (0: not present). Direct indexing keeps
+    /// the per-event lookup to one load.
+    index: [u16; INDEX_LEN],
+    keys: Vec<(Key, KeyStats), KEYS>,
+    other: KeyStats,
+    threads: FnvIndexMap<u32, ThreadState, THREADS>,
+    transitions: FnvIndexMap<u32, TransitionStats, TRANSITIONS>,
+    transition_other: TransitionStats,
+    /// (packed key << 16 | errno) -> failures.
+    errnos: FnvIndexMap<u64, u64, ERRNOS>,
+    events: u64,
+    overflow: Overflow,
+}
+
+impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ERRNOS: usize>
+    Collector<KEYS, TRANSITIONS, THREADS, ERRNOS>
+{
+    /// An empty collector; `start_ns` is the run's start on the events'
+    /// monotonic clock (failure times are reported relative to it).
+    pub fn new(start_ns: u64) -> Self {
+        Collector {
+            start_ns,
+            index: [0; INDEX_LEN],
+            keys: Vec::new(),
+            other: KeyStats::EMPTY,
+            threads: FnvIndexMap::new(),
+            transitions: FnvIndexMap::new(),
+            transition_other: TransitionStats::default(),
+            errnos: FnvIndexMap::new(),
+            events: 0,
+            overflow: Overflow::default(),
+        }
+    }
+
+    /// Folds one completed syscall into the statistics.
+    #[inline]
+    pub fn record(&mut self, ev: &SyscallEvent) {
+        self.events = self.events.saturating_add(1);
+        let id = SyscallId::from_raw(ev.arch, ev.nr);
+        let key = Key {
+            id,
+            fd_kind: ev.fd_kind,
+        };
+        let consecutive_gap = self.track_thread(ev.tid, id, ev.entry_ns, ev.exit_ns);
+        let errno = ev.errno();
+        let untracked_errno = match errno {
+            Some(e) => !self.tally_errno(key, e),
+            None => false,
+        };
+        let start_ns = self.start_ns;
+        let stats = self.stats_mut(key);
+        stats.add_call(ev.duration_ns());
+        if let Some(gap) = consecutive_gap {
+            stats.add_consecutive(gap);
+        }
+        match errno {
+            Some(_) => {
+                stats.add_failure(ev.exit_ns.saturating_sub(start_ns));
+                if untracked_errno {
+                    stats.errno_untracked = stats.errno_untracked.saturating_add(1);
+                }
+            }
+            None => stats.add_result(ev.ret),
+        }
+        if let Some(arg) = id.size_arg() {
+            stats.add_param(ev.args[arg]);
+        }
+    }
+
+    /// Forgets a thread that ended (frees its slot in the thread table).
+    pub fn thread_exited(&mut self, tid: u32) {
+        self.threads.remove(&tid);
+    }
+
+    /// Starts a new window: clears every statistic but keeps what is known of
+    /// live threads, so consecutive calls spanning the boundary still count.
+    pub fn reset_window(&mut self, start_ns: u64) {
+        let threads = core::mem::take(&mut self.threads);
+        *self = Collector::new(start_ns);
+        self.threads = threads;
+    }
+
+    /// Syscalls recorded so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Updates the thread's last syscall; returns the gap when this call
+    /// repeats the previous one.
+    #[inline]
+    fn track_thread(&mut self, tid: u32, id: SyscallId, entry_ns: u64, exit_ns: u64) -> Option<u64> {
+        let now = ThreadState {
+            last: id,
+            last_exit_ns: exit_ns,
+        };
+        match self.threads.get_mut(&tid) {
+            Some(state) => {
+                let prev = core::mem::replace(state, now);
+                let gap = entry_ns.saturating_sub(prev.last_exit_ns);
+                self.count_transition(prev.last, id, gap);
+                (prev.last == id).then_some(gap)
+            }
+            None => {
+                if self.threads.insert(tid, now).is_err() {
+                    self.overflow.threads = self.overflow.threads.saturating_add(1);
+                }
+                None
+            }
+        }
+    }
+
+    #[inline]
+    fn count_transition(&mut self, from: SyscallId, to: SyscallId, gap_ns: u64) {
+        let pair = ((from.0 as u32) << 16) | to.0 as u32;
+        if let Some(t) = self.transitions.get_mut(&pair) {
+            t.add(gap_ns);
+            return;
+        }
+        let mut fresh = TransitionStats::default();
+        fresh.add(gap_ns);
+        if self.transitions.insert(pair, fresh).is_err() {
+            self.transition_other.add(gap_ns);
+            self.overflow.transitions = self.overflow.transitions.saturating_add(1);
+        }
+    }
+
+    /// Counts one failure with `errno`; false when the table had no room.
+    fn tally_errno(&mut self, key: Key, errno: u16) -> bool {
+        let k = ((key.packed() as u64) << 16) | errno as u64;
+        if let Some(n) = self.errnos.get_mut(&k) {
+            *n = n.saturating_add(1);
+            return true;
+        }
+        if self.errnos.insert(k, 1).is_ok() {
+            true
+        } else {
+            self.overflow.errnos = self.overflow.errnos.saturating_add(1);
+            false
+        }
+    }
+
+    #[inline]
+    fn stats_mut(&mut self, key: Key) -> &mut KeyStats {
+        let slot = key.id.0 as usize * FdKind::COUNT + key.fd_kind as usize;
+        let Some(pos) = self.index.get(slot).copied() else {
+            return self.overflowed_key();
+        };
+        if pos != 0 {
+            return &mut self.keys[pos as usize - 1].1;
+        }
+        if self.keys.push((key, KeyStats::EMPTY)).is_ok() {
+            let len = self.keys.len();
+            self.index[slot] = len as u16;
+            &mut self.keys[len - 1].1
+        } else {
+            self.overflowed_key()
+        }
+    }
+
+    fn overflowed_key(&mut self) -> &mut KeyStats {
+        self.overflow.keys = self.overflow.keys.saturating_add(1);
+        &mut self.other
+    }
+
+    /// The wire form of one key's statistics.
+    fn entry(&self, key: Key, s: &KeyStats) -> SyscallSummary {
+        let failures = (s.errors > 0).then(|| {
+            let mut all: Vec<(u16, u64), ERRNOS> = Vec::new();
+            if key != Key::OTHER {
+                for (k, n) in self.errnos.iter() {
+                    if (k >> 16) as u32 == key.packed() {
+                        // Cannot fail: at most ERRNOS entries.
+                        let _ = all.push(((k & 0xffff) as u16, *n));
+                    }
+                }
+            }
+            let tallied = all.iter().fold(0u64, |a, (_, n)| a.saturating_add(*n));
+            let mut errno_other = s.errors.saturating_sub(tallied);
+            let errnos = top_errnos(&mut all, &mut errno_other);
+            Failures {
+                errors: s.errors,
+                errnos,
+                errno_other,
+                first_ns: s.first_failure_ns,
+                last_ns: s.last_failure_ns,
+            }
+        });
+        SyscallSummary {
+            key,
+            count: s.count,
+            total_ns: s.total_ns,
+            spread: (s.count > 1).then_some(Spread {
+                min_ns: s.min_ns,
+                max_ns: s.max_ns,
+                sum_sq_ns: s.sum_sq_ns,
+                histogram: s.histogram,
+            }),
+            failures,
+            consecutive: (s.consecutive > 0).then_some(Consecutive {
+                count: s.consecutive,
+                gap_sum_ns: s.consecutive_gap_ns,
+            }),
+            result_sum: s.result_sum,
+            param_sum: s.has_param.then_some(s.param_sum),
+        }
+    }
+
+    /// The summary of everything recorded so far. `run` comes from the
+    /// platform shim; its `events` and `overflow` are filled in here.
+    ///
+    /// The largest keys (by count) get their own entries, the rest are
+    /// folded into "other"; the [`DEFAULT_SUMMARY_TRANSITIONS`] most frequent
+    /// transitions are kept, the rest folded into the "other" transition.
+    pub fn summarize(&self, id: [u8; 16], mut run: RunRecord, facts: Facts) -> Summary {
+        run.events = self.events;
+        run.overflow = self.overflow;
+
+        // Keys by count, largest first (ties: lower key first).
+        let mut order: Vec<u16, KEYS> = (0..self.keys.len() as u16).collect();
+        order.sort_unstable_by(|a, b| {
+            let (ka, sa) = &self.keys[*a as usize];
+            let (kb, sb) = &self.keys[*b as usize];
+            sb.count.cmp(&sa.count).then(ka.cmp(kb))
+        });
+        let mut syscalls: Vec<SyscallSummary, MAX_SUMMARY_SYSCALLS> = Vec::new();
+        let mut rest: Option<SyscallSummary> =
+            (self.other.count > 0).then(|| self.entry(Key::OTHER, &self.other));
+        for i in order {
+            let (key, stats) = &self.keys[i as usize];
+            let entry = self.entry(*key, stats);
+            if syscalls.len() + 1 < MAX_SUMMARY_SYSCALLS {
+                // Cannot fail: checked above.
+                let _ = syscalls.push(entry);
+            } else {
+                match &mut rest {
+                    Some(r) => r.merge(&entry),
+                    None => {
+                        let mut r = entry;
+                        r.key = Key::OTHER;
+                        rest = Some(r);
+                    }
+                }
+            }
+        }
+        syscalls.sort_unstable_by_key(|s| s.key);
+        if let Some(r) = rest {
+            merge_into_other_syscall(&mut syscalls, &r);
+        }
+
+        // Transitions by count, largest first.
+        let mut all: Vec<Transition, TRANSITIONS> = self
+            .transitions
+            .iter()
+            .map(|(pair, t)| Transition {
+                from: SyscallId((pair >> 16) as u16),
+                to: SyscallId((pair & 0xffff) as u16),
+                count: t.count,
+                gap_sum_ns: t.gap_sum_ns,
+            })
+            .collect();
+        all.sort_unstable_by(|a, b| b.count.cmp(&a.count).then((a.from, a.to).cmp(&(b.from, b.to))));
+        let keep = DEFAULT_SUMMARY_TRANSITIONS.min(MAX_SUMMARY_TRANSITIONS - 1);
+        let mut transitions: Vec<Transition, MAX_SUMMARY_TRANSITIONS> = Vec::new();
+        let mut folded = Transition {
+            from: SyscallId::OTHER,
+            to: SyscallId::OTHER,
+            count: self.transition_other.count,
+            gap_sum_ns: self.transition_other.gap_sum_ns,
+        };
+        for (i, t) in all.iter().enumerate() {
+            if i < keep {
+                let _ = transitions.push(*t);
+            } else {
+                folded.merge(t);
+            }
+        }
+        transitions.sort_unstable_by_key(|t| (t.from, t.to));
+        if folded.count > 0 {
+            merge_into_other_transition(&mut transitions, &folded);
+        }
+
+        Summary {
+            id,
+            run,
+            facts,
+            truncated: false,
+            syscalls,
+            transitions,
+        }
+    }
+}
+
+// Keep the unused-import lint quiet for MAX_ERRNOS, which documents the
+// failure tally's width alongside `top_errnos`.
+const _: usize = MAX_ERRNOS;

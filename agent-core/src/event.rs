@@ -1,0 +1,106 @@
+//! The event model: one completed syscall, as the platform shim saw it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Arch;
+
+/// What the fd a syscall used refers to, as resolved by the platform shim
+/// (on Linux from `/proc/PID/fd/N`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[repr(u8)]
+pub enum FdKind {
+    /// The syscall takes no fd (or the shim did not resolve it).
+    None = 0,
+    /// A regular file, directory or device.
+    File = 1,
+    /// A socket of any family.
+    Socket = 2,
+    /// A pipe or FIFO.
+    Pipe = 3,
+    /// Anything else: eventfd, epoll, timerfd, signalfd, anon inodes, ...
+    Other = 4,
+}
+
+impl FdKind {
+    /// Number of kinds (the kinds are 0..COUNT).
+    pub const COUNT: usize = 5;
+    /// Every kind, in numeric order.
+    pub const ALL: [FdKind; 5] = [
+        FdKind::None,
+        FdKind::File,
+        FdKind::Socket,
+        FdKind::Pipe,
+        FdKind::Other,
+    ];
+
+    /// The name used in reports and attribute suffixes (`@file`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            FdKind::None => "none",
+            FdKind::File => "file",
+            FdKind::Socket => "socket",
+            FdKind::Pipe => "pipe",
+            FdKind::Other => "other",
+        }
+    }
+
+    /// The kind with this numeric value.
+    pub const fn from_u8(v: u8) -> Option<FdKind> {
+        match v {
+            0 => Some(FdKind::None),
+            1 => Some(FdKind::File),
+            2 => Some(FdKind::Socket),
+            3 => Some(FdKind::Pipe),
+            4 => Some(FdKind::Other),
+            _ => None,
+        }
+    }
+
+    /// Parses a name produced by [`FdKind::name`].
+    pub fn from_name(name: &str) -> Option<FdKind> {
+        FdKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+/// One completed syscall.
+///
+/// `ret` is the raw return value, sign-extended from 32 bits for 32-bit ABIs;
+/// values in `-4095..=-1` are failures with errno `-ret` (the kernel's rule).
+/// Timestamps are from one monotonic clock (CLOCK_MONOTONIC on Linux), in ns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyscallEvent {
+    /// Thread id (the kernel's tid).
+    pub tid: u32,
+    /// The ABI the syscall was made through.
+    pub arch: Arch,
+    /// The raw syscall number in that ABI.
+    pub nr: u32,
+    /// The six argument registers.
+    pub args: [u64; 6],
+    /// The raw return value.
+    pub ret: i64,
+    /// Monotonic time at syscall entry, ns.
+    pub entry_ns: u64,
+    /// Monotonic time at syscall exit, ns.
+    pub exit_ns: u64,
+    /// What the fd argument refers to.
+    pub fd_kind: FdKind,
+}
+
+impl SyscallEvent {
+    /// The errno of a failed call, `None` for a success.
+    #[inline]
+    pub const fn errno(&self) -> Option<u16> {
+        if self.ret < 0 && self.ret >= -4095 {
+            Some((-self.ret) as u16)
+        } else {
+            None
+        }
+    }
+
+    /// Time spent in the call, ns (0 if the clock went backwards).
+    #[inline]
+    pub const fn duration_ns(&self) -> u64 {
+        self.exit_ns.saturating_sub(self.entry_ns)
+    }
+}

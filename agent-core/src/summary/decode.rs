@@ -1,0 +1,185 @@
+//! Strict decoding: every field is validated; any defect is a typed error.
+
+use super::{Summary, FORMAT_VERSION, MAX_ENCODED_LEN, MAX_ERRNOS};
+use crate::histogram::BUCKETS;
+use crate::Key;
+
+/// Why bytes are not a valid summary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// No bytes at all.
+    Empty,
+    /// The bytes end in the middle of a field.
+    Truncated,
+    /// More than [`MAX_ENCODED_LEN`] bytes.
+    Oversized {
+        /// The length given.
+        len: usize,
+    },
+    /// A format version this decoder does not know.
+    UnsupportedVersion {
+        /// The version found.
+        found: u16,
+    },
+    /// A field could not be decoded (bad varint, bad enum tag, invalid
+    /// UTF-8, a list longer than its capacity, ...).
+    Malformed(postcard::Error),
+    /// Bytes left after the summary.
+    TrailingBytes {
+        /// How many.
+        extra: usize,
+    },
+    /// Fields that decode but contradict each other; names the rule broken.
+    Inconsistent(&'static str),
+}
+
+impl core::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            DecodeError::Empty => f.write_str("empty summary"),
+            DecodeError::Truncated => f.write_str("summary truncated"),
+            DecodeError::Oversized { len } => {
+                write!(f, "summary of {len} bytes exceeds the {MAX_ENCODED_LEN}-byte cap")
+            }
+            DecodeError::UnsupportedVersion { found } => write!(
+                f,
+                "summary format version {found} is not supported (this decoder reads {FORMAT_VERSION})"
+            ),
+            DecodeError::Malformed(e) => write!(f, "malformed summary: {e}"),
+            DecodeError::TrailingBytes { extra } => {
+                write!(f, "{extra} unexpected bytes after the summary")
+            }
+            DecodeError::Inconsistent(why) => write!(f, "inconsistent summary: {why}"),
+        }
+    }
+}
+
+fn map_postcard(e: postcard::Error) -> DecodeError {
+    match e {
+        postcard::Error::DeserializeUnexpectedEnd => DecodeError::Truncated,
+        other => DecodeError::Malformed(other),
+    }
+}
+
+impl Summary {
+    /// Decodes and validates one encoded summary.
+    pub fn decode(bytes: &[u8]) -> Result<Summary, DecodeError> {
+        if bytes.is_empty() {
+            return Err(DecodeError::Empty);
+        }
+        if bytes.len() > MAX_ENCODED_LEN {
+            return Err(DecodeError::Oversized { len: bytes.len() });
+        }
+        let (version, rest) = postcard::take_from_bytes::<u16>(bytes).map_err(map_postcard)?;
+        if version != FORMAT_VERSION {
+            return Err(DecodeError::UnsupportedVersion { found: version });
+        }
+        let (summary, rest) = postcard::take_from_bytes::<Summary>(rest).map_err(map_postcard)?;
+        if !rest.is_empty() {
+            return Err(DecodeError::TrailingBytes { extra: rest.len() });
+        }
+        summary.validate()?;
+        Ok(summary)
+    }
+
+    /// Checks the rules that tie the fields together.
+    pub fn validate(&self) -> Result<(), DecodeError> {
+        use DecodeError::Inconsistent as Bad;
+        if self.facts.validate().is_err() {
+            return Err(Bad("facts: invalid key, value or duplicate"));
+        }
+        let mut prev: Option<Key> = None;
+        let mut total_count: u64 = 0;
+        for s in &self.syscalls {
+            if prev.is_some_and(|p| p >= s.key) {
+                return Err(Bad("syscalls: keys not strictly increasing"));
+            }
+            prev = Some(s.key);
+            if s.count == 0 {
+                return Err(Bad("syscalls: entry with zero calls"));
+            }
+            total_count = total_count.saturating_add(s.count);
+            match &s.spread {
+                None if s.count > 1 => return Err(Bad("syscalls: spread missing for count > 1")),
+                Some(_) if s.count == 1 => return Err(Bad("syscalls: spread given for count 1")),
+                Some(sp) => {
+                    if sp.min_ns > sp.max_ns {
+                        return Err(Bad("syscalls: min_ns > max_ns"));
+                    }
+                    let (lo, hi) = (
+                        sp.min_ns as u128 * s.count as u128,
+                        sp.max_ns as u128 * s.count as u128,
+                    );
+                    let total = s.total_ns as u128;
+                    if total < lo || (total > hi && s.total_ns != u64::MAX) {
+                        return Err(Bad("syscalls: total_ns outside count * [min, max]"));
+                    }
+                    if sp.histogram.total() != s.count {
+                        return Err(Bad("syscalls: histogram does not add up to count"));
+                    }
+                    let used = sp.histogram.counts.iter().enumerate().filter(|(_, c)| **c > 0);
+                    let lowest = crate::histogram::bucket_of(sp.min_ns);
+                    let highest = crate::histogram::bucket_of(sp.max_ns);
+                    if used.clone().any(|(b, _)| b < lowest || b > highest || b >= BUCKETS) {
+                        return Err(Bad("syscalls: histogram outside [min, max]"));
+                    }
+                }
+                None => {}
+            }
+            if let Some(f) = &s.failures {
+                if f.errors == 0 || f.errors > s.count {
+                    return Err(Bad("syscalls: errors not in 1..=count"));
+                }
+                if f.errnos.len() > MAX_ERRNOS {
+                    return Err(Bad("syscalls: too many errnos"));
+                }
+                let mut sum = f.errno_other;
+                for (i, (errno, n)) in f.errnos.iter().enumerate() {
+                    if *errno == 0 || *errno > 4095 || *n == 0 {
+                        return Err(Bad("syscalls: errno or errno count out of range"));
+                    }
+                    if let Some((pe, pn)) = i.checked_sub(1).map(|j| f.errnos[j]) {
+                        if pn < *n || (pn == *n && pe >= *errno) {
+                            return Err(Bad("syscalls: errnos not in decreasing count order"));
+                        }
+                    }
+                    sum = sum.saturating_add(*n);
+                }
+                if sum != f.errors {
+                    return Err(Bad("syscalls: errno counts do not add up to errors"));
+                }
+                if f.first_ns > f.last_ns {
+                    return Err(Bad("syscalls: first failure after last failure"));
+                }
+            }
+            if let Some(c) = &s.consecutive {
+                if c.count == 0 || c.count > s.count {
+                    return Err(Bad("syscalls: consecutive not in 1..=count"));
+                }
+            }
+        }
+        if total_count != self.run.events {
+            return Err(Bad("run: events differs from the sum of syscall counts"));
+        }
+        let mut prev_pair = None;
+        let mut transitions: u64 = 0;
+        for t in &self.transitions {
+            let pair = (t.from, t.to);
+            if prev_pair.is_some_and(|p| p >= pair) {
+                return Err(Bad("transitions: pairs not strictly increasing"));
+            }
+            prev_pair = Some(pair);
+            if t.count == 0 {
+                return Err(Bad("transitions: entry with zero count"));
+            }
+            transitions = transitions.saturating_add(t.count);
+        }
+        if transitions > self.run.events {
+            return Err(Bad("transitions: more transitions than events"));
+        }
+        if self.run.threads < self.run.processes {
+            return Err(Bad("run: fewer threads than processes"));
+        }
+        Ok(())
+    }
+}

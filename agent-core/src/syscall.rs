@@ -1,0 +1,304 @@
+//! Canonical syscall ids: one stable id per syscall name, the same on every
+//! architecture, so that summaries from a phone and a laptop compare.
+//!
+//! The ids are the line numbers of `agent-core/syscall-ids.txt` (comments
+//! skipped). That file is append-only across releases: a name, once given an
+//! id, keeps it forever. The per-architecture raw-number tables are generated
+//! at build time from the `syscalls` crate (see `build.rs`); a name the crate
+//! knows that the file lacks maps to [`SyscallId::UNKNOWN`] and fails the
+//! `every_known_name_has_an_id` test until it is appended.
+
+use core::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::{Arch, FdKind};
+
+mod tables {
+    include!(concat!(env!("OUT_DIR"), "/syscall_tables.rs"));
+}
+
+/// A canonical syscall id.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SyscallId(pub u16);
+
+impl SyscallId {
+    /// Entries folded together because a table or the size budget was full.
+    pub const OTHER: SyscallId = SyscallId(0);
+    /// A raw number with no name in the tables.
+    pub const UNKNOWN: SyscallId = SyscallId(1);
+    /// How many ids this build knows (ids are `0..COUNT`).
+    pub const COUNT: usize = tables::NAMES.len();
+
+    /// The canonical id of raw syscall `nr` in `arch`.
+    #[inline]
+    pub fn from_raw(arch: Arch, nr: u32) -> SyscallId {
+        let table: &[u16] = match arch {
+            Arch::X86_64 => &tables::RAW_TO_ID_X86_64,
+            Arch::I386 => &tables::RAW_TO_ID_I386,
+            Arch::Aarch64 => &tables::RAW_TO_ID_AARCH64,
+            Arch::Arm => &tables::RAW_TO_ID_ARM,
+        };
+        if let Some(id) = table.get(nr as usize) {
+            return SyscallId(*id);
+        }
+        if arch == Arch::Arm {
+            if let Some((_, id)) = tables::ARM_PRIVATE.iter().find(|(raw, _)| *raw == nr) {
+                return SyscallId(*id);
+            }
+        }
+        SyscallId::UNKNOWN
+    }
+
+    /// The raw number of this syscall in `arch`, if it exists there.
+    pub fn to_raw(self, arch: Arch) -> Option<u32> {
+        if self == SyscallId::OTHER || self == SyscallId::UNKNOWN {
+            return None;
+        }
+        let table: &[u16] = match arch {
+            Arch::X86_64 => &tables::RAW_TO_ID_X86_64,
+            Arch::I386 => &tables::RAW_TO_ID_I386,
+            Arch::Aarch64 => &tables::RAW_TO_ID_AARCH64,
+            Arch::Arm => &tables::RAW_TO_ID_ARM,
+        };
+        if let Some(nr) = table.iter().position(|id| *id == self.0) {
+            return Some(nr as u32);
+        }
+        if arch == Arch::Arm {
+            return tables::ARM_PRIVATE
+                .iter()
+                .find(|(_, id)| *id == self.0)
+                .map(|(raw, _)| *raw);
+        }
+        None
+    }
+
+    /// The syscall's name; `None` for an id newer than this build.
+    pub fn name(self) -> Option<&'static str> {
+        tables::NAMES.get(self.0 as usize).copied()
+    }
+
+    /// The id of a syscall name (`"read"`, `"<other>"`, ...).
+    pub fn from_name(name: &str) -> Option<SyscallId> {
+        tables::SORTED_NAMES
+            .binary_search_by(|(n, _)| (*n).cmp(name))
+            .ok()
+            .map(|i| SyscallId(tables::SORTED_NAMES[i].1))
+    }
+
+    /// For the read/write family, the index of the argument holding the
+    /// requested size (the count argument). `recvmsg`/`sendmsg` carry theirs
+    /// inside the `msghdr` in the tracee's memory, which the agent does not
+    /// read: they have none.
+    #[inline]
+    pub fn size_arg(self) -> Option<usize> {
+        let idx = self.0 as usize;
+        if idx < SIZE_ARG_FAMILY.len() && SIZE_ARG_FAMILY[idx] {
+            Some(2)
+        } else {
+            None
+        }
+    }
+
+    /// Whether this syscall is one of the read/write family (read, write,
+    /// pread64, pwrite64, readv, writev, recvfrom, sendto, recvmsg, sendmsg).
+    pub fn is_read_write_family(self) -> bool {
+        READ_WRITE_FAMILY.iter().any(|n| SyscallId::from_name(n) == Some(self))
+    }
+
+    /// Every name known to the `syscalls` crate that has no id yet. Empty in
+    /// a correct build.
+    pub fn missing_names() -> &'static [&'static str] {
+        &tables::MISSING_NAMES
+    }
+}
+
+/// The read/write family, by name.
+pub const READ_WRITE_FAMILY: [&str; 10] = [
+    "read", "write", "pread64", "pwrite64", "readv", "writev", "recvfrom", "sendto", "recvmsg",
+    "sendmsg",
+];
+
+/// Membership of the family members whose size is argument 2, indexed by id.
+/// Computed at compile time from the generated name table.
+static SIZE_ARG_FAMILY: [bool; SyscallId::COUNT] = {
+    let mut flags = [false; SyscallId::COUNT];
+    let mut i = 0;
+    while i < SyscallId::COUNT {
+        let name = tables::NAMES[i].as_bytes();
+        let mut f = 0;
+        while f < 8 {
+            // The first eight members take their size as argument 2.
+            if const_eq(name, READ_WRITE_FAMILY[f].as_bytes()) {
+                flags[i] = true;
+            }
+            f += 1;
+        }
+        i += 1;
+    }
+    flags
+};
+
+const fn const_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+impl fmt::Debug for SyscallId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(n) => write!(f, "{n}({})", self.0),
+            None => write!(f, "#{}", self.0),
+        }
+    }
+}
+
+impl fmt::Display for SyscallId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "#{}", self.0),
+        }
+    }
+}
+
+/// What statistics are kept per: a syscall and the kind of fd it used.
+///
+/// On the wire a key is one varint, `id << 3 | fd_kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    /// The syscall.
+    pub id: SyscallId,
+    /// The kind of fd it used.
+    pub fd_kind: FdKind,
+}
+
+impl Key {
+    /// The "other" entry that full tables and size folding spill into.
+    pub const OTHER: Key = Key {
+        id: SyscallId::OTHER,
+        fd_kind: FdKind::None,
+    };
+
+    /// Packs the key into one integer (`id << 3 | fd_kind`).
+    #[inline]
+    pub const fn packed(self) -> u32 {
+        ((self.id.0 as u32) << 3) | self.fd_kind as u32
+    }
+
+    /// Unpacks [`Key::packed`]; `None` for an invalid fd kind or id.
+    pub const fn from_packed(v: u32) -> Option<Key> {
+        let id = v >> 3;
+        if id > u16::MAX as u32 {
+            return None;
+        }
+        match FdKind::from_u8((v & 7) as u8) {
+            Some(fd_kind) => Some(Key {
+                id: SyscallId(id as u16),
+                fd_kind,
+            }),
+            None => None,
+        }
+    }
+}
+
+impl Serialize for Key {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(self.packed())
+    }
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = u32::deserialize(d)?;
+        Key::from_packed(v).ok_or_else(|| serde::de::Error::custom("invalid syscall key"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_known_name_has_an_id() {
+        assert!(
+            SyscallId::missing_names().is_empty(),
+            "append these names to agent-core/syscall-ids.txt: {:?}",
+            SyscallId::missing_names()
+        );
+    }
+
+    #[test]
+    fn read_is_one_id_on_every_arch() {
+        let read = SyscallId::from_name("read").unwrap();
+        assert_eq!(SyscallId::from_raw(Arch::X86_64, 0), read);
+        assert_eq!(SyscallId::from_raw(Arch::I386, 3), read);
+        assert_eq!(SyscallId::from_raw(Arch::Aarch64, 63), read);
+        assert_eq!(SyscallId::from_raw(Arch::Arm, 3), read);
+        let write = SyscallId::from_name("write").unwrap();
+        assert_eq!(SyscallId::from_raw(Arch::X86_64, 1), write);
+        assert_eq!(SyscallId::from_raw(Arch::Aarch64, 64), write);
+        assert_eq!(SyscallId::from_raw(Arch::Arm, 4), write);
+        assert_eq!(SyscallId::from_raw(Arch::I386, 4), write);
+    }
+
+    #[test]
+    fn ids_are_stable() {
+        // The first entries of the append-only table: a change here breaks
+        // every stored summary.
+        assert_eq!(SyscallId::OTHER.name(), Some("<other>"));
+        assert_eq!(SyscallId::UNKNOWN.name(), Some("<unknown>"));
+        assert_eq!(SyscallId::from_name("read"), Some(SyscallId(2)));
+        assert_eq!(SyscallId::from_name("write"), Some(SyscallId(3)));
+        assert_eq!(SyscallId::from_name("openat"), Some(SyscallId(259)));
+    }
+
+    #[test]
+    fn raw_round_trip_and_unknowns() {
+        for arch in Arch::ALL {
+            for nr in 0..600u32 {
+                let id = SyscallId::from_raw(arch, nr);
+                if id != SyscallId::UNKNOWN {
+                    assert_eq!(id.to_raw(arch), Some(nr), "{arch:?} {nr}");
+                }
+            }
+            assert_eq!(SyscallId::from_raw(arch, u32::MAX), SyscallId::UNKNOWN);
+        }
+        let set_tls = SyscallId::from_name("set_tls").unwrap();
+        assert_eq!(SyscallId::from_raw(Arch::Arm, 0x0f0005), set_tls);
+        assert_eq!(set_tls.to_raw(Arch::Arm), Some(0x0f0005));
+        assert_eq!(SyscallId(u16::MAX).name(), None);
+    }
+
+    #[test]
+    fn size_argument_family() {
+        for n in ["read", "write", "pread64", "pwrite64", "readv", "writev", "recvfrom", "sendto"] {
+            assert_eq!(SyscallId::from_name(n).unwrap().size_arg(), Some(2), "{n}");
+        }
+        for n in ["recvmsg", "sendmsg", "openat", "close"] {
+            assert_eq!(SyscallId::from_name(n).unwrap().size_arg(), None, "{n}");
+        }
+        assert!(SyscallId::from_name("recvmsg").unwrap().is_read_write_family());
+        assert!(!SyscallId::from_name("close").unwrap().is_read_write_family());
+    }
+
+    #[test]
+    fn key_packing() {
+        for kind in FdKind::ALL {
+            let k = Key { id: SyscallId(484), fd_kind: kind };
+            assert_eq!(Key::from_packed(k.packed()), Some(k));
+        }
+        assert_eq!(Key::from_packed(7), None);
+        assert_eq!(Key::from_packed(u32::MAX), None);
+    }
+}

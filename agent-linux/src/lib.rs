@@ -1,0 +1,1 @@
+//! The Linux shim (ptrace tracer); filled by the tracer issue.

@@ -1,0 +1,1 @@
+//! diagnose: skeleton, filled by its issue.

@@ -1,0 +1,1 @@
+//! service: skeleton, filled by its issue.

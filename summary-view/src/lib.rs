@@ -1,0 +1,1 @@
+//! Host-side views of a summary (being written).

@@ -1,0 +1,1 @@
+//! uploader: skeleton, filled by its issue.
