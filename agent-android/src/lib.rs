@@ -1,1 +1,25 @@
-//! agent-android: skeleton, filled by its issue.
+//! Edge Agent for Android apps (and any native program that prefers a C ABI
+//! over running the `edge-agent` command).
+//!
+//! One safe Rust API ([`api`]) does the work: trace a command with the
+//! ptrace tracer of `agent-linux`, fill in the device's facts from Android's
+//! system properties ([`device`]), put summaries into the app-private spool,
+//! run the uploader, and render a summary as JSON. Two thin layers expose it:
+//!
+//! - [`ffi`]: a C ABI, declared in `include/edge_agent.h`. Summaries are at
+//!   most [`agent_core::MAX_ENCODED_LEN`] bytes, so callers pass fixed
+//!   buffers and no memory ever changes owner across the boundary.
+//! - [`jni_api`]: JNI exports for the Java wrapper `dev.edgeagent.EdgeAgent`
+//!   (source in `java/`). Errors become Java exceptions with a message.
+//!
+//! Neither layer lets a panic or an error cross the boundary: every entry
+//! point catches both and turns them into an error code or an exception.
+
+pub mod api;
+pub mod device;
+pub mod error;
+pub mod ffi;
+pub mod jni_api;
+
+pub use api::{spool_put, summary_json, trace, upload, TraceRequest};
+pub use error::Error;

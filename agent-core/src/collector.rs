@@ -96,18 +96,23 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
     pub fn record(&mut self, ev: &SyscallEvent) {
         self.events = self.events.saturating_add(1);
         let id = SyscallId::from_raw(ev.arch, ev.nr);
-        let key = Key {
+        let consecutive_gap = self.track_thread(ev.tid, id, ev.entry_ns, ev.exit_ns);
+        let own_key = Key {
             id,
             fd_kind: ev.fd_kind,
         };
-        let consecutive_gap = self.track_thread(ev.tid, id, ev.entry_ns, ev.exit_ns);
+        let slot = self.slot(own_key);
+        let key = if slot.is_some() { own_key } else { Key::OTHER };
         let errno = ev.errno();
-        let untracked_errno = match errno {
-            Some(e) => !self.tally_errno(key, e),
-            None => false,
+        let tracked_errno = match errno {
+            Some(e) => self.tally_errno(key, e),
+            None => true,
         };
         let start_ns = self.start_ns;
-        let stats = self.stats_mut(key);
+        let stats = match slot {
+            Some(i) => &mut self.keys[i].1,
+            None => &mut self.other,
+        };
         stats.add_call(ev.duration_ns());
         if let Some(gap) = consecutive_gap {
             stats.add_consecutive(gap);
@@ -115,7 +120,7 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
         match errno {
             Some(_) => {
                 stats.add_failure(ev.exit_ns.saturating_sub(start_ns));
-                if untracked_errno {
+                if !tracked_errno {
                     stats.errno_untracked = stats.errno_untracked.saturating_add(1);
                 }
             }
@@ -177,7 +182,8 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
         }
         let mut fresh = TransitionStats::default();
         fresh.add(gap_ns);
-        if self.transitions.insert(pair, fresh).is_err() {
+        // A full table would only probe again to refuse the insert.
+        if self.transitions.len() == TRANSITIONS || self.transitions.insert(pair, fresh).is_err() {
             self.transition_other.add(gap_ns);
             self.overflow.transitions = self.overflow.transitions.saturating_add(1);
         }
@@ -190,7 +196,7 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
             *n = n.saturating_add(1);
             return true;
         }
-        if self.errnos.insert(k, 1).is_ok() {
+        if self.errnos.len() < ERRNOS && self.errnos.insert(k, 1).is_ok() {
             true
         } else {
             self.overflow.errnos = self.overflow.errnos.saturating_add(1);
@@ -198,39 +204,34 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
         }
     }
 
+    /// Where an event of `key` is counted: its own slot (found or created),
+    /// or `None` for the "other" entry when the key table is full.
     #[inline]
-    fn stats_mut(&mut self, key: Key) -> &mut KeyStats {
-        let slot = key.id.0 as usize * FdKind::COUNT + key.fd_kind as usize;
-        let Some(pos) = self.index.get(slot).copied() else {
-            return self.overflowed_key();
-        };
-        if pos != 0 {
-            return &mut self.keys[pos as usize - 1].1;
+    fn slot(&mut self, key: Key) -> Option<usize> {
+        let index = key.id.0 as usize * FdKind::COUNT + key.fd_kind as usize;
+        match self.index.get(index).copied() {
+            Some(0) if self.keys.push((key, KeyStats::EMPTY)).is_ok() => {
+                self.index[index] = self.keys.len() as u16;
+                Some(self.keys.len() - 1)
+            }
+            Some(pos) if pos != 0 => Some(pos as usize - 1),
+            // The key table is full (or, unreachable for ids from
+            // `from_raw`, the id is out of range): counted, never lost.
+            _ => {
+                self.overflow.keys = self.overflow.keys.saturating_add(1);
+                None
+            }
         }
-        if self.keys.push((key, KeyStats::EMPTY)).is_ok() {
-            let len = self.keys.len();
-            self.index[slot] = len as u16;
-            &mut self.keys[len - 1].1
-        } else {
-            self.overflowed_key()
-        }
-    }
-
-    fn overflowed_key(&mut self) -> &mut KeyStats {
-        self.overflow.keys = self.overflow.keys.saturating_add(1);
-        &mut self.other
     }
 
     /// The wire form of one key's statistics.
     fn entry(&self, key: Key, s: &KeyStats) -> SyscallSummary {
         let failures = (s.errors > 0).then(|| {
             let mut all: Vec<(u16, u64), ERRNOS> = Vec::new();
-            if key != Key::OTHER {
-                for (k, n) in self.errnos.iter() {
-                    if (k >> 16) as u32 == key.packed() {
-                        // Cannot fail: at most ERRNOS entries.
-                        let _ = all.push(((k & 0xffff) as u16, *n));
-                    }
+            for (k, n) in self.errnos.iter() {
+                if (k >> 16) as u32 == key.packed() {
+                    // Cannot fail: at most ERRNOS entries.
+                    let _ = all.push(((k & 0xffff) as u16, *n));
                 }
             }
             let tallied = all.iter().fold(0u64, |a, (_, n)| a.saturating_add(*n));

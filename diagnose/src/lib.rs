@@ -1,1 +1,24 @@
-//! diagnose: skeleton, filled by its issue.
+//! Root-cause rules from Edge Agent summaries (the research's Algorithm 1).
+//!
+//! The flow: summaries (from files or the service's store, [`input`]) are
+//! labelled good or bad ([`label`]: given, or by clustering durations),
+//! syscall names with the same meaning are merged ([`mapping`]), each run
+//! becomes a row of named attributes ([`attributes`]) over the syscalls every
+//! run made ([`intersection`]), and decision trees ([`tree`]) are built and
+//! read as rules ([`rules`]) again and again, each time without the previous
+//! root attribute. [`analysis`] runs these steps; [`report`] prints the
+//! result as text, JSON or HTML; [`cli`] is `edge-service diagnose` and
+//! `edge-service demo` ([`demo`]).
+
+pub mod analysis;
+pub mod attributes;
+pub mod cli;
+pub mod dataset;
+pub mod demo;
+pub mod input;
+pub mod intersection;
+pub mod label;
+pub mod mapping;
+pub mod report;
+pub mod rules;
+pub mod tree;

@@ -1,1 +1,22 @@
-//! service: skeleton, filled by its issue.
+//! edge-service: takes a fleet's summary uploads over HTTP(S), stores them
+//! durably in SQLite (one row per run, one per (run, syscall, fd kind), the
+//! raw summary kept), answers queries and serves directives.
+//!
+//! Request path: [`server`] authenticates and splits the body
+//! ([`framing`]), [`ingest`] decodes each item with agent-core's strict
+//! decoder, and the [`writer`] thread commits every waiting request in one
+//! transaction of the [`store`] before anyone is acknowledged.
+
+pub mod cli;
+pub mod directive;
+pub mod framing;
+pub mod ingest;
+pub mod metrics;
+pub mod sample;
+pub mod serve;
+//DIAG pub mod source;
+pub mod server;
+pub mod store;
+pub mod tls;
+pub mod tokens;
+pub mod writer;

@@ -1,1 +1,59 @@
-//! End-to-end tests live in tests/tests/.
+//! Helpers for the workspace-level end-to-end tests in `tests/tests/`.
+//!
+//! The tests drive the real binaries (`edge-agent`, `edge-service`).
+//! `cargo test --workspace` builds them before any test runs; when a test is
+//! run alone (`cargo test -p edge-tests`), [`binary`] builds the missing one
+//! with the same profile.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// Which package builds which binary.
+const PACKAGES: &[(&str, &str)] = &[("edge-agent", "agent-linux"), ("edge-service", "service")];
+
+static BUILD_LOCK: Mutex<()> = Mutex::new(());
+
+/// The target directory's profile folder the test binary runs from
+/// (`target/debug` or `target/release`).
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/<profile>/deps/<test-binary>
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("test binary lives in target/<profile>/deps")
+        .to_path_buf()
+}
+
+/// Path of workspace binary `name`, building it first if it is missing.
+pub fn binary(name: &str) -> PathBuf {
+    let dir = profile_dir();
+    let path = dir.join(name);
+    let _guard = BUILD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    if !path.exists() {
+        let package = PACKAGES
+            .iter()
+            .find(|(bin, _)| *bin == name)
+            .map(|(_, p)| *p)
+            .unwrap_or_else(|| panic!("unknown workspace binary {name}"));
+        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cmd.args(["build", "-p", package, "--bin", name]);
+        if dir.file_name().is_some_and(|p| p == "release") {
+            cmd.arg("--release");
+        }
+        if let Some(target) = dir.parent() {
+            cmd.env("CARGO_TARGET_DIR", target);
+        }
+        let status = cmd.status().expect("run cargo build");
+        assert!(status.success(), "building {name} failed");
+    }
+    path
+}
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the workspace root")
+        .to_path_buf()
+}

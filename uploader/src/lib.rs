@@ -1,1 +1,22 @@
-//! uploader: skeleton, filled by its issue.
+//! Edge Agent's uploader: summaries are spooled on the device, crash-safe,
+//! and sent in an off-peak window over TLS, each exactly once.
+//!
+//! - [`spool`]: atomic, bounded, locked spool directory;
+//! - [`window`]: the off-peak window and the fleet spread;
+//! - [`conditions`]: platform conditions (AC power, ...);
+//! - [`tls`], [`transport`]: the ingest protocol over ureq + rustls;
+//! - [`retry`]: backoff with jitter;
+//! - [`upload`]: one pass over the spool;
+//! - [`cli`]: `edge-agent upload`.
+
+pub mod cli;
+pub mod conditions;
+pub mod retry;
+pub mod spool;
+pub mod tls;
+pub mod transport;
+pub mod upload;
+pub mod window;
+
+#[doc(hidden)]
+pub mod testing;

@@ -111,7 +111,8 @@ impl Summary {
                         sp.max_ns as u128 * s.count as u128,
                     );
                     let total = s.total_ns as u128;
-                    if total < lo || (total > hi && s.total_ns != u64::MAX) {
+                    // A saturated total (u64::MAX) is only a lower bound.
+                    if s.total_ns != u64::MAX && (total < lo || total > hi) {
                         return Err(Bad("syscalls: total_ns outside count * [min, max]"));
                     }
                     if sp.histogram.total() != s.count {

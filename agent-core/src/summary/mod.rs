@@ -25,7 +25,7 @@ pub const FORMAT_VERSION: u16 = 1;
 /// Hard cap on an encoded summary, bytes.
 pub const MAX_ENCODED_LEN: usize = 2048;
 /// Most syscall entries a summary holds (the "other" entry included).
-pub const MAX_SUMMARY_SYSCALLS: usize = 128;
+pub const MAX_SUMMARY_SYSCALLS: usize = 64;
 /// Most transition entries a summary holds (the "other" entry included).
 pub const MAX_SUMMARY_TRANSITIONS: usize = 64;
 /// How many transitions [`crate::Collector::summarize`] keeps, by count; the

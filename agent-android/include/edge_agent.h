@@ -1,0 +1,83 @@
+/*
+ * Edge Agent: C ABI of libagent_android (agent-android crate).
+ *
+ * Link against libagent_android.so (cdylib) or libagent_android.a
+ * (staticlib). Every function returns EDGE_AGENT_OK (0) or a negative
+ * EDGE_AGENT_E* code; on failure it writes a NUL-terminated message into
+ * `err` (which may be NULL when `err_cap` is 0). Output goes into buffers the
+ * caller owns: nothing is allocated for the caller, nothing needs freeing.
+ * The functions are thread-safe; edge_agent_trace blocks until the traced
+ * program exits (call it off any UI thread).
+ *
+ * Keep in step with agent-android/src/ffi.rs.
+ */
+#ifndef EDGE_AGENT_H
+#define EDGE_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An encoded summary is at most this many bytes. */
+#define EDGE_AGENT_SUMMARY_MAX 2048
+
+#define EDGE_AGENT_OK 0
+#define EDGE_AGENT_EINVAL (-1)    /* invalid argument, buffer too small */
+#define EDGE_AGENT_ETRACE (-2)    /* the command could not be traced */
+#define EDGE_AGENT_EDECODE (-3)   /* bytes are not a valid summary */
+#define EDGE_AGENT_ESPOOL (-4)    /* the spool refused the summary */
+#define EDGE_AGENT_EUPLOAD (-5)   /* the uploader failed */
+#define EDGE_AGENT_EINTERNAL (-6) /* a bug in the library (caught panic) */
+
+/* The library's version (static string, do not free). */
+const char *edge_agent_version(void);
+
+/*
+ * Traces argv[0..argc) (argv[0] is looked up in PATH) to its end and writes
+ * its encoded summary (at most EDGE_AGENT_SUMMARY_MAX bytes) into
+ * summary[0..*summary_len).
+ *   only:  NULL for every syscall, or n_only syscall names ("read", ...).
+ *   facts: NULL, or n_facts "key=value" free facts for the summary.
+ * On Android the device's facts (model, release, SDK) are added from system
+ * properties.
+ */
+int edge_agent_trace(const char *const *argv, size_t argc,
+                     const char *const *only, size_t n_only,
+                     const char *const *facts, size_t n_facts,
+                     uint8_t *summary, size_t summary_cap, size_t *summary_len,
+                     char *err, size_t err_cap);
+
+/*
+ * Puts an encoded summary into the spool directory (created if missing) and
+ * writes the new file's path into `path` (NULL with path_cap 0 to skip).
+ */
+int edge_agent_spool_put(const char *spool_dir,
+                         const uint8_t *summary, size_t summary_len,
+                         char *path, size_t path_cap,
+                         char *err, size_t err_cap);
+
+/*
+ * Writes the JSON view of an encoded summary (as `edge-agent show --json`)
+ * into `json`, NUL-terminated, and its length into *json_len. If json_cap is
+ * too small, returns EDGE_AGENT_EINVAL with the needed length in *json_len.
+ */
+int edge_agent_summary_json(const uint8_t *summary, size_t summary_len,
+                            char *json, size_t json_cap, size_t *json_len,
+                            char *err, size_t err_cap);
+
+/*
+ * Runs the uploader with `edge-agent upload`'s arguments, without the program
+ * name (e.g. "--spool", dir, "--server", url, "--token-file", f, "--now",
+ * "--once"), and writes its exit status (0: all sent) into *status.
+ */
+int edge_agent_upload(const char *const *argv, size_t argc, int *status,
+                      char *err, size_t err_cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EDGE_AGENT_H */

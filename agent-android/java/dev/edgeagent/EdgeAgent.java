@@ -1,0 +1,118 @@
+package dev.edgeagent;
+
+import java.io.File;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Java wrapper of libagent_android (the agent-android crate's cdylib).
+ *
+ * <p>Typical use in an app, off the UI thread:
+ * <pre>{@code
+ * EdgeAgent.loadLibrary();
+ * byte[] summary = EdgeAgent.trace(new String[] {nativeLibraryDir + "/libworkload.so", "--fetch"},
+ *         null, Map.of("net", "wifi"));
+ * EdgeAgent.spoolPut(EdgeAgent.spoolDir(context.getNoBackupFilesDir()), summary);
+ * }</pre>
+ * and {@code UploadWorker} (android/) sends the spool when the app's
+ * WorkManager constraints (unmetered, charging, idle) hold.
+ *
+ * <p>Android (targetSdk 29 and later) does not execute files from app data:
+ * a traced program must ship in the APK's native-library folder as
+ * {@code lib<name>.so} (with {@code android:extractNativeLibs="true"}) or be
+ * part of the system image.
+ *
+ * <p>Errors never crash the app: invalid arguments throw
+ * {@link IllegalArgumentException}; everything else throws
+ * {@link EdgeAgentException} with a message.
+ */
+public final class EdgeAgent {
+    /** The library's name for {@link System#loadLibrary}: libagent_android.so. */
+    public static final String LIBRARY = "agent_android";
+
+    private EdgeAgent() {}
+
+    /** Loads libagent_android from the app's native-library folder (or java.library.path). */
+    public static void loadLibrary() {
+        System.loadLibrary(LIBRARY);
+    }
+
+    /** Loads the library from an absolute path. */
+    public static void load(File library) {
+        System.load(library.getAbsolutePath());
+    }
+
+    /** The library's version. */
+    public static String version() {
+        return nativeVersion();
+    }
+
+    /**
+     * Traces {@code argv} to its end and returns the encoded summary (at most 2048 bytes).
+     *
+     * @param argv the command; {@code argv[0]} is looked up in PATH
+     * @param only trace only these syscalls ("read", "connect", ...), or null for all
+     * @param facts free facts recorded in the summary (keys: 1-24 of [A-Za-z0-9._-]), or null
+     */
+    public static byte[] trace(String[] argv, String[] only, Map<String, String> facts)
+            throws EdgeAgentException {
+        if (argv == null) {
+            throw new IllegalArgumentException("argv is null");
+        }
+        String[] factArray = null;
+        if (facts != null) {
+            List<String> list = new ArrayList<>();
+            for (Map.Entry<String, String> fact : facts.entrySet()) {
+                if (fact.getKey() == null || fact.getValue() == null) {
+                    throw new IllegalArgumentException("fact keys and values must not be null");
+                }
+                if (fact.getKey().indexOf('=') >= 0) {
+                    throw new IllegalArgumentException("fact key " + fact.getKey() + " contains '='");
+                }
+                list.add(fact.getKey() + "=" + fact.getValue());
+            }
+            factArray = list.toArray(new String[0]);
+        }
+        return nativeTrace(argv, only, factArray);
+    }
+
+    /** The app-private spool folder under {@code filesDir} (use getNoBackupFilesDir()). */
+    public static File spoolDir(File filesDir) {
+        return new File(new File(filesDir, "edge-agent"), "spool");
+    }
+
+    /** Puts an encoded summary into the spool (created if missing); returns the new file. */
+    public static File spoolPut(File spoolDir, byte[] summary) throws EdgeAgentException {
+        if (spoolDir == null) {
+            throw new IllegalArgumentException("spoolDir is null");
+        }
+        return new File(nativeSpoolPut(spoolDir.getPath(), summary));
+    }
+
+    /** The JSON view of an encoded summary, as {@code edge-agent show --json} prints it. */
+    public static String summaryJson(byte[] summary) throws EdgeAgentException {
+        return nativeSummaryJson(summary);
+    }
+
+    /**
+     * Runs the uploader once with {@code edge-agent upload}'s arguments (e.g. "--spool", dir,
+     * "--server", url, "--token-file", file, "--now", "--once"); returns its exit status
+     * (0: everything sent). Blocks while it sends: call it from a background worker.
+     */
+    public static int upload(String... args) throws EdgeAgentException {
+        return nativeUpload(args);
+    }
+
+    private static native byte[] nativeTrace(String[] argv, String[] only, String[] facts)
+            throws EdgeAgentException;
+
+    private static native String nativeSpoolPut(String spoolDir, byte[] summary)
+            throws EdgeAgentException;
+
+    private static native String nativeSummaryJson(byte[] summary) throws EdgeAgentException;
+
+    private static native int nativeUpload(String[] args) throws EdgeAgentException;
+
+    private static native String nativeVersion();
+}

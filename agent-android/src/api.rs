@@ -1,0 +1,216 @@
+//! The safe API behind the C ABI and JNI: trace, spool, upload, render.
+//!
+//! Every argument is validated here, once, so both foreign layers only
+//! convert types.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use agent_core::{Facts, Summary, SyscallId, MAX_ENCODED_LEN};
+use clap::Parser;
+
+use crate::device::{self, Properties};
+use crate::error::Error;
+
+/// What to trace.
+#[derive(Debug, Clone, Default)]
+pub struct TraceRequest {
+    /// The command and its arguments; `argv[0]` is looked up in `PATH`
+    /// like a shell would. On Android (targetSdk >= 29) it must live in the
+    /// APK's native-library folder or the system image: app data is not
+    /// executable.
+    pub argv: Vec<OsString>,
+    /// Trace only these syscalls (names such as `read`); `None` for all.
+    pub only: Option<Vec<String>>,
+    /// Free facts (`key`, `value`) recorded in the summary.
+    pub facts: Vec<(String, String)>,
+}
+
+/// Traces `request.argv` to its end and returns the encoded summary (at
+/// most [`MAX_ENCODED_LEN`] bytes), with the device's facts from `props`.
+///
+/// Blocks until the traced program exits: call it off the UI thread.
+pub fn trace(request: &TraceRequest, props: &dyn Properties) -> Result<Vec<u8>, Error> {
+    let options = trace_options(request)?;
+    let outcome =
+        agent_linux::trace_command(&options).map_err(|e| Error::Trace(format!("{e:#}")))?;
+    let mut summary = outcome.summary;
+    device::apply(&mut summary.facts, props);
+    encode(&mut summary)
+}
+
+/// Validates `request` and turns it into the tracer's options.
+fn trace_options(request: &TraceRequest) -> Result<agent_linux::TraceOptions, Error> {
+    match request.argv.first() {
+        None => return Err(Error::InvalidArgument("the command is empty".into())),
+        Some(program) if program.is_empty() => {
+            return Err(Error::InvalidArgument("the program name is empty".into()))
+        }
+        Some(_) => {}
+    }
+    let only = match &request.only {
+        None => None,
+        Some(names) => Some(
+            names
+                .iter()
+                .map(|name| {
+                    SyscallId::from_name(name).ok_or_else(|| {
+                        Error::InvalidArgument(format!("unknown syscall name {name:?}"))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+    };
+    // The summary's own rules, checked before the (possibly long) run.
+    let mut scratch = Facts::new();
+    for (key, value) in &request.facts {
+        scratch
+            .add(key, value)
+            .map_err(|e| Error::InvalidArgument(format!("fact {key:?}: {e}")))?;
+    }
+    Ok(agent_linux::TraceOptions {
+        command: request.argv.clone(),
+        only,
+        facts: request.facts.clone(),
+        ..agent_linux::TraceOptions::default()
+    })
+}
+
+fn encode(summary: &mut Summary) -> Result<Vec<u8>, Error> {
+    let mut buf = [0u8; MAX_ENCODED_LEN];
+    let bytes = summary
+        .encode(&mut buf)
+        .map_err(|e| Error::Internal(format!("encoding the summary: {e}")))?;
+    Ok(bytes.to_vec())
+}
+
+fn decode(bytes: &[u8]) -> Result<Summary, Error> {
+    Summary::decode(bytes).map_err(|e| Error::Decode(e.to_string()))
+}
+
+/// Puts an encoded summary into the spool at `dir` (created if missing) and
+/// returns the file's path. On Android, `dir` is app-private, e.g.
+/// `getNoBackupFilesDir()/edge-agent/spool`.
+pub fn spool_put(dir: &Path, summary: &[u8]) -> Result<PathBuf, Error> {
+    if dir.as_os_str().is_empty() {
+        return Err(Error::InvalidArgument("the spool directory is empty".into()));
+    }
+    let mut summary = decode(summary)?;
+    let spool = uploader::spool::Spool::open(dir).map_err(|e| Error::Spool(e.to_string()))?;
+    spool
+        .put(&mut summary)
+        .map_err(|e| Error::Spool(e.to_string()))
+}
+
+/// The documented JSON view of an encoded summary (`edge-agent show --json`).
+pub fn summary_json(summary: &[u8]) -> Result<String, Error> {
+    Ok(summary_view::to_json(&decode(summary)?).to_string())
+}
+
+/// `edge-agent upload`'s arguments, parsed from a Java or C argument list.
+#[derive(Debug, Parser)]
+#[command(name = "upload", no_binary_name = true)]
+struct UploadCommand {
+    #[command(flatten)]
+    args: uploader::cli::UploadArgs,
+}
+
+/// Runs the uploader with `edge-agent upload`'s arguments (e.g. `--spool DIR
+/// --server URL --token-file F --now --once`) and returns its exit status.
+/// When to run it (unmetered, charging, idle) is the app's choice: see the
+/// WorkManager worker in `android/`.
+pub fn upload(args: &[String]) -> Result<i32, Error> {
+    let command = UploadCommand::try_parse_from(args)
+        .map_err(|e| Error::InvalidArgument(e.render().to_string().trim_end().to_string()))?;
+    let code = uploader::cli::run(command.args).map_err(|e| Error::Upload(format!("{e:#}")))?;
+    Ok(exit_status(code))
+}
+
+/// The number behind an [`ExitCode`], which has no public accessor: the
+/// uploader only returns codes built with `ExitCode::from(u8)` or the
+/// constants.
+fn exit_status(code: ExitCode) -> i32 {
+    if code == ExitCode::SUCCESS {
+        return 0;
+    }
+    (1..=u8::MAX)
+        .find(|&n| ExitCode::from(n) == code)
+        .map_or(1, i32::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(argv: &[&str]) -> TraceRequest {
+        TraceRequest {
+            argv: argv.iter().map(OsString::from).collect(),
+            ..TraceRequest::default()
+        }
+    }
+
+    fn invalid(result: Result<agent_linux::TraceOptions, Error>) -> String {
+        match result {
+            Err(Error::InvalidArgument(message)) => message,
+            other => panic!("expected an invalid argument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_requests_are_refused_before_tracing() {
+        assert!(invalid(trace_options(&request(&[]))).contains("empty"));
+        assert!(invalid(trace_options(&request(&[""]))).contains("empty"));
+        let mut r = request(&["true"]);
+        r.only = Some(vec!["read".into(), "no_such_call".into()]);
+        assert!(invalid(trace_options(&r)).contains("no_such_call"));
+        let mut r = request(&["true"]);
+        r.facts = vec![("bad key".into(), "v".into())];
+        assert!(invalid(trace_options(&r)).contains("bad key"));
+        let mut r = request(&["true"]);
+        r.facts = vec![("k".into(), "a".into()), ("k".into(), "b".into())];
+        assert!(invalid(trace_options(&r)).contains("twice"));
+    }
+
+    #[test]
+    fn good_requests_become_options() {
+        let mut r = request(&["dd", "count=1"]);
+        r.only = Some(vec!["read".into(), "write".into()]);
+        r.facts = vec![("net".into(), "wifi".into())];
+        let options = trace_options(&r).unwrap();
+        assert_eq!(options.command, r.argv);
+        assert_eq!(
+            options.only,
+            Some(vec![
+                SyscallId::from_name("read").unwrap(),
+                SyscallId::from_name("write").unwrap()
+            ])
+        );
+        assert_eq!(options.facts, r.facts);
+    }
+
+    #[test]
+    fn garbage_is_not_a_summary() {
+        assert!(matches!(summary_json(b"garbage"), Err(Error::Decode(_))));
+        assert!(matches!(summary_json(&[]), Err(Error::Decode(_))));
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            spool_put(dir.path(), b"\x01\x02"),
+            Err(Error::Decode(_))
+        ));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn upload_arguments_are_checked() {
+        let err = upload(&["--no-such-flag".into()]).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(ref m) if m.contains("--no-such-flag")));
+    }
+
+    #[test]
+    fn exit_statuses_round_trip() {
+        assert_eq!(exit_status(ExitCode::SUCCESS), 0);
+        assert_eq!(exit_status(ExitCode::FAILURE), 1);
+        assert_eq!(exit_status(ExitCode::from(75)), 75);
+    }
+}

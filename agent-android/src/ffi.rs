@@ -1,0 +1,314 @@
+//! The C ABI, declared in `include/edge_agent.h` (keep the two in step).
+//!
+//! Conventions: every function returns `EDGE_AGENT_OK` (0) or a negative
+//! `EDGE_AGENT_E*` code, and on failure writes a NUL-terminated message into
+//! the caller's `err` buffer (`err` may be NULL when `err_cap` is 0). Output
+//! goes into caller-owned buffers, so no memory changes owner. Panics are
+//! caught here and reported as `EDGE_AGENT_EINTERNAL`.
+
+use std::ffi::{c_char, c_int, CStr, OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+
+use crate::api::{self, TraceRequest};
+use crate::device::SystemProperties;
+use crate::error::Error;
+
+/// Success.
+pub const EDGE_AGENT_OK: c_int = 0;
+/// Invalid argument (NULL pointer, empty command, bad fact, small buffer...).
+pub const EDGE_AGENT_EINVAL: c_int = -1;
+/// Tracing failed.
+pub const EDGE_AGENT_ETRACE: c_int = -2;
+/// Not a valid summary.
+pub const EDGE_AGENT_EDECODE: c_int = -3;
+/// The spool refused the summary.
+pub const EDGE_AGENT_ESPOOL: c_int = -4;
+/// The uploader failed.
+pub const EDGE_AGENT_EUPLOAD: c_int = -5;
+/// A bug inside the library (a caught panic).
+pub const EDGE_AGENT_EINTERNAL: c_int = -6;
+
+/// The library's version, NUL-terminated.
+static VERSION: &CStr = match CStr::from_bytes_with_nul(
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes(),
+) {
+    Ok(version) => version,
+    Err(_) => panic!("the version has no NUL inside"),
+};
+
+/// Returns the library's version (a static string; do not free it).
+#[no_mangle]
+pub extern "C" fn edge_agent_version() -> *const c_char {
+    VERSION.as_ptr()
+}
+
+/// Traces a command to its end and writes its encoded summary.
+///
+/// # Safety
+/// `argv` points to `argc` NUL-terminated strings; `only` to `n_only` (or is
+/// NULL for all syscalls); `facts` to `n_facts` `key=value` strings (or is
+/// NULL with 0). `summary` has `summary_cap` writable bytes;
+/// `summary_len` is writable; `err` has `err_cap` writable bytes (or is NULL
+/// with 0).
+#[no_mangle]
+pub unsafe extern "C" fn edge_agent_trace(
+    argv: *const *const c_char,
+    argc: usize,
+    only: *const *const c_char,
+    n_only: usize,
+    facts: *const *const c_char,
+    n_facts: usize,
+    summary: *mut u8,
+    summary_cap: usize,
+    summary_len: *mut usize,
+    err: *mut c_char,
+    err_cap: usize,
+) -> c_int {
+    guard(err, err_cap, || {
+        // SAFETY: the caller guarantees the arrays and their strings.
+        let argv = unsafe { strings(argv, argc, "argv") }?;
+        // SAFETY: as above.
+        let only = unsafe { optional_strings(only, n_only, "only") }?;
+        // SAFETY: as above.
+        let facts = unsafe { optional_strings(facts, n_facts, "facts") }?.unwrap_or_default();
+        if summary.is_null() || summary_len.is_null() {
+            return Err(Error::InvalidArgument(
+                "summary and summary_len must not be NULL".into(),
+            ));
+        }
+        let request = TraceRequest {
+            argv: argv.into_iter().map(OsString::from).collect(),
+            only: only.map(|names| names.into_iter().map(lossy).collect()),
+            facts: facts.iter().map(|f| split_fact(f)).collect::<Result<_, _>>()?,
+        };
+        let bytes = api::trace(&request, &SystemProperties)?;
+        // SAFETY: `summary` has `summary_cap` writable bytes.
+        unsafe { copy_out(&bytes, summary, summary_cap, summary_len) }
+    })
+}
+
+/// Puts an encoded summary into the spool directory `spool_dir` (created if
+/// missing) and writes the new file's path into `path` (may be NULL with 0).
+///
+/// # Safety
+/// `spool_dir` is NUL-terminated; `summary` has `summary_len` readable
+/// bytes; `path` has `path_cap` writable bytes (or is NULL with 0); `err` as
+/// for [`edge_agent_trace`].
+#[no_mangle]
+pub unsafe extern "C" fn edge_agent_spool_put(
+    spool_dir: *const c_char,
+    summary: *const u8,
+    summary_len: usize,
+    path: *mut c_char,
+    path_cap: usize,
+    err: *mut c_char,
+    err_cap: usize,
+) -> c_int {
+    guard(err, err_cap, || {
+        // SAFETY: the caller guarantees a NUL-terminated string.
+        let dir = unsafe { string(spool_dir, "spool_dir") }?;
+        // SAFETY: the caller guarantees `summary_len` readable bytes.
+        let bytes = unsafe { bytes(summary, summary_len, "summary") }?;
+        let written = api::spool_put(Path::new(OsStr::from_bytes(dir)), bytes)?;
+        // SAFETY: `path` has `path_cap` writable bytes.
+        unsafe { write_c_string(written.as_os_str().as_bytes(), path, path_cap) };
+        Ok(())
+    })
+}
+
+/// Writes the JSON view of an encoded summary into `json` (NUL-terminated)
+/// and its length (without the NUL) into `json_len`. If `json_cap` is too
+/// small, returns `EDGE_AGENT_EINVAL` with the needed length in `json_len`.
+///
+/// # Safety
+/// `summary` has `summary_len` readable bytes; `json` has `json_cap`
+/// writable bytes (or is NULL with 0); `json_len` is writable; `err` as for
+/// [`edge_agent_trace`].
+#[no_mangle]
+pub unsafe extern "C" fn edge_agent_summary_json(
+    summary: *const u8,
+    summary_len: usize,
+    json: *mut c_char,
+    json_cap: usize,
+    json_len: *mut usize,
+    err: *mut c_char,
+    err_cap: usize,
+) -> c_int {
+    guard(err, err_cap, || {
+        // SAFETY: the caller guarantees `summary_len` readable bytes.
+        let bytes = unsafe { bytes(summary, summary_len, "summary") }?;
+        if json_len.is_null() {
+            return Err(Error::InvalidArgument("json_len must not be NULL".into()));
+        }
+        let text = api::summary_json(bytes)?;
+        // SAFETY: `json_len` is writable.
+        unsafe { *json_len = text.len() };
+        if json.is_null() || json_cap <= text.len() {
+            return Err(Error::InvalidArgument(format!(
+                "json buffer too small: {} bytes needed",
+                text.len() + 1
+            )));
+        }
+        // SAFETY: `json` has `json_cap` > `text.len()` writable bytes.
+        unsafe { write_c_string(text.as_bytes(), json, json_cap) };
+        Ok(())
+    })
+}
+
+/// Runs the uploader with `edge-agent upload`'s arguments (without the
+/// program name, e.g. `--spool DIR --server URL --now --once`) and writes its
+/// exit status into `status`.
+///
+/// # Safety
+/// `argv` points to `argc` NUL-terminated strings; `status` is writable;
+/// `err` as for [`edge_agent_trace`].
+#[no_mangle]
+pub unsafe extern "C" fn edge_agent_upload(
+    argv: *const *const c_char,
+    argc: usize,
+    status: *mut c_int,
+    err: *mut c_char,
+    err_cap: usize,
+) -> c_int {
+    guard(err, err_cap, || {
+        // SAFETY: the caller guarantees the array and its strings.
+        let args = unsafe { strings(argv, argc, "argv") }?;
+        if status.is_null() {
+            return Err(Error::InvalidArgument("status must not be NULL".into()));
+        }
+        let args: Vec<String> = args.into_iter().map(lossy).collect();
+        let code = api::upload(&args)?;
+        // SAFETY: `status` is writable.
+        unsafe { *status = code };
+        Ok(())
+    })
+}
+
+/// Runs `body`, turning its error or panic into a code and a message.
+fn guard(err: *mut c_char, err_cap: usize, body: impl FnOnce() -> Result<(), Error>) -> c_int {
+    let error = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => return EDGE_AGENT_OK,
+        Ok(Err(error)) => error,
+        Err(payload) => Error::from_panic(payload),
+    };
+    // SAFETY: the caller of the entry point guarantees `err_cap` bytes.
+    unsafe { write_c_string(error.to_string().as_bytes(), err, err_cap) };
+    error.code()
+}
+
+/// Copies `text` into `out` as a NUL-terminated string, cut to fit (at a
+/// UTF-8 boundary when `text` is UTF-8). Does nothing when `out` is NULL or
+/// `cap` is 0.
+///
+/// # Safety
+/// `out` has `cap` writable bytes or is NULL.
+unsafe fn write_c_string(text: &[u8], out: *mut c_char, cap: usize) {
+    if out.is_null() || cap == 0 {
+        return;
+    }
+    let mut len = text.len().min(cap - 1);
+    if let Ok(s) = std::str::from_utf8(text) {
+        while !s.is_char_boundary(len) {
+            len -= 1;
+        }
+    }
+    // SAFETY: `len + 1 <= cap` bytes are written into `out`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(text.as_ptr(), out.cast::<u8>(), len);
+        *out.add(len) = 0;
+    }
+}
+
+/// Copies `bytes` into the caller's buffer.
+///
+/// # Safety
+/// `out` has `cap` writable bytes; `len` is writable.
+unsafe fn copy_out(bytes: &[u8], out: *mut u8, cap: usize, len: *mut usize) -> Result<(), Error> {
+    // SAFETY: `len` is writable.
+    unsafe { *len = bytes.len() };
+    if cap < bytes.len() {
+        return Err(Error::InvalidArgument(format!(
+            "summary buffer too small: {} bytes needed (EDGE_AGENT_SUMMARY_MAX is enough)",
+            bytes.len()
+        )));
+    }
+    // SAFETY: `bytes.len() <= cap`.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), out, bytes.len()) };
+    Ok(())
+}
+
+/// Borrows a NUL-terminated string's bytes.
+///
+/// # Safety
+/// `ptr` is NULL or NUL-terminated and valid for the call.
+unsafe fn string<'a>(ptr: *const c_char, what: &str) -> Result<&'a [u8], Error> {
+    if ptr.is_null() {
+        return Err(Error::InvalidArgument(format!("{what} must not be NULL")));
+    }
+    // SAFETY: non-NULL and NUL-terminated, per the caller.
+    Ok(unsafe { CStr::from_ptr(ptr) }.to_bytes())
+}
+
+/// Borrows `len` bytes.
+///
+/// # Safety
+/// `ptr` is NULL or has `len` readable bytes valid for the call.
+unsafe fn bytes<'a>(ptr: *const u8, len: usize, what: &str) -> Result<&'a [u8], Error> {
+    if ptr.is_null() {
+        return Err(Error::InvalidArgument(format!("{what} must not be NULL")));
+    }
+    // SAFETY: non-NULL with `len` readable bytes, per the caller.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// Copies an array of `n` NUL-terminated strings.
+///
+/// # Safety
+/// `array` is NULL or has `n` pointers, each NULL or NUL-terminated.
+unsafe fn strings(array: *const *const c_char, n: usize, what: &str) -> Result<Vec<OsString>, Error> {
+    if array.is_null() {
+        return Err(Error::InvalidArgument(format!("{what} must not be NULL")));
+    }
+    (0..n)
+        .map(|i| {
+            // SAFETY: `i < n` pointers are readable, per the caller.
+            let element = unsafe { *array.add(i) };
+            // SAFETY: each element is NULL or NUL-terminated.
+            unsafe { string(element, &format!("{what}[{i}]")) }
+                .map(|b| OsStr::from_bytes(b).to_os_string())
+        })
+        .collect()
+}
+
+/// Like [`strings`], but a NULL array means "not given" (`None`).
+///
+/// # Safety
+/// As for [`strings`].
+unsafe fn optional_strings(
+    array: *const *const c_char,
+    n: usize,
+    what: &str,
+) -> Result<Option<Vec<OsString>>, Error> {
+    if array.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: as per the caller.
+    unsafe { strings(array, n, what) }.map(Some)
+}
+
+fn lossy(s: OsString) -> String {
+    s.to_string_lossy().into_owned()
+}
+
+/// Splits `key=value` at the first `=`.
+pub(crate) fn split_fact(fact: &OsStr) -> Result<(String, String), Error> {
+    let fact = fact.to_string_lossy();
+    match fact.split_once('=') {
+        Some((key, value)) => Ok((key.to_string(), value.to_string())),
+        None => Err(Error::InvalidArgument(format!(
+            "fact {fact:?} is not key=value"
+        ))),
+    }
+}

@@ -1,0 +1,193 @@
+//! JNI exports for `dev.edgeagent.EdgeAgent` (java/dev/edgeagent/EdgeAgent.java).
+//!
+//! Each export converts Java values, calls [`crate::api`], and converts the
+//! result back. Nothing crosses as a crash: invalid arguments throw
+//! `IllegalArgumentException`, every other failure (and a caught panic)
+//! throws `dev.edgeagent.EdgeAgentException` with the error's message, and
+//! the export returns null/0, which Java never sees because of the pending
+//! exception.
+
+use std::ffi::OsString;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+
+use jni::objects::{JByteArray, JClass, JObjectArray, JString};
+use jni::sys::{jbyteArray, jint, jstring};
+use jni::JNIEnv;
+
+use crate::api::{self, TraceRequest};
+use crate::device::SystemProperties;
+use crate::error::Error;
+use crate::ffi::split_fact;
+
+/// The checked exception of the Java wrapper.
+const EDGE_AGENT_EXCEPTION: &str = "dev/edgeagent/EdgeAgentException";
+const ILLEGAL_ARGUMENT: &str = "java/lang/IllegalArgumentException";
+
+/// Why an export failed.
+enum Failure {
+    /// The API refused or failed.
+    Api(Error),
+    /// A JNI call failed; if it left a Java exception pending, that one is
+    /// what Java sees.
+    Jni(jni::errors::Error),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        Failure::Api(e)
+    }
+}
+
+impl From<jni::errors::Error> for Failure {
+    fn from(e: jni::errors::Error) -> Failure {
+        Failure::Jni(e)
+    }
+}
+
+/// Runs `body`; on failure or panic throws the matching Java exception and
+/// returns `none`.
+fn export<'local, T>(
+    env: &mut JNIEnv<'local>,
+    none: T,
+    body: impl FnOnce(&mut JNIEnv<'local>) -> Result<T, Failure>,
+) -> T {
+    let failure = match catch_unwind(AssertUnwindSafe(|| body(env))) {
+        Ok(Ok(value)) => return value,
+        Ok(Err(failure)) => failure,
+        Err(payload) => Failure::Api(Error::from_panic(payload)),
+    };
+    if env.exception_check().unwrap_or(true) {
+        // A Java exception (e.g. OutOfMemoryError) is already on its way.
+        return none;
+    }
+    let (class, message) = match failure {
+        Failure::Api(Error::InvalidArgument(message)) => (ILLEGAL_ARGUMENT, message),
+        Failure::Api(error) => (EDGE_AGENT_EXCEPTION, error.to_string()),
+        Failure::Jni(error) => (EDGE_AGENT_EXCEPTION, format!("JNI: {error}")),
+    };
+    if env.throw_new(class, &message).is_err() && !env.exception_check().unwrap_or(true) {
+        // The wrapper class is missing (library loaded by a foreign class):
+        // still an exception, never a crash.
+        let _ = env.throw_new("java/lang/RuntimeException", &message);
+    }
+    none
+}
+
+/// A Java `String[]`; a null array is `None`, a null element an error.
+fn string_array(
+    env: &mut JNIEnv<'_>,
+    array: &JObjectArray<'_>,
+    what: &str,
+) -> Result<Option<Vec<String>>, Failure> {
+    if array.is_null() {
+        return Ok(None);
+    }
+    let len = env.get_array_length(array)?;
+    let mut out = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    for i in 0..len {
+        let element = JString::from(env.get_object_array_element(array, i)?);
+        if element.is_null() {
+            return Err(Error::InvalidArgument(format!("{what}[{i}] is null")).into());
+        }
+        out.push(env.get_string(&element)?.into());
+    }
+    Ok(Some(out))
+}
+
+fn string(env: &mut JNIEnv<'_>, s: &JString<'_>, what: &str) -> Result<String, Failure> {
+    if s.is_null() {
+        return Err(Error::InvalidArgument(format!("{what} is null")).into());
+    }
+    Ok(env.get_string(s)?.into())
+}
+
+fn byte_array(env: &mut JNIEnv<'_>, a: &JByteArray<'_>, what: &str) -> Result<Vec<u8>, Failure> {
+    if a.is_null() {
+        return Err(Error::InvalidArgument(format!("{what} is null")).into());
+    }
+    Ok(env.convert_byte_array(a)?)
+}
+
+/// `static native byte[] nativeTrace(String[] argv, String[] only, String[] facts)`
+#[no_mangle]
+pub extern "system" fn Java_dev_edgeagent_EdgeAgent_nativeTrace<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    argv: JObjectArray<'local>,
+    only: JObjectArray<'local>,
+    facts: JObjectArray<'local>,
+) -> jbyteArray {
+    export(&mut env, std::ptr::null_mut(), |env| {
+        let argv = string_array(env, &argv, "argv")?
+            .ok_or_else(|| Error::InvalidArgument("argv is null".into()))?;
+        let only = string_array(env, &only, "only")?;
+        let facts = string_array(env, &facts, "facts")?
+            .unwrap_or_default()
+            .into_iter()
+            .map(|f| split_fact(f.as_ref()))
+            .collect::<Result<_, _>>()?;
+        let request = TraceRequest {
+            argv: argv.into_iter().map(OsString::from).collect(),
+            only,
+            facts,
+        };
+        let summary = api::trace(&request, &SystemProperties)?;
+        Ok(env.byte_array_from_slice(&summary)?.into_raw())
+    })
+}
+
+/// `static native String nativeSpoolPut(String spoolDir, byte[] summary)`
+#[no_mangle]
+pub extern "system" fn Java_dev_edgeagent_EdgeAgent_nativeSpoolPut<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    spool_dir: JString<'local>,
+    summary: JByteArray<'local>,
+) -> jstring {
+    export(&mut env, std::ptr::null_mut(), |env| {
+        let dir = string(env, &spool_dir, "spoolDir")?;
+        let summary = byte_array(env, &summary, "summary")?;
+        let path = api::spool_put(Path::new(&dir), &summary)?;
+        Ok(env.new_string(path.to_string_lossy())?.into_raw())
+    })
+}
+
+/// `static native String nativeSummaryJson(byte[] summary)`
+#[no_mangle]
+pub extern "system" fn Java_dev_edgeagent_EdgeAgent_nativeSummaryJson<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    summary: JByteArray<'local>,
+) -> jstring {
+    export(&mut env, std::ptr::null_mut(), |env| {
+        let summary = byte_array(env, &summary, "summary")?;
+        let json = api::summary_json(&summary)?;
+        Ok(env.new_string(json)?.into_raw())
+    })
+}
+
+/// `static native int nativeUpload(String[] args)`
+#[no_mangle]
+pub extern "system" fn Java_dev_edgeagent_EdgeAgent_nativeUpload<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    args: JObjectArray<'local>,
+) -> jint {
+    export(&mut env, 0, |env| {
+        let args = string_array(env, &args, "args")?
+            .ok_or_else(|| Error::InvalidArgument("args is null".into()))?;
+        Ok(api::upload(&args)?)
+    })
+}
+
+/// `static native String nativeVersion()`
+#[no_mangle]
+pub extern "system" fn Java_dev_edgeagent_EdgeAgent_nativeVersion<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+) -> jstring {
+    export(&mut env, std::ptr::null_mut(), |env| {
+        Ok(env.new_string(env!("CARGO_PKG_VERSION"))?.into_raw())
+    })
+}

@@ -1,0 +1,273 @@
+//! Property tests: over random event streams (interleaved threads included),
+//! the streaming collector's summary equals a straightforward batch
+//! computation written separately here, with its own rules for full tables.
+
+use std::collections::HashMap;
+
+use agent_core::histogram::{bucket_of, BUCKETS};
+use agent_core::summary::{DEFAULT_SUMMARY_TRANSITIONS, MAX_ERRNOS};
+use agent_core::*;
+use proptest::prelude::*;
+
+/// Raw x86_64 numbers the generator picks from: read, write, close, openat,
+/// recvfrom, sendto, poll, futex, mmap, pread64.
+const NRS: [u32; 10] = [0, 1, 3, 257, 45, 44, 7, 202, 9, 17];
+
+fn event_strategy() -> impl Strategy<Value = (u32, usize, u8, i64, u64, u64, u64)> {
+    (
+        1u32..6,                                          // tid
+        0usize..NRS.len(),                                // syscall
+        0u8..5,                                           // fd kind
+        prop_oneof![3 => 0i64..100_000, 1 => -20i64..0], // result (errno 1..20)
+        0u64..5_000,                                      // gap before the call
+        0u64..3_000_000,                                  // duration
+        0u64..1_000_000,                                  // size argument
+    )
+}
+
+fn to_events(raw: &[(u32, usize, u8, i64, u64, u64, u64)]) -> Vec<SyscallEvent> {
+    let mut now: HashMap<u32, u64> = HashMap::new();
+    let mut clock = 1_000u64;
+    raw.iter()
+        .map(|&(tid, s, kind, ret, gap, dur, size)| {
+            // Per-thread clocks interleave the threads' timelines.
+            let t = now.entry(tid).or_insert(clock);
+            let entry = *t + gap;
+            let exit = entry + dur;
+            *t = exit;
+            clock += 1;
+            SyscallEvent {
+                tid,
+                arch: Arch::X86_64,
+                nr: NRS[s],
+                args: [3, 0, size, 0, 0, 0],
+                ret,
+                entry_ns: entry,
+                exit_ns: exit,
+                fd_kind: FdKind::from_u8(kind).unwrap(),
+            }
+        })
+        .collect()
+}
+
+#[derive(Default, Debug)]
+struct RefStats {
+    count: u64,
+    errors: u64,
+    total: u64,
+    sum_sq: u128,
+    min: u64,
+    max: u64,
+    hist: [u64; BUCKETS],
+    consec: u64,
+    gap: u64,
+    result: i128,
+    param: Option<u128>,
+    errnos: HashMap<u16, u64>,
+    untracked: u64,
+    first_fail: Option<u64>,
+    last_fail: u64,
+}
+
+struct Reference {
+    keys: Vec<Key>,
+    stats: HashMap<Key, RefStats>,
+    transitions: Vec<(SyscallId, SyscallId)>,
+    trans_stats: HashMap<(SyscallId, SyscallId), (u64, u64)>,
+    trans_other: (u64, u64),
+    errno_pairs: Vec<(Key, u16)>,
+    overflow: Overflow,
+}
+
+/// The batch computation, with capacities `keys`, `transitions`, `threads`,
+/// `errnos`: the first keys/pairs/threads seen get the slots.
+fn reference(events: &[SyscallEvent], caps: (usize, usize, usize, usize)) -> Reference {
+    let mut r = Reference {
+        keys: vec![],
+        stats: HashMap::new(),
+        transitions: vec![],
+        trans_stats: HashMap::new(),
+        trans_other: (0, 0),
+        errno_pairs: vec![],
+        overflow: Overflow::default(),
+    };
+    let mut threads: Vec<u32> = vec![];
+    let mut last: HashMap<u32, (SyscallId, u64)> = HashMap::new();
+    for ev in events {
+        let id = SyscallId::from_raw(ev.arch, ev.nr);
+        // Thread bookkeeping.
+        let mut consecutive_gap = None;
+        if threads.contains(&ev.tid) {
+            let (prev, prev_exit) = last[&ev.tid];
+            let gap = ev.entry_ns.saturating_sub(prev_exit);
+            let pair = (prev, id);
+            if r.transitions.contains(&pair) || r.transitions.len() < caps.1 {
+                if !r.transitions.contains(&pair) {
+                    r.transitions.push(pair);
+                }
+                let t = r.trans_stats.entry(pair).or_default();
+                t.0 += 1;
+                t.1 += gap;
+            } else {
+                r.trans_other.0 += 1;
+                r.trans_other.1 += gap;
+                r.overflow.transitions += 1;
+            }
+            if prev == id {
+                consecutive_gap = Some(gap);
+            }
+            last.insert(ev.tid, (id, ev.exit_ns));
+        } else if threads.len() < caps.2 {
+            threads.push(ev.tid);
+            last.insert(ev.tid, (id, ev.exit_ns));
+        } else {
+            r.overflow.threads += 1;
+        }
+        // Key.
+        let own = Key { id, fd_kind: ev.fd_kind };
+        let key = if r.keys.contains(&own) || r.keys.len() < caps.0 {
+            if !r.keys.contains(&own) {
+                r.keys.push(own);
+            }
+            own
+        } else {
+            r.overflow.keys += 1;
+            Key::OTHER
+        };
+        let s = r.stats.entry(key).or_insert_with(|| RefStats { min: u64::MAX, ..Default::default() });
+        let dur = ev.exit_ns - ev.entry_ns;
+        s.count += 1;
+        s.total += dur;
+        s.sum_sq += (dur as u128) * (dur as u128);
+        s.min = s.min.min(dur);
+        s.max = s.max.max(dur);
+        s.hist[bucket_of(dur)] += 1;
+        if let Some(g) = consecutive_gap {
+            s.consec += 1;
+            s.gap += g;
+        }
+        if ev.ret < 0 {
+            let errno = (-ev.ret) as u16;
+            s.errors += 1;
+            let at = ev.exit_ns;
+            s.first_fail = Some(s.first_fail.map_or(at, |f| f.min(at)));
+            s.last_fail = s.last_fail.max(at);
+            let pair = (key, errno);
+            if r.errno_pairs.contains(&pair) || r.errno_pairs.len() < caps.3 {
+                if !r.errno_pairs.contains(&pair) {
+                    r.errno_pairs.push(pair);
+                }
+                *s.errnos.entry(errno).or_default() += 1;
+            } else {
+                s.untracked += 1;
+                r.overflow.errnos += 1;
+            }
+        } else {
+            s.result += ev.ret as i128;
+        }
+        if matches!(ev.nr, 0 | 1 | 45 | 44 | 17) {
+            *s.param.get_or_insert(0) += ev.args[2] as u128;
+        }
+    }
+    r
+}
+
+fn run_record() -> RunRecord {
+    RunRecord {
+        start_unix_ns: 1_700_000_000_000_000_000,
+        duration_ns: 1,
+        exit: Exit::Code(0),
+        arch: Arch::X86_64,
+        processes: 1,
+        threads: 5,
+        events: 0,
+        overflow: Overflow::default(),
+        window: 0,
+        spool_dropped: 0,
+    }
+}
+
+fn check<const K: usize, const T: usize, const TH: usize, const E: usize>(events: &[SyscallEvent]) {
+    let mut c: Box<Collector<K, T, TH, E>> = Box::new(Collector::new(0));
+    for ev in events {
+        c.record(ev);
+    }
+    let summary = c.summarize([1; 16], run_record(), Facts::new());
+    let r = reference(events, (K, T, TH, E));
+
+    assert_eq!(summary.run.events, events.len() as u64);
+    assert_eq!(summary.run.overflow, r.overflow);
+    // With fewer keys than the summary's capacity nothing is folded.
+    assert_eq!(summary.syscalls.len(), r.stats.len());
+    for s in &summary.syscalls {
+        let e = &r.stats[&s.key];
+        assert_eq!(s.count, e.count, "{:?}", s.key);
+        assert_eq!(s.errors(), e.errors);
+        assert_eq!(s.total_ns, e.total);
+        assert_eq!(s.sum_sq_ns(), e.sum_sq);
+        assert_eq!(s.min_ns(), e.min);
+        assert_eq!(s.max_ns(), e.max);
+        assert_eq!(s.histogram().counts, e.hist);
+        assert_eq!(s.consecutive_count(), e.consec);
+        assert_eq!(s.consecutive.map_or(0, |c| c.gap_sum_ns), e.gap);
+        assert_eq!(s.result_sum, e.result);
+        assert_eq!(s.param_sum, e.param);
+        match &s.failures {
+            None => assert_eq!(e.errors, 0),
+            Some(f) => {
+                assert_eq!(f.first_ns, e.first_fail.unwrap());
+                assert_eq!(f.last_ns, e.last_fail);
+                let mut expect: Vec<(u16, u64)> = e.errnos.iter().map(|(a, b)| (*a, *b)).collect();
+                expect.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+                let kept: Vec<(u16, u64)> = expect.iter().take(MAX_ERRNOS).copied().collect();
+                let rest: u64 = expect.iter().skip(MAX_ERRNOS).map(|x| x.1).sum::<u64>() + e.untracked;
+                assert_eq!(f.errnos.as_slice(), kept.as_slice());
+                assert_eq!(f.errno_other, rest);
+            }
+        }
+    }
+    // Transitions: the most frequent are kept, the rest folded into other.
+    let mut all: Vec<((SyscallId, SyscallId), (u64, u64))> =
+        r.trans_stats.iter().map(|(k, v)| (*k, *v)).collect();
+    all.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(&b.0)));
+    let mut other = r.trans_other;
+    for (_, v) in all.iter().skip(DEFAULT_SUMMARY_TRANSITIONS) {
+        other.0 += v.0;
+        other.1 += v.1;
+    }
+    let mut kept: Vec<Transition> = all
+        .iter()
+        .take(DEFAULT_SUMMARY_TRANSITIONS)
+        .map(|((from, to), (count, gap))| Transition { from: *from, to: *to, count: *count, gap_sum_ns: *gap })
+        .collect();
+    if other.0 > 0 {
+        kept.push(Transition { from: SyscallId::OTHER, to: SyscallId::OTHER, count: other.0, gap_sum_ns: other.1 });
+    }
+    kept.sort_by_key(|t| (t.from, t.to));
+    assert_eq!(summary.transitions.as_slice(), kept.as_slice());
+
+    // And the summary survives the wire unchanged (or folded, but valid).
+    let mut encoded = summary.clone();
+    let mut buf = [0u8; MAX_ENCODED_LEN];
+    let bytes = encoded.encode(&mut buf).expect("encode").to_vec();
+    assert!(bytes.len() <= MAX_ENCODED_LEN);
+    let decoded = Summary::decode(&bytes).expect("decode");
+    assert_eq!(decoded, encoded);
+    if !encoded.truncated {
+        assert_eq!(decoded, summary);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn default_capacities(raw in proptest::collection::vec(event_strategy(), 0..600)) {
+        check::<120, 256, 64, 64>(&to_events(&raw));
+    }
+
+    #[test]
+    fn full_tables_spill_into_other(raw in proptest::collection::vec(event_strategy(), 0..400)) {
+        check::<4, 4, 2, 4>(&to_events(&raw));
+    }
+}

@@ -1,0 +1,221 @@
+//! The summary format: round trips, the 2048-byte cap under adversarial
+//! input, and strict decoding of bad bytes.
+
+use agent_core::summary::{Failures, MAX_ENCODED_LEN};
+use agent_core::*;
+use proptest::prelude::*;
+
+fn run_record(events: u64) -> RunRecord {
+    RunRecord {
+        start_unix_ns: u64::MAX,
+        duration_ns: u64::MAX,
+        exit: Exit::Signal(9),
+        arch: Arch::Aarch64,
+        processes: u32::MAX,
+        threads: u32::MAX,
+        events,
+        overflow: Overflow::default(),
+        window: u32::MAX,
+        spool_dropped: u32::MAX,
+    }
+}
+
+/// Every fixed fact and all 16 free facts at full length, in multi-byte
+/// characters where allowed.
+fn full_facts() -> Facts {
+    let mut f = Facts::new();
+    f.os_name = facts::truncated("ö".repeat(100).as_str());
+    f.os_version = facts::truncated("9".repeat(100).as_str());
+    f.kernel = facts::truncated("k".repeat(100).as_str());
+    f.device_model = facts::truncated("€".repeat(100).as_str());
+    f.program = facts::truncated("p".repeat(100).as_str());
+    for i in 0..16 {
+        let key = format!("{i:02}{}", "k".repeat(22));
+        f.add(&key, &"é".repeat(20)).unwrap();
+    }
+    f
+}
+
+fn encode(s: &mut Summary) -> Vec<u8> {
+    let mut buf = [0u8; MAX_ENCODED_LEN];
+    s.encode(&mut buf).unwrap().to_vec()
+}
+
+/// A worst case: every syscall of every architecture, on every fd kind, with
+/// every errno, extreme durations, and full facts.
+fn worst_case() -> Summary {
+    let mut c: Box<Collector> = Box::new(Collector::new(0));
+    let mut t = 0u64;
+    let mut n = 0u64;
+    for arch in Arch::ALL {
+        for nr in 0..470u32 {
+            for kind in FdKind::ALL {
+                for rep in 0..3u64 {
+                    let errno = ((nr as i64 * 7 + rep as i64) % 133) + 1;
+                    let dur = match rep {
+                        0 => 1,
+                        1 => u64::MAX / 4,
+                        _ => 123_456_789,
+                    };
+                    c.record(&SyscallEvent {
+                        tid: (n % 200) as u32,
+                        arch,
+                        nr,
+                        args: [u64::MAX; 6],
+                        ret: if rep == 2 { i64::MAX } else { -errno },
+                        entry_ns: t,
+                        exit_ns: t.saturating_add(dur),
+                        fd_kind: kind,
+                    });
+                    t = t.wrapping_add(1_000_003);
+                    n += 1;
+                }
+            }
+        }
+    }
+    c.summarize([0xff; 16], run_record(0), full_facts())
+}
+
+#[test]
+fn worst_case_fits_and_round_trips() {
+    let mut s = worst_case();
+    let events = s.run.events;
+    let bytes = encode(&mut s);
+    assert!(bytes.len() <= MAX_ENCODED_LEN, "{} bytes", bytes.len());
+    assert!(s.truncated);
+    let d = Summary::decode(&bytes).unwrap();
+    assert_eq!(d, s);
+    // Folding loses no event.
+    assert_eq!(d.syscalls.iter().map(|s| s.count).sum::<u64>(), events);
+    assert_eq!(d.facts, full_facts());
+    eprintln!("worst case: {} bytes, {} syscall entries", bytes.len(), d.syscalls.len());
+}
+
+#[test]
+fn encoding_is_deterministic() {
+    let a = encode(&mut worst_case());
+    let b = encode(&mut worst_case());
+    assert_eq!(a, b);
+}
+
+#[test]
+fn a_small_buffer_folds_harder_and_still_decodes() {
+    let mut s = worst_case();
+    s.facts = Facts::new();
+    let mut buf = [0u8; 300];
+    let bytes = s.encode(&mut buf).unwrap().to_vec();
+    assert!(bytes.len() <= 300);
+    assert_eq!(Summary::decode(&bytes).unwrap(), s);
+    // Facts alone cannot be folded: a buffer too small for them fails cleanly.
+    let mut full = worst_case();
+    let mut tiny = [0u8; 100];
+    assert_eq!(full.encode(&mut tiny), Err(EncodeError::CannotFit));
+}
+
+#[test]
+fn every_prefix_is_an_error() {
+    let bytes = encode(&mut worst_case());
+    for len in 0..bytes.len() {
+        assert!(Summary::decode(&bytes[..len]).is_err(), "prefix {len} decoded");
+    }
+    assert_eq!(Summary::decode(&[]), Err(DecodeError::Empty));
+    assert_eq!(Summary::decode(&bytes[..bytes.len() - 1]), Err(DecodeError::Truncated));
+}
+
+#[test]
+fn typed_errors() {
+    let mut s = worst_case();
+    let bytes = encode(&mut s);
+    let mut long = bytes.clone();
+    long.push(0);
+    assert_eq!(Summary::decode(&long), Err(DecodeError::TrailingBytes { extra: 1 }));
+    assert_eq!(
+        Summary::decode(&vec![1u8; MAX_ENCODED_LEN + 1]),
+        Err(DecodeError::Oversized { len: MAX_ENCODED_LEN + 1 })
+    );
+    let mut v2 = bytes.clone();
+    v2[0] = 2;
+    assert_eq!(Summary::decode(&v2), Err(DecodeError::UnsupportedVersion { found: 2 }));
+}
+
+fn reencode(s: &Summary) -> Vec<u8> {
+    // Encode without validation, as a hostile device could.
+    let mut v = postcard::to_allocvec_unused_helper(s);
+    v.shrink_to_fit();
+    v
+}
+
+mod postcard {
+    /// postcard without its alloc feature: encode into a big buffer.
+    pub fn to_allocvec_unused_helper(s: &agent_core::Summary) -> Vec<u8> {
+        let mut buf = vec![0u8; 1 << 20];
+        let n = ::postcard::to_slice(&(agent_core::FORMAT_VERSION, s), &mut buf).unwrap().len();
+        buf.truncate(n);
+        buf
+    }
+}
+
+fn inconsistent(mutate: impl FnOnce(&mut Summary)) -> DecodeError {
+    let mut s = worst_case();
+    let _ = encode(&mut s);
+    mutate(&mut s);
+    Summary::decode(&reencode(&s)).unwrap_err()
+}
+
+#[test]
+fn inconsistent_fields_are_named() {
+    let e = inconsistent(|s| s.run.events += 1);
+    assert!(e.to_string().contains("events"), "{e}");
+    let e = inconsistent(|s| {
+        let last = s.syscalls.len() - 1;
+        s.syscalls.swap(1, last);
+    });
+    assert!(e.to_string().contains("increasing"), "{e}");
+    let e = inconsistent(|s| {
+        let x = s.syscalls.iter_mut().find(|x| x.failures.is_some()).unwrap();
+        let f: &mut Failures = x.failures.as_mut().unwrap();
+        f.errors += 1;
+    });
+    assert!(e.to_string().contains("errno counts"), "{e}");
+    let e = inconsistent(|s| {
+        let x = s.syscalls.iter_mut().find(|x| x.spread.is_some()).unwrap();
+        x.spread.as_mut().unwrap().histogram.counts[0] += 1;
+    });
+    assert!(e.to_string().contains("histogram"), "{e}");
+    let e = inconsistent(|s| s.facts.extra[0].key = facts::truncated("bad key"));
+    assert!(e.to_string().contains("facts"), "{e}");
+}
+
+#[test]
+fn decodes_on_a_small_stack() {
+    // The service decodes on async worker threads (2 MiB stacks): decoding
+    // must fit well within that even in unoptimized builds.
+    let bytes = encode(&mut worst_case());
+    let stack = if cfg!(debug_assertions) { 1024 } else { 256 } * 1024;
+    let h = std::thread::Builder::new()
+        .stack_size(stack)
+        .spawn(move || Summary::decode(&bytes).map(|s| s.syscalls.len()))
+        .unwrap();
+    assert!(h.join().unwrap().unwrap() > 0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..2100)) {
+        let _ = Summary::decode(&bytes);
+    }
+
+    #[test]
+    fn flipped_bytes_never_panic(pos in 0usize..4096, val in any::<u8>()) {
+        static WORST: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+        let mut bytes = WORST.get_or_init(|| encode(&mut worst_case())).clone();
+        let i = pos % bytes.len();
+        bytes[i] = val;
+        if let Ok(s) = Summary::decode(&bytes) {
+            // Whatever decodes is consistent.
+            prop_assert!(s.validate().is_ok());
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! The agent's own signals: SIGINT/SIGTERM ask the tracer to detach and
+//! end; SIGALRM ticks drive `watch` scans and `attach --for` deadlines.
+//!
+//! The handlers only store to atomics and re-arm the interval timer (one
+//! system call), both async-signal-safe. They are installed without
+//! SA_RESTART so a blocking waitpid returns EINTR. A signal landing between
+//! the loop's flag check and its waitpid would be missed, so the stop
+//! handler also starts a short periodic timer whose SIGALRM interrupts that
+//! waitpid: the loop then sees the flag.
+
+use std::io;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+use crate::sys;
+
+static STOP: AtomicI32 = AtomicI32::new(0);
+static TICK: AtomicBool = AtomicBool::new(false);
+/// Kick period after a stop request, µs.
+const KICK_US: u64 = 20_000;
+
+extern "C" fn on_stop(sig: c_int) {
+    STOP.store(sig, Ordering::SeqCst);
+    sys::set_timer(KICK_US, KICK_US);
+}
+
+extern "C" fn on_alarm(_: c_int) {
+    TICK.store(true, Ordering::SeqCst);
+}
+
+/// Installs the handlers (the `edge-agent` binary does; a library user that
+/// wants Ctrl-C to detach calls it too).
+pub fn install() -> io::Result<()> {
+    sys::set_handler(libc::SIGINT, on_stop)?;
+    sys::set_handler(libc::SIGTERM, on_stop)?;
+    sys::set_handler(libc::SIGALRM, on_alarm)?;
+    Ok(())
+}
+
+/// The signal that asked us to stop (or -1 for a programmatic request).
+pub fn stop_requested() -> Option<i32> {
+    match STOP.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// Asks the tracer loop to detach and end, as SIGINT would.
+pub fn request_stop() {
+    let _ = STOP.compare_exchange(0, -1, Ordering::SeqCst, Ordering::SeqCst);
+    sys::set_timer(KICK_US, KICK_US);
+}
+
+/// Whether a SIGALRM tick arrived since the last call.
+pub fn take_tick() -> bool {
+    TICK.swap(false, Ordering::SeqCst)
+}
+
+/// Starts periodic ticks every `us` microseconds (0 stops them).
+pub fn tick_every(us: u64) {
+    sys::set_timer(us, us);
+}
+
+/// Stops the timer (after the loop has ended).
+pub fn quiet() {
+    sys::set_timer(0, 0);
+}

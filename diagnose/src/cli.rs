@@ -1,0 +1,293 @@
+//! The `edge-service diagnose` command (and `edge-service demo`, in
+//! [`crate::demo`]).
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use agent_core::Summary;
+use anyhow::{bail, Context};
+
+use crate::analysis::{self, Options};
+use crate::input;
+use crate::label::{self, ClusterBy, Labelling};
+use crate::mapping::Mapping;
+use crate::report;
+use crate::tree::TreeParams;
+
+pub use crate::demo::{demo, DemoArgs};
+
+/// `edge-service diagnose`: which runs are slow, and rules saying why.
+///
+/// Runs come from the service's store (`--db`, the default) or from summary
+/// files and folders. Labels are given (`--good DIR --bad DIR`,
+/// `--label-fact KEY`) or found (`--cluster duration`, the default).
+#[derive(clap::Args, Debug, Clone)]
+pub struct DiagnoseArgs {
+    /// Summary files (exactly `Summary::encode`'s bytes) or folders of them;
+    /// without any, runs come from the store.
+    #[arg(value_name = "PATH", conflicts_with_all = ["good", "bad"])]
+    pub inputs: Vec<PathBuf>,
+    /// The service's store [default: $EDGE_SERVICE_DB or ./edge-service.db,
+    /// when no files are given].
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// Only runs of this group.
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Only runs of this program (the `program` fact, e.g. `wget`).
+    #[arg(long)]
+    pub program: Option<String>,
+    /// Only runs that started at or after TIME: Unix seconds
+    /// (`1763700000`), Unix nanoseconds (`1763700000000000000ns`), or a time
+    /// ago (`90s`, `30m`, `2h`, `7d`).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Only runs that started before TIME (same forms as --since).
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// Folder (or file) of good runs; needs --bad.
+    #[arg(long, value_name = "DIR", requires = "bad", conflicts_with = "db")]
+    pub good: Option<PathBuf>,
+    /// Folder (or file) of bad runs; needs --good.
+    #[arg(long, value_name = "DIR", requires = "good", conflicts_with = "db")]
+    pub bad: Option<PathBuf>,
+    /// Label each run by the value of this free fact (e.g. `outcome`); runs
+    /// without it are left out.
+    #[arg(long, value_name = "KEY", conflicts_with_all = ["good", "bad", "cluster"])]
+    pub label_fact: Option<String>,
+    /// Find labels by clustering runs into two performance clusters; the
+    /// better one is `good` [default: duration].
+    #[arg(long, value_enum, conflicts_with_all = ["good", "bad"])]
+    pub cluster: Option<ClusterBy>,
+    /// Syscall mapping (TOML) replacing the shipped default
+    /// (`diagnose/default-map.toml`).
+    #[arg(long, value_name = "FILE")]
+    pub map: Option<PathBuf>,
+    /// Most rules: trees built, each without the earlier root attributes.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// Fewest runs in a tree leaf.
+    #[arg(long, default_value_t = 1)]
+    pub min_leaf: usize,
+    /// Deepest tree level a split may be made at (root = 0).
+    #[arg(long, default_value_t = 5)]
+    pub max_depth: usize,
+    /// Choose splits by C4.5's gain ratio instead of information gain.
+    #[arg(long)]
+    pub gain_ratio: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the report as one self-contained HTML page with plots.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+/// Which runs to read from the store.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    /// Only runs of this group.
+    pub group: Option<String>,
+    /// Only runs of this program (the `program` fact).
+    pub program: Option<String>,
+    /// Only runs that started at or after this time, ns since the Unix epoch.
+    pub since_unix_ns: Option<u64>,
+    /// Only runs that started before this time, ns since the Unix epoch.
+    pub until_unix_ns: Option<u64>,
+}
+
+/// Implemented by the service's storage; lets diagnose read the store without
+/// depending on the service crate.
+pub trait SummarySource {
+    /// The summaries in store `db` that pass `filter`.
+    fn load(&self, db: &Path, filter: &RunFilter) -> anyhow::Result<Vec<Summary>>;
+}
+
+/// Parses a --since/--until time (see [`DiagnoseArgs::since`]).
+pub fn parse_time(text: &str, now_unix_ns: u64) -> anyhow::Result<u64> {
+    let t = text.trim();
+    let bad = || {
+        anyhow::anyhow!(
+            "time {text:?} is not Unix seconds, Unix nanoseconds (ending in ns) or a time ago (90s, 30m, 2h, 7d)"
+        )
+    };
+    if let Some(ns) = t.strip_suffix("ns") {
+        return ns.parse::<u64>().map_err(|_| bad());
+    }
+    if let Ok(secs) = t.parse::<u64>() {
+        return secs.checked_mul(1_000_000_000).ok_or_else(bad);
+    }
+    let unit: u64 = match t.chars().last() {
+        Some('s') => 1,
+        Some('m') => 60,
+        Some('h') => 3600,
+        Some('d') => 86_400,
+        _ => return Err(bad()),
+    };
+    let amount: u64 = t[..t.len() - 1].parse().map_err(|_| bad())?;
+    let ago = amount
+        .checked_mul(unit)
+        .and_then(|s| s.checked_mul(1_000_000_000))
+        .ok_or_else(bad)?;
+    Ok(now_unix_ns.saturating_sub(ago))
+}
+
+/// The store used when none is named.
+pub fn default_db() -> PathBuf {
+    std::env::var_os("EDGE_SERVICE_DB")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("edge-service.db"))
+}
+
+fn filter_of(args: &DiagnoseArgs) -> anyhow::Result<RunFilter> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    Ok(RunFilter {
+        group: args.group.clone(),
+        program: args.program.clone(),
+        since_unix_ns: args
+            .since
+            .as_deref()
+            .map(|s| parse_time(s, now))
+            .transpose()
+            .context("--since")?,
+        until_unix_ns: args
+            .until
+            .as_deref()
+            .map(|s| parse_time(s, now))
+            .transpose()
+            .context("--until")?,
+    })
+}
+
+/// Loads the runs and their labels as the arguments say.
+fn load_and_label(
+    args: &DiagnoseArgs,
+    store: &dyn SummarySource,
+) -> anyhow::Result<(Vec<Summary>, Labelling)> {
+    let filter = filter_of(args)?;
+    if let (Some(good), Some(bad)) = (&args.good, &args.bad) {
+        let mut good_runs = input::read_all(std::slice::from_ref(good))?;
+        let mut bad_runs = input::read_all(std::slice::from_ref(bad))?;
+        good_runs.retain(|s| input::passes(s, &filter));
+        bad_runs.retain(|s| input::passes(s, &filter));
+        let mut labels = vec![0u32; good_runs.len()];
+        labels.extend(std::iter::repeat_n(1u32, bad_runs.len()));
+        let mut runs = good_runs;
+        runs.extend(bad_runs);
+        if runs.is_empty() {
+            bail!(
+                "no runs in {} or {}",
+                good.display(),
+                bad.display()
+            );
+        }
+        // A run given as both good and bad is a mistake, not a duplicate.
+        let mut ids: Vec<[u8; 16]> = runs.iter().map(|s| s.id).collect();
+        ids.sort_unstable();
+        if ids.windows(2).any(|w| w[0] == w[1]) {
+            bail!("the same run (summary id) is given more than once under --good/--bad");
+        }
+        let labelling = Labelling {
+            method: format!("given (--good {} --bad {})", good.display(), bad.display()),
+            classes: vec!["good".into(), "bad".into()],
+            labels,
+            clusters: None,
+        };
+        return Ok((runs, labelling));
+    }
+
+    let mut runs = Vec::new();
+    let mut from = Vec::new();
+    let db = match (&args.db, args.inputs.is_empty()) {
+        (Some(db), _) => Some(db.clone()),
+        (None, true) => Some(default_db()),
+        (None, false) => None,
+    };
+    if let Some(db) = db {
+        runs.extend(
+            store
+                .load(&db, &filter)
+                .with_context(|| format!("cannot read runs from store {}", db.display()))?,
+        );
+        from.push(db.display().to_string());
+    }
+    if !args.inputs.is_empty() {
+        let mut files = input::read_all(&args.inputs)?;
+        files.retain(|s| input::passes(s, &filter));
+        runs.extend(files);
+        from.extend(args.inputs.iter().map(|p| p.display().to_string()));
+    }
+    input::dedup(&mut runs);
+    if runs.is_empty() {
+        bail!("no runs found in {} (with the filters given)", from.join(", "));
+    }
+    let labelling = match &args.label_fact {
+        Some(key) => {
+            let (labelling, keep) = label::by_fact(&runs, key)?;
+            let mut keep = keep.into_iter();
+            runs.retain(|_| keep.next().unwrap_or(false));
+            labelling
+        }
+        None => label::by_cluster(&runs, args.cluster.unwrap_or(ClusterBy::Duration))?,
+    };
+    Ok((runs, labelling))
+}
+
+/// Runs `edge-service diagnose`.
+pub fn run(args: DiagnoseArgs, store: &dyn SummarySource) -> anyhow::Result<ExitCode> {
+    let mapping = match &args.map {
+        Some(path) => Mapping::from_file(path)?,
+        None => Mapping::default_map(),
+    };
+    if args.top == 0 {
+        bail!("--top must be at least 1");
+    }
+    let (runs, labelling) = load_and_label(&args, store)?;
+    let options = Options {
+        mapping,
+        skip_fact: args.label_fact.clone(),
+        tree: TreeParams {
+            min_leaf: args.min_leaf.max(1),
+            max_depth: args.max_depth,
+            gain_ratio: args.gain_ratio,
+        },
+        top: args.top,
+    };
+    let diagnosis = analysis::diagnose(&runs, labelling, &options)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let text = serde_json::to_string_pretty(&report::json(&diagnosis))?;
+        writeln!(out, "{text}")?;
+    } else {
+        write!(out, "{}", report::text(&diagnosis))?;
+    }
+    if let Some(path) = &args.html {
+        std::fs::write(path, report::html(&diagnosis))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        if !args.json {
+            writeln!(out, "\nHTML report: {}", path.display())?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse() {
+        let now = 2_000_000_000_000_000_000;
+        assert_eq!(parse_time("1763700000", now).unwrap(), 1_763_700_000_000_000_000);
+        assert_eq!(parse_time("5ns", now).unwrap(), 5);
+        assert_eq!(parse_time("2h", now).unwrap(), now - 7_200_000_000_000);
+        assert_eq!(parse_time("1d", now).unwrap(), now - 86_400_000_000_000);
+        for bad in ["", "h", "2x", "-5", "99999999999999999999"] {
+            assert!(parse_time(bad, now).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! Good and bad: labels given (folders, a fact) or found by clustering runs
+//! on their performance.
+
+use agent_core::{FdKind, Summary, SyscallId};
+use anyhow::bail;
+
+/// What performance runs are clustered on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClusterBy {
+    /// Run duration (shorter is better).
+    Duration,
+    /// Bytes received over sockets per second (higher is better).
+    Throughput,
+}
+
+/// The two performance clusters found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Clusters {
+    /// What was clustered.
+    pub by: ClusterBy,
+    /// The unit of the values below (`s`, `B/s`).
+    pub unit: &'static str,
+    /// Smallest and largest value of the good cluster.
+    pub good: (f64, f64),
+    /// Smallest and largest value of the bad cluster.
+    pub bad: (f64, f64),
+    /// Midpoint between the clusters: the boundary.
+    pub boundary: f64,
+}
+
+/// Labels of the runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Labelling {
+    /// How they were found, in words.
+    pub method: String,
+    /// Class names.
+    pub classes: Vec<String>,
+    /// Class per run.
+    pub labels: Vec<u32>,
+    /// The clusters, when labels were found by clustering.
+    pub clusters: Option<Clusters>,
+}
+
+/// The best split of values into two clusters (1-D 2-means, which for one
+/// dimension is Jenks' natural breaks with two classes, solved exactly):
+/// the count of the smallest values that form the lower cluster.
+pub fn two_means(sorted: &[f64]) -> Option<usize> {
+    let n = sorted.len();
+    if n < 2 || sorted[0] == sorted[n - 1] {
+        return None;
+    }
+    // Prefix sums give each candidate split's within-cluster sum of squares
+    // in O(1). Values are shifted by their mean first for precision.
+    let mean = sorted.iter().sum::<f64>() / n as f64;
+    let mut s = vec![0.0; n + 1];
+    let mut q = vec![0.0; n + 1];
+    for (i, v) in sorted.iter().enumerate() {
+        let d = v - mean;
+        s[i + 1] = s[i] + d;
+        q[i + 1] = q[i] + d * d;
+    }
+    let sse = |a: usize, b: usize| {
+        let m = (b - a) as f64;
+        let sum = s[b] - s[a];
+        (q[b] - q[a]) - sum * sum / m
+    };
+    let mut best: Option<(usize, f64)> = None;
+    for split in 1..n {
+        // Equal values stay in one cluster.
+        if sorted[split - 1] == sorted[split] {
+            continue;
+        }
+        let cost = sse(0, split) + sse(split, n);
+        if best.is_none_or(|(_, c)| cost < c) {
+            best = Some((split, cost));
+        }
+    }
+    best.map(|(split, _)| split)
+}
+
+/// Bytes received over sockets by successful read-family calls.
+fn socket_bytes(summary: &Summary) -> f64 {
+    const RECEIVE: [&str; 4] = ["read", "readv", "recvfrom", "recvmsg"];
+    summary
+        .syscalls
+        .iter()
+        .filter(|s| s.key.fd_kind == FdKind::Socket)
+        .filter(|s| {
+            RECEIVE
+                .iter()
+                .any(|n| SyscallId::from_name(n) == Some(s.key.id))
+        })
+        .map(|s| s.result_sum.max(0) as f64)
+        .sum()
+}
+
+/// Labels runs by clustering their duration or throughput; the better
+/// cluster is `good`.
+pub fn by_cluster(summaries: &[Summary], by: ClusterBy) -> anyhow::Result<Labelling> {
+    let (values, unit): (Vec<f64>, &'static str) = match by {
+        ClusterBy::Duration => (
+            summaries
+                .iter()
+                .map(|s| s.run.duration_ns as f64 / 1e9)
+                .collect(),
+            "s",
+        ),
+        ClusterBy::Throughput => {
+            let v: Vec<f64> = summaries
+                .iter()
+                .map(|s| socket_bytes(s) / (s.run.duration_ns.max(1) as f64 / 1e9))
+                .collect();
+            if v.iter().all(|x| *x == 0.0) {
+                bail!("no run received bytes over a socket: cluster by duration instead");
+            }
+            (v, "B/s")
+        }
+    };
+    let mut sorted = values.clone();
+    sorted.sort_by(f64::total_cmp);
+    let Some(split) = two_means(&sorted) else {
+        bail!(
+            "cannot find performance clusters: {} run(s), all with the same {}",
+            values.len(),
+            match by {
+                ClusterBy::Duration => "duration",
+                ClusterBy::Throughput => "throughput",
+            }
+        );
+    };
+    let low = (sorted[0], sorted[split - 1]);
+    let high = (sorted[split], sorted[sorted.len() - 1]);
+    let boundary = low.1 + (high.0 - low.1) / 2.0;
+    // Short durations and high throughputs are good.
+    let (good, bad, good_is_low) = match by {
+        ClusterBy::Duration => (low, high, true),
+        ClusterBy::Throughput => (high, low, false),
+    };
+    let labels = values
+        .iter()
+        .map(|v| u32::from((*v < boundary) != good_is_low))
+        .collect();
+    let name = match by {
+        ClusterBy::Duration => "duration",
+        ClusterBy::Throughput => "throughput",
+    };
+    Ok(Labelling {
+        method: format!("clustered by {name} (two clusters, natural breaks)"),
+        classes: vec!["good".into(), "bad".into()],
+        labels,
+        clusters: Some(Clusters {
+            by,
+            unit,
+            good,
+            bad,
+            boundary,
+        }),
+    })
+}
+
+/// Labels runs by the value of free fact `key`; runs without it are
+/// reported and left out (the returned mask says which are kept).
+pub fn by_fact(summaries: &[Summary], key: &str) -> anyhow::Result<(Labelling, Vec<bool>)> {
+    let mut classes: Vec<String> = Vec::new();
+    let mut labels = Vec::new();
+    let mut keep = Vec::new();
+    for s in summaries {
+        match s.facts.get(key) {
+            Some(v) => {
+                let c = match classes.iter().position(|c| c == v) {
+                    Some(c) => c,
+                    None => {
+                        classes.push(v.to_string());
+                        classes.len() - 1
+                    }
+                };
+                labels.push(c as u32);
+                keep.push(true);
+            }
+            None => keep.push(false),
+        }
+    }
+    if classes.len() < 2 {
+        bail!(
+            "fact {key:?} must have at least two values among the runs to label them (found {})",
+            match classes.len() {
+                0 => "none".to_string(),
+                _ => format!("only {:?}", classes[0]),
+            }
+        );
+    }
+    // "good" first when present, so rules read the same way as with
+    // clustering.
+    if let Some(g) = classes.iter().position(|c| c == "good") {
+        if g != 0 {
+            classes.swap(0, g);
+            for l in &mut labels {
+                if *l == 0 {
+                    *l = g as u32;
+                } else if *l == g as u32 {
+                    *l = 0;
+                }
+            }
+        }
+    }
+    Ok((
+        Labelling {
+            method: format!("by fact {key}"),
+            classes,
+            labels,
+            clusters: None,
+        },
+        keep,
+    ))
+}

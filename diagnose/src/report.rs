@@ -1,0 +1,487 @@
+//! The diagnosis as a readable report, as JSON, and as one self-contained
+//! HTML page with a plot (SVG) of every rule attribute's good and bad values,
+//! in the manner of the research's figures.
+
+use std::fmt::Write as _;
+
+use serde_json::{json, Value};
+
+use crate::analysis::Diagnosis;
+use crate::dataset::Column;
+use crate::rules::{Condition, Rule};
+
+/// A number for people: integers as integers, others with six significant
+/// digits, very small or large ones in scientific notation.
+pub fn format_number(x: f64) -> String {
+    if !x.is_finite() {
+        return x.to_string();
+    }
+    if x == x.trunc() && x.abs() < 1e15 {
+        return format!("{}", x as i64);
+    }
+    let a = x.abs();
+    if (1e-3..1e9).contains(&a) {
+        let decimals = (5 - a.log10().floor() as i32).max(0) as usize;
+        let s = format!("{x:.decimals$}");
+        let s = if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s
+        };
+        return s;
+    }
+    let s = format!("{x:.5e}");
+    match s.split_once('e') {
+        Some((m, e)) if m.contains('.') => {
+            format!("{}e{e}", m.trim_end_matches('0').trim_end_matches('.'))
+        }
+        _ => s,
+    }
+}
+
+/// The readable report.
+pub fn text(d: &Diagnosis) -> String {
+    let mut o = String::new();
+    let data = &d.dataset;
+    let counts = data.class_counts();
+    let _ = writeln!(
+        o,
+        "Diagnosis of {} runs{}: labels {}",
+        data.rows(),
+        d.program
+            .as_deref()
+            .map(|p| format!(" of {p}"))
+            .unwrap_or_default(),
+        d.labelling.method
+    );
+    for (c, name) in data.classes.iter().enumerate() {
+        let _ = write!(o, "  {name}: {} runs", counts[c]);
+        if let Some(cl) = &d.labelling.clusters {
+            let range = if c == 0 { cl.good } else { cl.bad };
+            let _ = write!(
+                o,
+                ", {} to {} {}",
+                format_number(range.0),
+                format_number(range.1),
+                cl.unit
+            );
+        }
+        o.push('\n');
+    }
+    if let Some(cl) = &d.labelling.clusters {
+        let _ = writeln!(
+            o,
+            "  cluster boundary: {} {}",
+            format_number(cl.boundary),
+            cl.unit
+        );
+    }
+    let _ = writeln!(
+        o,
+        "Attributes: {} (from {} syscall entries and {} transitions made in every run, and the facts that differ)",
+        data.attributes.len(),
+        d.common.entries.len(),
+        d.common.transitions.len()
+    );
+    o.push('\n');
+    if d.rules.is_empty() {
+        let _ = writeln!(
+            o,
+            "No rules: no attribute separates the classes better than always guessing the larger one."
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "Rules (each from a tree built without the earlier rules' root attributes; accuracy = share of the {} runs classified correctly):",
+            data.rows()
+        );
+        for r in &d.rules {
+            let _ = writeln!(
+                o,
+                "{:>3}. {}    [accuracy {:.3}]",
+                r.rank, r.text, r.accuracy
+            );
+        }
+    }
+    if !d.outside.is_empty() {
+        o.push('\n');
+        let _ = writeln!(
+            o,
+            "Outside the intersection (syscall entries not made in every run; runs that made it, mean count and seconds over those runs), most uneven first:"
+        );
+        for e in d.outside.iter().take(20) {
+            let _ = write!(o, "  {:<24}", e.name);
+            for (c, pc) in e.per_class.iter().enumerate() {
+                let mean = |k: &str| {
+                    pc.means
+                        .iter()
+                        .find(|(n, _)| *n == k)
+                        .map_or(0.0, |(_, v)| *v)
+                };
+                let _ = write!(
+                    o,
+                    "  {}: {}/{} runs, num {}, time {} s",
+                    data.classes[c],
+                    pc.runs_with,
+                    pc.runs,
+                    format_number(mean("num")),
+                    format_number(mean("time"))
+                );
+            }
+            o.push('\n');
+        }
+        if d.outside.len() > 20 {
+            let _ = writeln!(
+                o,
+                "  ... and {} more (see --json)",
+                d.outside.len() - 20
+            );
+        }
+    }
+    o
+}
+
+fn rule_json(r: &Rule, d: &Diagnosis) -> Value {
+    let data = &d.dataset;
+    json!({
+        "rank": r.rank,
+        "text": r.text,
+        "attributes": r.attributes.iter().map(|a| data.attributes[*a].name.clone()).collect::<Vec<_>>(),
+        "accuracy": r.accuracy,
+        "paths": r.paths.iter().map(|p| json!({
+            "conditions": p.conditions.iter().map(|c| c.text(data)).collect::<Vec<_>>(),
+            "class": data.classes[p.class as usize],
+            "runs": p.runs,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The JSON report: `{"labels": {...}, "rules": [{"rank", "text",
+/// "attributes", "accuracy", "paths"}], "outside_intersection": [...], ...}`.
+pub fn json(d: &Diagnosis) -> Value {
+    let data = &d.dataset;
+    let counts = data.class_counts();
+    let classes: serde_json::Map<String, Value> = data
+        .classes
+        .iter()
+        .zip(&counts)
+        .map(|(c, n)| (c.clone(), json!(n)))
+        .collect();
+    let runs: serde_json::Map<String, Value> = d
+        .run_ids
+        .iter()
+        .zip(&data.labels)
+        .map(|(id, l)| (id.clone(), json!(data.classes[*l as usize])))
+        .collect();
+    let clusters = d.labelling.clusters.as_ref().map(|c| {
+        json!({
+            "by": match c.by { crate::label::ClusterBy::Duration => "duration", crate::label::ClusterBy::Throughput => "throughput" },
+            "unit": c.unit,
+            "good": [c.good.0, c.good.1],
+            "bad": [c.bad.0, c.bad.1],
+            "boundary": c.boundary,
+        })
+    });
+    let outside: Vec<Value> = d
+        .outside
+        .iter()
+        .map(|e| {
+            let per: serde_json::Map<String, Value> = e
+                .per_class
+                .iter()
+                .enumerate()
+                .map(|(c, pc)| {
+                    let means: serde_json::Map<String, Value> =
+                        pc.means.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+                    (
+                        data.classes[c].clone(),
+                        json!({"runs": pc.runs, "runs_with": pc.runs_with, "mean": means}),
+                    )
+                })
+                .collect();
+            json!({"name": e.name, "classes": per})
+        })
+        .collect();
+    json!({
+        "runs": data.rows(),
+        "labels": {
+            "method": d.labelling.method,
+            "classes": classes,
+            "clusters": clusters,
+            "runs": runs,
+        },
+        "attributes": data.attributes.len(),
+        "common": {"syscalls": d.common.entries, "transitions": d.common.transitions},
+        "rules": d.rules.iter().map(|r| rule_json(r, d)).collect::<Vec<_>>(),
+        "outside_intersection": outside,
+    })
+}
+
+/// Escapes text for HTML and SVG.
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Colours of the classes (good first).
+const COLOURS: [&str; 6] = [
+    "#1a9850", "#d73027", "#4575b4", "#fdae61", "#762a83", "#878787",
+];
+
+/// The thresholds a rule's tree uses on `attribute`.
+fn thresholds(rule: &Rule, attribute: usize) -> Vec<f64> {
+    let mut out = Vec::new();
+    for p in &rule.paths {
+        for c in &p.conditions {
+            if let Condition::Range {
+                attribute: a,
+                lower,
+                upper,
+            } = c
+            {
+                if *a == attribute {
+                    out.extend(lower.iter().chain(upper.iter()).copied());
+                }
+            }
+        }
+    }
+    out.sort_by(f64::total_cmp);
+    out.dedup();
+    out
+}
+
+/// A plot of one numeric attribute: each class's runs side by side, one
+/// point per run, with the rule's thresholds as dashed lines.
+fn numeric_svg(d: &Diagnosis, values: &[f64], lines: &[f64]) -> String {
+    let (w, h, left, bottom, top) = (520.0, 240.0, 70.0, 30.0, 12.0);
+    let data = &d.dataset;
+    let k = data.classes.len().max(1);
+    let all = values.iter().chain(lines.iter());
+    let (mut lo, mut hi) = all.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+        (l.min(*v), h.max(*v))
+    });
+    if !(hi > lo) {
+        lo -= 1.0;
+        hi += 1.0;
+    }
+    let pad = (hi - lo) * 0.05;
+    let (lo, hi) = (lo - pad, hi + pad);
+    let y = |v: f64| top + (h - top - bottom) * (1.0 - (v - lo) / (hi - lo));
+    let panel = (w - left - 10.0) / k as f64;
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img">"#
+    );
+    let _ = write!(
+        s,
+        r##"<line x1="{left}" y1="{top}" x2="{left}" y2="{}" stroke="#444"/>"##,
+        h - bottom
+    );
+    for v in [hi - pad, (lo + hi) / 2.0, lo + pad] {
+        let _ = write!(
+            s,
+            r##"<text x="{}" y="{:.1}" font-size="11" text-anchor="end" fill="#444">{}</text>"##,
+            left - 4.0,
+            y(v) + 4.0,
+            esc(&format_number(v))
+        );
+    }
+    for (c, name) in data.classes.iter().enumerate() {
+        let x0 = left + panel * c as f64;
+        let rows: Vec<f64> = values
+            .iter()
+            .zip(&data.labels)
+            .filter(|(_, l)| **l as usize == c)
+            .map(|(v, _)| *v)
+            .collect();
+        let colour = COLOURS[c % COLOURS.len()];
+        for (i, v) in rows.iter().enumerate() {
+            let x = x0 + 8.0 + (panel - 16.0) * (i as f64 + 0.5) / rows.len().max(1) as f64;
+            let _ = write!(
+                s,
+                r#"<circle cx="{x:.1}" cy="{:.1}" r="3" fill="{colour}" fill-opacity="0.8"><title>{}</title></circle>"#,
+                y(*v),
+                esc(&format_number(*v))
+            );
+        }
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="{}" font-size="12" text-anchor="middle" fill="{colour}">{} ({} runs)</text>"#,
+            x0 + panel / 2.0,
+            h - 10.0,
+            esc(name),
+            rows.len()
+        );
+    }
+    for t in lines {
+        let _ = write!(
+            s,
+            r##"<line x1="{left}" y1="{:.1}" x2="{}" y2="{:.1}" stroke="#333" stroke-dasharray="5,4"/><text x="{}" y="{:.1}" font-size="11" text-anchor="end" fill="#333">{}</text>"##,
+            y(*t),
+            w - 10.0,
+            y(*t),
+            w - 12.0,
+            y(*t) - 3.0,
+            esc(&format_number(*t))
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// A plot of one categorical attribute: runs per level, one bar per class.
+fn categorical_svg(d: &Diagnosis, codes: &[u32], levels: &[String]) -> String {
+    let data = &d.dataset;
+    let k = data.classes.len().max(1);
+    let (w, h, bottom, top) = (520.0, 240.0, 40.0, 12.0);
+    let mut counts = vec![vec![0usize; k]; levels.len()];
+    for (code, l) in codes.iter().zip(&data.labels) {
+        counts[*code as usize][*l as usize] += 1;
+    }
+    let max = counts.iter().flatten().copied().max().unwrap_or(1).max(1) as f64;
+    let group = (w - 20.0) / levels.len().max(1) as f64;
+    let bar = (group - 12.0) / k as f64;
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img">"#
+    );
+    for (li, level) in levels.iter().enumerate() {
+        let x0 = 10.0 + group * li as f64 + 6.0;
+        for (c, n) in counts[li].iter().enumerate() {
+            let bh = (h - top - bottom) * *n as f64 / max;
+            let colour = COLOURS[c % COLOURS.len()];
+            let _ = write!(
+                s,
+                r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}" fill="{colour}"><title>{}: {n}</title></rect><text x="{:.1}" y="{:.1}" font-size="11" text-anchor="middle">{n}</text>"#,
+                x0 + bar * c as f64,
+                h - bottom - bh,
+                (bar - 2.0).max(1.0),
+                esc(&data.classes[c]),
+                x0 + bar * (c as f64 + 0.5),
+                h - bottom - bh - 3.0
+            );
+        }
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="{}" font-size="12" text-anchor="middle">{}</text>"#,
+            x0 + (group - 12.0) / 2.0,
+            h - bottom + 16.0,
+            esc(level)
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// One self-contained HTML page: the labels, and for each rule its text,
+/// accuracy and a plot of each of its attributes' values per class.
+pub fn html(d: &Diagnosis) -> String {
+    let data = &d.dataset;
+    let mut o = String::from(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Edge Agent diagnosis</title>\n\
+         <style>body{font-family:system-ui,sans-serif;margin:2em;max-width:70em;color:#222}\
+         h2{margin-top:2em;font-size:1.1em}code{background:#f3f3f3;padding:0 .2em}\
+         .plots{display:flex;flex-wrap:wrap;gap:1em}figure{margin:0}figcaption{font-family:monospace}\
+         table{border-collapse:collapse}td,th{padding:.2em .6em;border-bottom:1px solid #ddd;text-align:right}\
+         td:first-child,th:first-child{text-align:left}</style></head><body>\n",
+    );
+    let _ = writeln!(o, "<h1>Diagnosis of {} runs</h1>", data.rows());
+    let counts = data.class_counts();
+    let _ = write!(o, "<p>Labels {}: ", esc(&d.labelling.method));
+    let parts: Vec<String> = data
+        .classes
+        .iter()
+        .enumerate()
+        .map(|(c, n)| {
+            format!(
+                "<span style=\"color:{}\">{}</span> {} runs",
+                COLOURS[c % COLOURS.len()],
+                esc(n),
+                counts[c]
+            )
+        })
+        .collect();
+    o.push_str(&parts.join(", "));
+    if let Some(cl) = &d.labelling.clusters {
+        let _ = write!(
+            o,
+            "; boundary {} {}",
+            esc(&format_number(cl.boundary)),
+            cl.unit
+        );
+    }
+    let _ = writeln!(
+        o,
+        ". {} attributes.</p>",
+        data.attributes.len()
+    );
+    if d.rules.is_empty() {
+        o.push_str("<p>No rules: no attribute separates the classes.</p>\n");
+    }
+    for r in &d.rules {
+        let _ = writeln!(
+            o,
+            "<h2>{}. <code>{}</code> &mdash; accuracy {:.3}</h2>\n<div class=\"plots\">",
+            r.rank,
+            esc(&r.text),
+            r.accuracy
+        );
+        for &a in &r.attributes {
+            let attr = &data.attributes[a];
+            let svg = match &attr.column {
+                Column::Numeric(values) => numeric_svg(d, values, &thresholds(r, a)),
+                Column::Categorical { codes, levels } => categorical_svg(d, codes, levels),
+            };
+            let _ = writeln!(
+                o,
+                "<figure>{svg}<figcaption>{}</figcaption></figure>",
+                esc(&attr.name)
+            );
+        }
+        o.push_str("</div>\n");
+    }
+    if !d.outside.is_empty() {
+        o.push_str("<h2>Outside the intersection</h2>\n<table><tr><th>syscall</th>");
+        for c in &data.classes {
+            let _ = write!(o, "<th>{} runs with it</th><th>mean num</th>", esc(c));
+        }
+        o.push_str("</tr>\n");
+        for e in &d.outside {
+            let _ = write!(o, "<tr><td>{}</td>", esc(&e.name));
+            for pc in &e.per_class {
+                let num = pc
+                    .means
+                    .iter()
+                    .find(|(n, _)| *n == "num")
+                    .map_or(0.0, |(_, v)| *v);
+                let _ = write!(
+                    o,
+                    "<td>{}/{}</td><td>{}</td>",
+                    pc.runs_with,
+                    pc.runs,
+                    esc(&format_number(num))
+                );
+            }
+            o.push_str("</tr>\n");
+        }
+        o.push_str("</table>\n");
+    }
+    o.push_str("</body></html>\n");
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(format_number(23631.5), "23631.5");
+        assert_eq!(format_number(2.125), "2.125");
+        assert_eq!(format_number(10823.0), "10823");
+        assert_eq!(format_number(0.0734523456), "0.0734523");
+        assert_eq!(format_number(0.000351), "3.51e-4");
+        assert_eq!(format_number(-1.5), "-1.5");
+        assert_eq!(esc("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
+    }
+}

@@ -1,0 +1,165 @@
+//! The `edge-service` command line.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+
+use crate::directive::Directive;
+use crate::serve::{serve, ServeOptions};
+use crate::store::{SqliteStore, Store};
+
+/// Edge Agent's service: ingest summaries, store them, serve directives,
+/// explain slow runs.
+#[derive(Debug, Parser)]
+#[command(name = "edge-service", version)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the HTTP(S) API.
+    Serve(ServeArgs),
+    /// Set or show what devices of a group should trace.
+    #[command(subcommand)]
+    Directive(DirectiveCommand),
+    //DIAG Diagnose
+}
+
+/// The database file.
+#[derive(Debug, Args)]
+pub struct DbArg {
+    /// SQLite database file (created if missing).
+    #[arg(long, env = "EDGE_SERVICE_DB", default_value = "edge-service.db")]
+    pub db: PathBuf,
+}
+
+/// `edge-service serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Tokens file: one `GROUP TOKEN` pair per line, `#` comments.
+    #[arg(long)]
+    pub tokens: Option<PathBuf>,
+    /// Accept requests without a token (loopback addresses only; each
+    /// summary's group is its `group` fact, or `default`).
+    #[arg(long)]
+    pub insecure_no_auth: bool,
+    /// TLS certificate chain (PEM); serves HTTPS with --tls-key.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// How long a write waits for a database locked by another process
+    /// before the request is answered 503.
+    #[arg(long, default_value_t = 5000)]
+    pub busy_timeout_ms: u64,
+}
+
+/// `edge-service directive ...`.
+#[derive(Debug, Subcommand)]
+pub enum DirectiveCommand {
+    /// Set (replace) the directive of a group.
+    Set(DirectiveSetArgs),
+    /// Show every directive (or one group's).
+    Show {
+        #[command(flatten)]
+        db: DbArg,
+        /// Only this group.
+        #[arg(long)]
+        group: Option<String>,
+    },
+    /// Remove the directive of a group.
+    Clear {
+        #[command(flatten)]
+        db: DbArg,
+        #[arg(long)]
+        group: String,
+    },
+}
+
+/// `edge-service directive set`.
+#[derive(Debug, Args)]
+pub struct DirectiveSetArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// The device group.
+    #[arg(long)]
+    pub group: String,
+    /// Trace only programs whose command line contains this text.
+    #[arg(long = "match")]
+    pub match_text: Option<String>,
+    /// Trace only these syscalls, comma-separated (`read,write,openat`).
+    #[arg(long)]
+    pub only: Option<String>,
+    /// Upload only in this daily window, `HH:MM-HH:MM`.
+    #[arg(long)]
+    pub window: Option<String>,
+}
+
+/// Runs the command line.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Serve(a) => {
+            serve(ServeOptions {
+                listen: a.listen,
+                db: a.db.db,
+                tokens: a.tokens,
+                insecure_no_auth: a.insecure_no_auth,
+                tls: a.tls_cert.zip(a.tls_key),
+                busy_timeout: Duration::from_millis(a.busy_timeout_ms),
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Directive(d) => directive(d),
+        //DIAG run
+    }
+}
+
+fn open(db: &DbArg) -> anyhow::Result<SqliteStore> {
+    SqliteStore::open(&db.db, Duration::from_secs(5))
+}
+
+fn directive(cmd: DirectiveCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        DirectiveCommand::Set(a) => {
+            let d = Directive::parse(
+                &a.group,
+                a.match_text.as_deref(),
+                a.only.as_deref(),
+                a.window.as_deref(),
+            )?;
+            open(&a.db)?
+                .set_directive(&d)
+                .with_context(|| format!("cannot store the directive in {}", a.db.db.display()))?;
+            println!("{}", serde_json::to_string(&d)?);
+        }
+        DirectiveCommand::Show { db, group } => {
+            let mut store = open(&db)?;
+            let list = match group {
+                Some(g) => vec![store.directive(&g)?.unwrap_or_else(|| Directive::empty(&g))],
+                None => store.directives()?,
+            };
+            for d in list {
+                println!("{}", serde_json::to_string(&d)?);
+            }
+        }
+        DirectiveCommand::Clear { db, group } => {
+            if !open(&db)?.clear_directive(&group)? {
+                eprintln!("group `{group}` had no directive");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

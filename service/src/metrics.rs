@@ -1,0 +1,138 @@
+//! Prometheus metrics (`GET /metrics`, text format).
+
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry,
+    TextEncoder,
+};
+
+/// The service's metrics; cheap to clone (shared counters).
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    request_seconds: HistogramVec,
+    accepted: IntCounter,
+    repeated: IntCounter,
+    rejected: IntCounterVec,
+    commit_seconds: Histogram,
+    commit_runs: Histogram,
+    commit_failures: IntCounter,
+}
+
+fn counter(name: &str, help: &str) -> IntCounter {
+    IntCounter::new(name, help).expect("static metric definition")
+}
+
+impl Metrics {
+    /// Fresh metrics, all zero.
+    pub fn new() -> Metrics {
+        let requests = IntCounterVec::new(
+            Opts::new("edge_service_http_requests_total", "HTTP requests by route and status"),
+            &["route", "status"],
+        )
+        .expect("static metric definition");
+        let request_seconds = HistogramVec::new(
+            HistogramOpts::new("edge_service_http_request_seconds", "HTTP request latency by route")
+                .buckets(vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0]),
+            &["route"],
+        )
+        .expect("static metric definition");
+        let accepted = counter(
+            "edge_service_summaries_accepted_total",
+            "Summaries newly stored",
+        );
+        let repeated = counter(
+            "edge_service_summaries_repeated_total",
+            "Summaries acknowledged again (already stored)",
+        );
+        let rejected = IntCounterVec::new(
+            Opts::new("edge_service_summaries_rejected_total", "Summaries rejected, by reason"),
+            &["reason"],
+        )
+        .expect("static metric definition");
+        let commit_seconds = Histogram::with_opts(
+            HistogramOpts::new("edge_service_store_commit_seconds", "Store transaction latency (group commit)")
+                .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0]),
+        )
+        .expect("static metric definition");
+        let commit_runs = Histogram::with_opts(
+            HistogramOpts::new("edge_service_store_commit_runs", "Runs written per store transaction")
+                .buckets(vec![1.0, 10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2000.0, 4096.0]),
+        )
+        .expect("static metric definition");
+        let commit_failures = counter(
+            "edge_service_store_commit_failures_total",
+            "Store transactions that failed (nothing of them stored)",
+        );
+        let registry = Registry::new();
+        for c in [
+            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(request_seconds.clone()),
+            Box::new(accepted.clone()),
+            Box::new(repeated.clone()),
+            Box::new(rejected.clone()),
+            Box::new(commit_seconds.clone()),
+            Box::new(commit_runs.clone()),
+            Box::new(commit_failures.clone()),
+        ] {
+            registry.register(c).expect("metric names are unique");
+        }
+        Metrics {
+            registry,
+            requests,
+            request_seconds,
+            accepted,
+            repeated,
+            rejected,
+            commit_seconds,
+            commit_runs,
+            commit_failures,
+        }
+    }
+
+    /// Counts one answered request.
+    pub fn observe_request(&self, route: &str, status: u16, elapsed: Duration) {
+        self.requests
+            .with_label_values(&[route, &status.to_string()])
+            .inc();
+        self.request_seconds
+            .with_label_values(&[route])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts stored and repeated summaries.
+    pub fn count_accepted(&self, stored: u64, repeated: u64) {
+        self.accepted.inc_by(stored);
+        self.repeated.inc_by(repeated);
+    }
+
+    /// Counts one rejected summary.
+    pub fn count_rejected(&self, reason: &str) {
+        self.rejected.with_label_values(&[reason]).inc();
+    }
+
+    /// Records one store transaction.
+    pub fn observe_commit(&self, elapsed: Duration, runs: usize, ok: bool) {
+        self.commit_seconds.observe(elapsed.as_secs_f64());
+        self.commit_runs.observe(runs as f64);
+        if !ok {
+            self.commit_failures.inc();
+        }
+    }
+
+    /// The text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        // Encoding to a Vec cannot fail for well-formed metrics.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}

@@ -1,0 +1,399 @@
+//! The HTTP API (see `docs/service.md` and the ingest protocol in the
+//! contracts): routes, authentication, and the mapping of every failure to
+//! a status and a JSON `{"error": ...}` body.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRequest, MatchedPath, Path, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::directive::Directive;
+use crate::framing::{self, FramingError, CONTENT_TYPE, MAX_BODY};
+use crate::ingest::{self, Rejection};
+use crate::metrics::Metrics;
+use crate::store::{Inserted, RunFilter, Store, StoreError, StoreOpener};
+use crate::tokens::Tokens;
+use crate::writer::{WriteError, Writer};
+
+/// Seconds a client is told to wait after a 503.
+pub const RETRY_AFTER_SECS: u32 = 5;
+/// Runs `GET /v1/runs` returns when no `limit` is given.
+pub const DEFAULT_RUNS_LIMIT: u64 = 1000;
+/// Largest `limit` accepted by `GET /v1/runs`.
+pub const MAX_RUNS_LIMIT: u64 = 100_000;
+
+/// Who may call the API.
+#[derive(Clone, Debug)]
+pub enum Auth {
+    /// Bearer tokens, each naming its group.
+    Tokens(Tokens),
+    /// Anyone (loopback development only): a summary's group is its
+    /// `group` fact or `default`.
+    None,
+}
+
+/// What the handlers share.
+pub struct App {
+    auth: Auth,
+    writer: Writer,
+    open_store: StoreOpener,
+    /// Idle read connections, reused by the next reader.
+    readers: Mutex<Vec<Box<dyn Store>>>,
+    metrics: Metrics,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App").field("auth", &self.auth).finish_non_exhaustive()
+    }
+}
+
+impl App {
+    /// Opens the writer's connection and starts the writer thread.
+    pub fn new(open_store: StoreOpener, auth: Auth, metrics: Metrics) -> anyhow::Result<Arc<App>> {
+        let store = open_store()?;
+        let writer = Writer::start(store, metrics.clone())?;
+        Ok(Arc::new(App {
+            auth,
+            writer,
+            open_store,
+            readers: Mutex::new(Vec::new()),
+            metrics,
+        }))
+    }
+
+    /// The metrics this app counts into.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Runs `f` on a read connection, off the async threads.
+    async fn read<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&mut dyn Store) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let app = Arc::clone(self);
+        let joined = tokio::task::spawn_blocking(move || {
+            let pooled = app.readers.lock().ok().and_then(|mut idle| idle.pop());
+            let mut store = match pooled {
+                Some(s) => s,
+                None => (app.open_store)()?,
+            };
+            let result = f(store.as_mut());
+            if result.is_ok() {
+                if let Ok(mut idle) = app.readers.lock() {
+                    idle.push(store);
+                }
+            }
+            result
+        })
+        .await;
+        match joined {
+            Ok(result) => result.map_err(ApiError::from),
+            Err(e) => Err(ApiError::internal(format!("reader task failed: {e}"))),
+        }
+    }
+
+    /// The caller's group: `Some` with tokens, `None` on an open server.
+    fn authenticate(&self, headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+        let Auth::Tokens(tokens) = &self.auth else {
+            return Ok(None);
+        };
+        let value = headers
+            .get(header::AUTHORIZATION)
+            .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "missing Authorization: Bearer token"))?;
+        let token = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "Authorization must be `Bearer <token>`"))?;
+        tokens
+            .group_of(token)
+            .map(|g| Some(g.to_string()))
+            .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "unknown token"))
+    }
+}
+
+/// A refusal: status, message, and for 503 when to retry.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+    retry_after: Option<u32>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    fn internal(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+
+    fn unavailable(message: impl Into<String>) -> ApiError {
+        ApiError {
+            retry_after: Some(RETRY_AFTER_SECS),
+            ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, message)
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        match e {
+            StoreError::Busy(_) => ApiError::unavailable(e.to_string()),
+            StoreError::Failed(_) => ApiError::internal(e.to_string()),
+        }
+    }
+}
+
+impl From<WriteError> for ApiError {
+    fn from(e: WriteError) -> ApiError {
+        match e {
+            WriteError::QueueFull => ApiError::unavailable("ingest queue full, retry later"),
+            WriteError::Stopped => ApiError::unavailable("store writer stopped"),
+            WriteError::Store(s) => s.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, Json(json!({ "error": self.message }))).into_response();
+        if let Some(secs) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}
+
+/// The API's routes.
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/v1/summaries", post(post_summaries))
+        .route("/v1/directives", get(get_directive))
+        .route("/v1/runs", get(get_runs))
+        .route("/v1/runs/{id}", get(get_run))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/metrics", get(get_metrics))
+        .layer(middleware::from_fn_with_state(app.clone(), track))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(app)
+}
+
+/// Counts every request in the metrics, by route pattern and status.
+async fn track(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |m| m.as_str().to_string());
+    let started = Instant::now();
+    let response = next.run(req).await;
+    app.metrics
+        .observe_request(&route, response.status().as_u16(), started.elapsed());
+    response
+}
+
+fn now_unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+fn is_ingest_content_type(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case(CONTENT_TYPE))
+}
+
+async fn post_summaries(State(app): State<Arc<App>>, req: Request) -> Result<Json<Value>, ApiError> {
+    let token_group = app.authenticate(req.headers())?;
+    if !is_ingest_content_type(req.headers()) {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("Content-Type must be {CONTENT_TYPE}"),
+        ));
+    }
+    let declared_len = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared_len.is_some_and(|n| n > MAX_BODY as u64) {
+        return Err(too_large());
+    }
+    let body = Bytes::from_request(req, &()).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            too_large()
+        } else {
+            ApiError::new(rejection.status(), rejection.body_text())
+        }
+    })?;
+    let items = framing::split(&body).map_err(|e| match e {
+        FramingError::TooManyItems => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()),
+        _ => ApiError::new(StatusCode::BAD_REQUEST, format!("{e}; nothing stored")),
+    })?;
+    let prepared = ingest::prepare(&items, token_group.as_deref(), now_unix_ns())
+        .map_err(|e| ApiError::new(StatusCode::FORBIDDEN, e.to_string()))?;
+    let mut rejected = prepared.rejected;
+    let (indices, runs): (Vec<usize>, Vec<_>) = prepared.runs.into_iter().unzip();
+    let ids: Vec<[u8; 16]> = runs.iter().map(|r| r.id).collect();
+    let outcomes = app.writer.write(runs).await?;
+
+    let mut accepted: Vec<[u8; 16]> = Vec::with_capacity(ids.len());
+    let (mut stored, mut repeated) = (0, 0);
+    for ((index, id), outcome) in indices.into_iter().zip(ids).zip(outcomes) {
+        match outcome {
+            Inserted::Stored | Inserted::Repeat => {
+                if outcome == Inserted::Stored {
+                    stored += 1;
+                } else {
+                    repeated += 1;
+                }
+                if !accepted.contains(&id) {
+                    accepted.push(id);
+                }
+            }
+            Inserted::IdTaken => rejected.push(Rejection {
+                index,
+                id: Some(id),
+                reason: "summary id already stored for another group".into(),
+                label: "id_taken",
+            }),
+        }
+    }
+    app.metrics.count_accepted(stored, repeated);
+    rejected.sort_by_key(|r| r.index);
+    for r in &rejected {
+        app.metrics.count_rejected(r.label);
+    }
+    Ok(Json(json!({
+        "accepted": accepted.iter().map(summary_view::id_hex).collect::<Vec<_>>(),
+        "rejected": rejected.iter().map(|r| json!({
+            "index": r.index,
+            "id": r.id.as_ref().map(summary_view::id_hex),
+            "reason": r.reason,
+        })).collect::<Vec<_>>(),
+    })))
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("request body exceeds {MAX_BODY} bytes"),
+    )
+}
+
+#[derive(Debug, Deserialize)]
+struct GroupQuery {
+    group: Option<String>,
+}
+
+/// The group a read request is about: the token's; on an open server the
+/// `group` parameter (`default` if absent). Asking a token for another
+/// group's data is refused.
+fn group_for_read(token_group: Option<String>, asked: Option<String>) -> Result<Option<String>, ApiError> {
+    match (token_group, asked) {
+        (Some(mine), Some(asked)) if asked != mine => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            format!("token is for group `{mine}`, not `{asked}`"),
+        )),
+        (Some(mine), _) => Ok(Some(mine)),
+        (None, asked) => Ok(asked),
+    }
+}
+
+async fn get_directive(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Query(q): Query<GroupQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let group = group_for_read(app.authenticate(&headers)?, q.group)?
+        .unwrap_or_else(|| ingest::DEFAULT_GROUP.to_string());
+    let directive = app
+        .read(move |store| Ok(store.directive(&group)?.unwrap_or_else(|| Directive::empty(&group))))
+        .await?;
+    Ok(Json(serde_json::to_value(directive).unwrap_or(Value::Null)))
+}
+
+#[derive(Debug, Deserialize)]
+struct RunsQuery {
+    group: Option<String>,
+    program: Option<String>,
+    since: Option<u64>,
+    until: Option<u64>,
+    limit: Option<u64>,
+}
+
+async fn get_runs(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    query: Result<Query<RunsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let token_group = app.authenticate(&headers)?;
+    let Query(q) = query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?;
+    let limit = q.limit.unwrap_or(DEFAULT_RUNS_LIMIT);
+    if limit == 0 || limit > MAX_RUNS_LIMIT {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("limit must be 1..={MAX_RUNS_LIMIT}"),
+        ));
+    }
+    let filter = RunFilter {
+        group: group_for_read(token_group, q.group)?,
+        program: q.program,
+        since_unix_ns: q.since,
+        until_unix_ns: q.until,
+        limit: Some(limit),
+    };
+    let runs = app.read(move |store| store.runs(&filter)).await?;
+    Ok(Json(json!({ "runs": runs.iter().map(|r| r.to_json()).collect::<Vec<_>>() })))
+}
+
+async fn get_run(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id_text): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let token_group = app.authenticate(&headers)?;
+    let id = summary_view::id_from_hex(&id_text.to_ascii_lowercase()).ok_or_else(|| {
+        ApiError::new(StatusCode::BAD_REQUEST, format!("`{id_text}` is not a 32-hex-digit run id"))
+    })?;
+    let not_found = || ApiError::new(StatusCode::NOT_FOUND, format!("no run {id_text}"));
+    let stored = app.read(move |store| store.run(&id)).await?.ok_or_else(not_found)?;
+    // Another group's run is not shown, nor is its existence confirmed.
+    if token_group.is_some_and(|g| g != stored.group) {
+        return Err(not_found());
+    }
+    let summary = agent_core::Summary::decode(&stored.raw).map_err(|e| {
+        ApiError::internal(format!("stored run {id_text} no longer decodes: {e}"))
+    })?;
+    let mut view = summary_view::to_json(&summary);
+    view["group"] = json!(stored.group);
+    Ok(Json(view))
+}
+
+async fn get_metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        app.metrics.render(),
+    )
+}

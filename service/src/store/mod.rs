@@ -1,0 +1,61 @@
+//! Storage behind a small trait, so that a PostgreSQL backend can follow the
+//! SQLite one (several stateless `edge-service` instances on one database).
+//!
+//! A store is used from one thread at a time (`&mut self`): the server keeps
+//! one for the group-commit writer ([`crate::writer`]) and a small pool for
+//! reads.
+
+mod rows;
+mod sqlite;
+
+pub use rows::{NewRun, RunFilter, RunRow, StoredRun, SyscallRow};
+pub use sqlite::SqliteStore;
+
+use crate::directive::Directive;
+
+/// What became of one run handed to [`Store::insert_runs`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inserted {
+    /// Newly stored.
+    Stored,
+    /// Already stored for the same group (a repeat): nothing written.
+    Repeat,
+    /// The id is already stored for another group: nothing written.
+    IdTaken,
+}
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Temporarily unable (locked by another writer, ...): retry later.
+    #[error("store busy: {0}")]
+    Busy(String),
+    /// Anything else (disk full, corrupt file, ...).
+    #[error("store failed: {0}")]
+    Failed(String),
+}
+
+/// A place to keep runs and directives.
+pub trait Store: Send {
+    /// Stores `runs` in one transaction: when this returns `Ok` every run is
+    /// durable; on `Err` none was stored. The result has one entry per run,
+    /// in order.
+    fn insert_runs(&mut self, runs: &[NewRun]) -> Result<Vec<Inserted>, StoreError>;
+    /// Metadata of the runs matching `filter`, oldest start first.
+    fn runs(&mut self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError>;
+    /// The stored bytes of the runs matching `filter`, oldest start first.
+    fn load(&mut self, filter: &RunFilter) -> Result<Vec<StoredRun>, StoreError>;
+    /// One run by id.
+    fn run(&mut self, id: &[u8; 16]) -> Result<Option<StoredRun>, StoreError>;
+    /// The directive of `group`, if one was set.
+    fn directive(&mut self, group: &str) -> Result<Option<Directive>, StoreError>;
+    /// Every directive, by group.
+    fn directives(&mut self) -> Result<Vec<Directive>, StoreError>;
+    /// Sets (replaces) the directive of its group.
+    fn set_directive(&mut self, directive: &Directive) -> Result<(), StoreError>;
+    /// Removes the directive of `group`; false when there was none.
+    fn clear_directive(&mut self, group: &str) -> Result<bool, StoreError>;
+}
+
+/// Opens new connections to one store (the writer's and the readers').
+pub type StoreOpener = std::sync::Arc<dyn Fn() -> Result<Box<dyn Store>, StoreError> + Send + Sync>;

@@ -1,0 +1,182 @@
+//! The shapes runs take on their way into and out of a store.
+
+use agent_core::{Exit, Summary};
+use serde_json::{json, Map, Value};
+
+/// A decoded, validated summary ready to be written: the columns of its run
+/// row, its per-(syscall, fd kind) rows and the raw bytes. Built on the
+/// request's task so the writer thread only writes.
+#[derive(Clone, Debug)]
+pub struct NewRun {
+    pub id: [u8; 16],
+    pub group: String,
+    pub program: String,
+    pub start_unix_ns: u64,
+    pub duration_ns: u64,
+    pub exit: Exit,
+    pub arch: &'static str,
+    pub processes: u32,
+    pub threads: u32,
+    pub events: u64,
+    pub window: u32,
+    pub spool_dropped: u32,
+    pub truncated: bool,
+    /// The facts as JSON text, in `summary_view::to_json`'s shape.
+    pub facts_json: String,
+    pub received_unix_ns: u64,
+    /// Exactly the bytes the device sent (`Summary::encode`'s output).
+    pub raw: Vec<u8>,
+    pub syscalls: Vec<SyscallRow>,
+}
+
+/// One (syscall, fd kind) of a run, with the derived values operators query.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SyscallRow {
+    /// Canonical name (`read`, `<other>`, `#<id>` for ids newer than this build).
+    pub syscall: String,
+    pub fd_kind: &'static str,
+    pub count: u64,
+    pub errors: u64,
+    pub total_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub mean_ns: f64,
+    pub consecutive: u64,
+    pub gap_mean_ns: f64,
+    pub result_mean: f64,
+    pub param_mean: Option<f64>,
+}
+
+impl NewRun {
+    /// The rows of `summary`, received now for `group`.
+    pub fn from_summary(summary: &Summary, raw: Vec<u8>, group: &str, received_unix_ns: u64) -> NewRun {
+        let r = &summary.run;
+        NewRun {
+            id: summary.id,
+            group: group.to_string(),
+            program: summary.facts.program.to_string(),
+            start_unix_ns: r.start_unix_ns,
+            duration_ns: r.duration_ns,
+            exit: r.exit,
+            arch: r.arch.name(),
+            processes: r.processes,
+            threads: r.threads,
+            events: r.events,
+            window: r.window,
+            spool_dropped: r.spool_dropped,
+            truncated: summary.truncated,
+            facts_json: facts_json(summary).to_string(),
+            received_unix_ns,
+            raw,
+            syscalls: summary
+                .syscalls
+                .iter()
+                .map(|s| SyscallRow {
+                    syscall: s.key.id.to_string(),
+                    fd_kind: s.key.fd_kind.name(),
+                    count: s.count,
+                    errors: s.errors(),
+                    total_ns: s.total_ns,
+                    min_ns: s.min_ns(),
+                    max_ns: s.max_ns(),
+                    mean_ns: s.mean_ns(),
+                    consecutive: s.consecutive_count(),
+                    gap_mean_ns: s.gap_mean_ns(),
+                    result_mean: s.result_mean(),
+                    param_mean: s.param_mean(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The facts of a summary, as `summary_view::to_json` shows them.
+pub fn facts_json(summary: &Summary) -> Value {
+    let f = &summary.facts;
+    let extra: Map<String, Value> = f
+        .extra
+        .iter()
+        .map(|x| (x.key.to_string(), json!(x.value.as_str())))
+        .collect();
+    json!({
+        "os_name": f.os_name.as_str(),
+        "os_version": f.os_version.as_str(),
+        "kernel": f.kernel.as_str(),
+        "device_model": f.device_model.as_str(),
+        "agent_version": f.agent_version.as_str(),
+        "program": f.program.as_str(),
+        "extra": extra,
+    })
+}
+
+/// Which runs to list or load. Times are the runs' start, ns since the Unix
+/// epoch: `since` inclusive, `until` exclusive.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunFilter {
+    pub group: Option<String>,
+    pub program: Option<String>,
+    pub since_unix_ns: Option<u64>,
+    pub until_unix_ns: Option<u64>,
+    /// At most this many (the oldest first); `None`: all.
+    pub limit: Option<u64>,
+}
+
+/// A run as listed by `GET /v1/runs`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunRow {
+    pub id: [u8; 16],
+    pub group: String,
+    pub program: String,
+    pub start_unix_ns: u64,
+    pub duration_ns: u64,
+    pub exit: Exit,
+    pub arch: String,
+    pub processes: u32,
+    pub threads: u32,
+    pub events: u64,
+    pub window: u32,
+    pub spool_dropped: u32,
+    pub truncated: bool,
+    pub facts: Value,
+    pub received_unix_ns: u64,
+}
+
+impl RunRow {
+    /// The JSON of one entry of `GET /v1/runs`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "id": summary_view::id_hex(&self.id),
+            "group": self.group,
+            "program": self.program,
+            "start_unix_ns": self.start_unix_ns,
+            "duration_ns": self.duration_ns,
+            "exit": exit_json(self.exit),
+            "arch": self.arch,
+            "processes": self.processes,
+            "threads": self.threads,
+            "events": self.events,
+            "window": self.window,
+            "spool_dropped": self.spool_dropped,
+            "truncated": self.truncated,
+            "facts": self.facts,
+            "received_unix_ns": self.received_unix_ns,
+        })
+    }
+}
+
+/// How the run ended, as `summary_view::to_json` writes `run.exit`.
+pub fn exit_json(exit: Exit) -> Value {
+    match exit {
+        Exit::Running => json!("running"),
+        Exit::Detached => json!("detached"),
+        Exit::Code(c) => json!({ "code": c }),
+        Exit::Signal(s) => json!({ "signal": s }),
+    }
+}
+
+/// A stored run: its group and the bytes the device sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredRun {
+    pub group: String,
+    pub raw: Vec<u8>,
+}

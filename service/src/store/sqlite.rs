@@ -1,0 +1,381 @@
+//! The SQLite store: one file, WAL mode, `synchronous=FULL`.
+//!
+//! Durability: in WAL mode with `synchronous=FULL` the WAL is fsynced at
+//! every commit, so a transaction that `COMMIT` returned for survives a
+//! crash or power loss. (`NORMAL` would only survive a process crash, not a
+//! power loss; the uploader deletes its copy on our acknowledgement, so we
+//! pay one fsync per commit, and the writer's group commit spreads it over
+//! every request that arrived meanwhile.)
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agent_core::Exit;
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Row};
+
+use super::{Inserted, NewRun, RunFilter, RunRow, Store, StoreError, StoredRun};
+use crate::directive::Directive;
+
+/// The schema version this build writes (`PRAGMA user_version`).
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS runs (
+    seq              INTEGER PRIMARY KEY,   -- insertion order; syscalls.run points here
+    id               TEXT NOT NULL UNIQUE,  -- 32 lowercase hex digits
+    group_name       TEXT NOT NULL,         -- the uploading token's group
+    program          TEXT NOT NULL,
+    start_unix_ns    INTEGER NOT NULL,
+    duration_ns      INTEGER NOT NULL,
+    exit_kind        TEXT NOT NULL,         -- code | signal | running | detached
+    exit_value       INTEGER,               -- exit status or signal number
+    arch             TEXT NOT NULL,
+    processes        INTEGER NOT NULL,
+    threads          INTEGER NOT NULL,
+    events           INTEGER NOT NULL,
+    window_index     INTEGER NOT NULL,      -- 0: whole run; 1, 2, ...: windows
+    spool_dropped    INTEGER NOT NULL,
+    truncated        INTEGER NOT NULL,      -- 0 or 1
+    facts            TEXT NOT NULL,         -- JSON, as in GET /v1/runs/{id}
+    received_unix_ns INTEGER NOT NULL,
+    raw              BLOB NOT NULL          -- the summary exactly as sent
+);
+CREATE INDEX IF NOT EXISTS runs_by_group_start ON runs (group_name, start_unix_ns);
+CREATE TABLE IF NOT EXISTS syscalls (
+    run         INTEGER NOT NULL REFERENCES runs (seq),
+    syscall     TEXT NOT NULL,
+    fd_kind     TEXT NOT NULL,
+    count       INTEGER NOT NULL,
+    errors      INTEGER NOT NULL,
+    total_ns    INTEGER NOT NULL,
+    min_ns      INTEGER NOT NULL,
+    max_ns      INTEGER NOT NULL,
+    mean_ns     REAL NOT NULL,
+    consecutive INTEGER NOT NULL,
+    gap_mean_ns REAL NOT NULL,
+    result_mean REAL NOT NULL,
+    param_mean  REAL,
+    PRIMARY KEY (run, syscall, fd_kind)
+) WITHOUT ROWID;
+CREATE VIEW IF NOT EXISTS run_syscalls AS
+    SELECT r.id, r.group_name, r.program, r.start_unix_ns, s.*
+    FROM syscalls s JOIN runs r ON r.seq = s.run;
+CREATE TABLE IF NOT EXISTS directives (
+    group_name  TEXT PRIMARY KEY,
+    match_text  TEXT,
+    only_list   TEXT,                       -- JSON array of syscall names
+    time_window TEXT
+);
+";
+
+const RUN_COLUMNS: &str = "id, group_name, program, start_unix_ns, duration_ns, exit_kind, \
+    exit_value, arch, processes, threads, events, window_index, spool_dropped, truncated, \
+    facts, received_unix_ns";
+
+/// A connection to an SQLite store file.
+#[derive(Debug)]
+pub struct SqliteStore {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store at `path`; a writer that finds
+    /// the file locked waits up to `busy_timeout` before giving up (busy).
+    pub fn open(path: &Path, busy_timeout: Duration) -> anyhow::Result<SqliteStore> {
+        use anyhow::Context;
+        let conn = Connection::open(path)
+            .with_context(|| format!("cannot open database {}", path.display()))?;
+        conn.busy_timeout(busy_timeout)?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+            .with_context(|| format!("cannot use database {}", path.display()))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            anyhow::bail!("database {}: cannot switch to WAL mode (got {mode})", path.display());
+        }
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version > SCHEMA_VERSION {
+            anyhow::bail!(
+                "database {} has schema version {version}, newer than this edge-service ({SCHEMA_VERSION})",
+                path.display()
+            );
+        }
+        conn.execute_batch(&format!(
+            "BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+        ))
+        .with_context(|| format!("cannot create the schema in {}", path.display()))?;
+        Ok(SqliteStore {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn insert_all(&mut self, runs: &[NewRun]) -> rusqlite::Result<Vec<Inserted>> {
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let mut outcomes = Vec::with_capacity(runs.len());
+        {
+            let mut insert_run = tx.prepare_cached(
+                "INSERT INTO runs (id, group_name, program, start_unix_ns, duration_ns, exit_kind, \
+                 exit_value, arch, processes, threads, events, window_index, spool_dropped, \
+                 truncated, facts, received_unix_ns, raw) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) \
+                 ON CONFLICT (id) DO NOTHING",
+            )?;
+            let mut group_of = tx.prepare_cached("SELECT group_name FROM runs WHERE id = ?1")?;
+            let mut insert_syscall = tx.prepare_cached(
+                "INSERT INTO syscalls (run, syscall, fd_kind, count, errors, total_ns, min_ns, \
+                 max_ns, mean_ns, consecutive, gap_mean_ns, result_mean, param_mean) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            )?;
+            for run in runs {
+                let id = summary_view::id_hex(&run.id);
+                let (exit_kind, exit_value) = exit_columns(run.exit);
+                let changed = insert_run.execute(params![
+                    id,
+                    run.group,
+                    run.program,
+                    sql_int(run.start_unix_ns),
+                    sql_int(run.duration_ns),
+                    exit_kind,
+                    exit_value,
+                    run.arch,
+                    run.processes,
+                    run.threads,
+                    sql_int(run.events),
+                    run.window,
+                    run.spool_dropped,
+                    run.truncated,
+                    run.facts_json,
+                    sql_int(run.received_unix_ns),
+                    run.raw,
+                ])?;
+                if changed == 0 {
+                    let group: String = group_of.query_row([&id], |r| r.get(0))?;
+                    outcomes.push(if group == run.group {
+                        Inserted::Repeat
+                    } else {
+                        Inserted::IdTaken
+                    });
+                    continue;
+                }
+                let seq = tx.last_insert_rowid();
+                for s in &run.syscalls {
+                    insert_syscall.execute(params![
+                        seq,
+                        s.syscall,
+                        s.fd_kind,
+                        sql_int(s.count),
+                        sql_int(s.errors),
+                        sql_int(s.total_ns),
+                        sql_int(s.min_ns),
+                        sql_int(s.max_ns),
+                        s.mean_ns,
+                        sql_int(s.consecutive),
+                        s.gap_mean_ns,
+                        s.result_mean,
+                        s.param_mean,
+                    ])?;
+                }
+                outcomes.push(Inserted::Stored);
+            }
+        }
+        tx.commit()?;
+        Ok(outcomes)
+    }
+
+    fn select_runs<T>(
+        &mut self,
+        columns: &str,
+        filter: &RunFilter,
+        map: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<Vec<T>> {
+        let mut sql = format!("SELECT {columns} FROM runs WHERE 1 = 1");
+        let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        if let Some(g) = &filter.group {
+            args.push(g.clone().into());
+            sql.push_str(&format!(" AND group_name = ?{}", args.len()));
+        }
+        if let Some(p) = &filter.program {
+            args.push(p.clone().into());
+            sql.push_str(&format!(" AND program = ?{}", args.len()));
+        }
+        if let Some(t) = filter.since_unix_ns {
+            args.push(sql_int(t).into());
+            sql.push_str(&format!(" AND start_unix_ns >= ?{}", args.len()));
+        }
+        if let Some(t) = filter.until_unix_ns {
+            args.push(sql_int(t).into());
+            sql.push_str(&format!(" AND start_unix_ns < ?{}", args.len()));
+        }
+        sql.push_str(" ORDER BY start_unix_ns, seq");
+        if let Some(n) = filter.limit {
+            args.push(sql_int(n).into());
+            sql.push_str(&format!(" LIMIT ?{}", args.len()));
+        }
+        let mut stmt = self.conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map(rusqlite::params_from_iter(args), map)?;
+        rows.collect()
+    }
+}
+
+/// SQLite integers are signed 64-bit: larger values (never produced by a
+/// real device, but a summary may claim them) are stored as `i64::MAX`. The
+/// raw blob keeps the exact value.
+fn sql_int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn exit_columns(exit: Exit) -> (&'static str, Option<i32>) {
+    match exit {
+        Exit::Code(c) => ("code", Some(c)),
+        Exit::Signal(s) => ("signal", Some(s)),
+        Exit::Running => ("running", None),
+        Exit::Detached => ("detached", None),
+    }
+}
+
+fn exit_from_columns(kind: &str, value: Option<i32>) -> Exit {
+    match (kind, value) {
+        ("code", Some(c)) => Exit::Code(c),
+        ("signal", Some(s)) => Exit::Signal(s),
+        ("running", _) => Exit::Running,
+        _ => Exit::Detached,
+    }
+}
+
+fn id_column(row: &Row<'_>, index: usize) -> rusqlite::Result<[u8; 16]> {
+    let text: String = row.get(index)?;
+    summary_view::id_from_hex(&text).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            index,
+            rusqlite::types::Type::Text,
+            format!("run id `{text}` is not 32 hex digits").into(),
+        )
+    })
+}
+
+fn run_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
+    let facts: String = row.get(14)?;
+    let exit_kind: String = row.get(5)?;
+    Ok(RunRow {
+        id: id_column(row, 0)?,
+        group: row.get(1)?,
+        program: row.get(2)?,
+        start_unix_ns: row.get::<_, i64>(3)?.max(0) as u64,
+        duration_ns: row.get::<_, i64>(4)?.max(0) as u64,
+        exit: exit_from_columns(&exit_kind, row.get(6)?),
+        arch: row.get(7)?,
+        processes: row.get(8)?,
+        threads: row.get(9)?,
+        events: row.get::<_, i64>(10)?.max(0) as u64,
+        window: row.get(11)?,
+        spool_dropped: row.get(12)?,
+        truncated: row.get(13)?,
+        facts: serde_json::from_str(&facts).unwrap_or(serde_json::Value::Null),
+        received_unix_ns: row.get::<_, i64>(15)?.max(0) as u64,
+    })
+}
+
+fn directive_row(row: &Row<'_>) -> rusqlite::Result<Directive> {
+    let only: Option<String> = row.get(2)?;
+    Ok(Directive {
+        group: row.get(0)?,
+        match_text: row.get(1)?,
+        only: only.and_then(|o| serde_json::from_str(&o).ok()),
+        window: row.get(3)?,
+    })
+}
+
+/// Busy and locked mean "try again later"; everything else is a failure.
+fn store_error(e: rusqlite::Error) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Busy(e.to_string()),
+        _ => StoreError::Failed(e.to_string()),
+    }
+}
+
+impl Store for SqliteStore {
+    fn insert_runs(&mut self, runs: &[NewRun]) -> Result<Vec<Inserted>, StoreError> {
+        self.insert_all(runs).map_err(store_error)
+    }
+
+    fn runs(&mut self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
+        self.select_runs(RUN_COLUMNS, filter, run_row).map_err(store_error)
+    }
+
+    fn load(&mut self, filter: &RunFilter) -> Result<Vec<StoredRun>, StoreError> {
+        self.select_runs("group_name, raw", filter, |r| {
+            Ok(StoredRun {
+                group: r.get(0)?,
+                raw: r.get(1)?,
+            })
+        })
+        .map_err(store_error)
+    }
+
+    fn run(&mut self, id: &[u8; 16]) -> Result<Option<StoredRun>, StoreError> {
+        self.conn
+            .prepare_cached("SELECT group_name, raw FROM runs WHERE id = ?1")
+            .and_then(|mut s| {
+                s.query_row([summary_view::id_hex(id)], |r| {
+                    Ok(StoredRun {
+                        group: r.get(0)?,
+                        raw: r.get(1)?,
+                    })
+                })
+                .optional()
+            })
+            .map_err(store_error)
+    }
+
+    fn directive(&mut self, group: &str) -> Result<Option<Directive>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT group_name, match_text, only_list, time_window FROM directives \
+                 WHERE group_name = ?1",
+            )
+            .and_then(|mut s| s.query_row([group], directive_row).optional())
+            .map_err(store_error)
+    }
+
+    fn directives(&mut self) -> Result<Vec<Directive>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT group_name, match_text, only_list, time_window FROM directives \
+                 ORDER BY group_name",
+            )
+            .and_then(|mut s| s.query_map([], directive_row)?.collect())
+            .map_err(store_error)
+    }
+
+    fn set_directive(&mut self, d: &Directive) -> Result<(), StoreError> {
+        let only = d
+            .only
+            .as_ref()
+            .map(|o| serde_json::to_string(o).unwrap_or_default());
+        self.conn
+            .execute(
+                "INSERT INTO directives (group_name, match_text, only_list, time_window) \
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (group_name) DO UPDATE SET \
+                 match_text = excluded.match_text, only_list = excluded.only_list, \
+                 time_window = excluded.time_window",
+                params![d.group, d.match_text, only, d.window],
+            )
+            .map(|_| ())
+            .map_err(store_error)
+    }
+
+    fn clear_directive(&mut self, group: &str) -> Result<bool, StoreError> {
+        self.conn
+            .execute("DELETE FROM directives WHERE group_name = ?1", [group])
+            .map(|n| n > 0)
+            .map_err(store_error)
+    }
+}

@@ -1,0 +1,120 @@
+//! Bearer tokens: each names the device group whose summaries it may send.
+//!
+//! File format: one `GROUP TOKEN` pair per line; `#` starts a comment; blank
+//! lines are ignored. A group is a valid fact value (it is compared with the
+//! summaries' free fact `group`); a token is at least 16 visible ASCII
+//! characters and may appear only once.
+
+use std::path::Path;
+
+use anyhow::{bail, Context};
+
+/// Shortest token accepted, characters.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// The tokens a server accepts.
+#[derive(Clone, Debug, Default)]
+pub struct Tokens {
+    entries: Vec<(String, Vec<u8>)>,
+}
+
+impl Tokens {
+    /// Reads a tokens file.
+    pub fn load(path: &Path) -> anyhow::Result<Tokens> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read tokens file {}", path.display()))?;
+        Tokens::parse(&text).with_context(|| format!("tokens file {}", path.display()))
+    }
+
+    /// Parses the text of a tokens file.
+    pub fn parse(text: &str) -> anyhow::Result<Tokens> {
+        let mut entries: Vec<(String, Vec<u8>)> = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let line_no = n + 1;
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let mut words = line.split_whitespace();
+            let (Some(group), Some(token), None) = (words.next(), words.next(), words.next())
+            else {
+                bail!("line {line_no}: expected `GROUP TOKEN`");
+            };
+            if !agent_core::facts::valid_value(group, agent_core::facts::FACT_VALUE_MAX) {
+                bail!("line {line_no}: group `{group}` is not a valid fact value (at most 40 bytes)");
+            }
+            if token.len() < MIN_TOKEN_LEN || !token.bytes().all(|b| b.is_ascii_graphic()) {
+                bail!(
+                    "line {line_no}: token must be at least {MIN_TOKEN_LEN} visible ASCII characters"
+                );
+            }
+            if entries.iter().any(|(_, t)| t == token.as_bytes()) {
+                bail!("line {line_no}: token given twice");
+            }
+            entries.push((group.to_string(), token.as_bytes().to_vec()));
+        }
+        if entries.is_empty() {
+            bail!("no `GROUP TOKEN` line");
+        }
+        Ok(Tokens { entries })
+    }
+
+    /// The group of `token`, if it is known. Every entry is compared in full
+    /// so the time taken does not tell how much of a token matched.
+    pub fn group_of(&self, token: &str) -> Option<&str> {
+        let mut found = None;
+        for (group, known) in &self.entries {
+            if constant_time_eq(known, token.as_bytes()) {
+                found = Some(group.as_str());
+            }
+        }
+        found
+    }
+
+    /// How many tokens there are.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_looks_up() {
+        let t = Tokens::parse(
+            "# fleet\nphones  0123456789abcdef # eu\n\nlaptops fedcba9876543210\n",
+        )
+        .unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.group_of("0123456789abcdef"), Some("phones"));
+        assert_eq!(t.group_of("fedcba9876543210"), Some("laptops"));
+        assert_eq!(t.group_of("0123456789abcde"), None);
+        assert_eq!(t.group_of(""), None);
+    }
+
+    #[test]
+    fn refuses_bad_lines() {
+        let err = |text: &str| format!("{:#}", Tokens::parse(text).unwrap_err());
+        assert!(err("phones\n").contains("line 1: expected `GROUP TOKEN`"));
+        assert!(err("a b c\n").contains("expected"));
+        assert!(err("# only a comment\n").contains("no `GROUP TOKEN` line"));
+        assert!(err("g short\n").contains("at least 16"));
+        assert!(err("g 0123456789abcdef\nh 0123456789abcdef\n").contains("line 2: token given twice"));
+        let long_group = "g".repeat(41);
+        assert!(err(&format!("{long_group} 0123456789abcdef\n")).contains("not a valid fact value"));
+    }
+}

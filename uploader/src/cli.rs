@@ -1,0 +1,299 @@
+//! `edge-agent upload`: arguments, the `--once` run for cron and the daemon
+//! loop.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use crate::conditions::{Conditions, LinuxPower, Unconditional};
+use crate::retry::Backoff;
+use crate::spool::Spool;
+use crate::tls::{parse_pin, TrustOptions};
+use crate::transport::{Client, Endpoint, Timeouts};
+use crate::upload::{run_pass, PassOptions, PassReport};
+use crate::window::{spread_delay, Position, Window};
+
+/// Arguments of `edge-agent upload`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct UploadArgs {
+    /// Service base URL: https://HOST[:PORT] (plain http:// only to a loopback address).
+    #[arg(long, value_name = "URL")]
+    pub server: String,
+    /// File holding the Bearer token (first line).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// PEM file of the CA to trust instead of Mozilla's roots (a private service).
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<PathBuf>,
+    /// Accept only a server key with this SHA-256 of its SubjectPublicKeyInfo (base64; repeatable).
+    #[arg(long = "pin-sha256", value_name = "BASE64")]
+    pub pins: Vec<String>,
+    /// Upload only between these local times (may wrap past midnight), starting at a random moment.
+    #[arg(long, value_name = "HH:MM-HH:MM", conflicts_with = "now")]
+    pub window: Option<Window>,
+    /// Upload now, whatever the time (the default when no --window is given).
+    #[arg(long)]
+    pub now: bool,
+    /// Spool directory [default: $EDGE_AGENT_SPOOL, $XDG_STATE_HOME/edge-agent/spool or ~/.local/state/edge-agent/spool].
+    #[arg(long, value_name = "DIR")]
+    pub spool: Option<PathBuf>,
+    /// One pass, then exit (for cron): 0 when everything due was sent or nothing was due.
+    #[arg(long)]
+    pub once: bool,
+    /// Summaries per request (1 to 256).
+    #[arg(long, value_name = "N", default_value_t = 50,
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub batch: u16,
+    /// Tries per batch before giving up this pass.
+    #[arg(long, value_name = "N", default_value_t = 6,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub tries: u32,
+    /// First retry delay, ms (doubles per try, with jitter, up to 5 minutes).
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    pub backoff_ms: u64,
+    /// Seconds to wait for the service's answer to a batch.
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub timeout: u64,
+    /// Daemon: seconds between passes.
+    #[arg(long, value_name = "SECS", default_value_t = 900)]
+    pub interval: u64,
+    /// Upload on battery power too (Linux normally waits for AC power).
+    #[arg(long)]
+    pub ignore_power: bool,
+    /// Seconds to wait for another uploader that is sending from the same spool.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub lock_wait: u64,
+    /// Do not wait a random delay inside the window (a single device; tests).
+    #[arg(long)]
+    pub no_spread: bool,
+}
+
+/// Most a retry waits.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// The default spool directory: `$EDGE_AGENT_SPOOL`, else
+/// `$XDG_STATE_HOME/edge-agent/spool`, else `~/.local/state/edge-agent/spool`,
+/// else (Android, no HOME) `/data/local/tmp/edge-agent/spool`.
+pub fn default_spool_dir() -> PathBuf {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if let Some(dir) = env("EDGE_AGENT_SPOOL") {
+        return dir.into();
+    }
+    if let Some(state) = env("XDG_STATE_HOME") {
+        return PathBuf::from(state).join("edge-agent/spool");
+    }
+    if let Some(home) = env("HOME") {
+        return PathBuf::from(home).join(".local/state/edge-agent/spool");
+    }
+    PathBuf::from("/data/local/tmp/edge-agent/spool")
+}
+
+/// Runs `edge-agent upload`.
+pub fn run(args: UploadArgs) -> anyhow::Result<ExitCode> {
+    let conditions: Box<dyn Conditions> = if args.ignore_power {
+        Box::new(Unconditional)
+    } else {
+        Box::new(LinuxPower::default())
+    };
+    run_with(args, conditions.as_ref())
+}
+
+/// Runs `edge-agent upload` with the platform's conditions (Android passes
+/// its charging / unmetered-network check here).
+pub fn run_with(args: UploadArgs, conditions: &dyn Conditions) -> anyhow::Result<ExitCode> {
+    let spool_dir = args.spool.clone().unwrap_or_else(default_spool_dir);
+    let spool = Spool::open(&spool_dir)?;
+    let client = Client::new(endpoint(&args)?)?;
+    let mut pass = PassOptions {
+        batch: usize::from(args.batch),
+        attempts: args.tries,
+        backoff: Backoff {
+            base: Duration::from_millis(args.backoff_ms),
+            max: MAX_BACKOFF,
+        },
+        deadline: None,
+        lock_wait: Duration::from_secs(args.lock_wait),
+    };
+    if args.once {
+        return once(&args, &spool, &client, &mut pass, conditions);
+    }
+    daemon(&args, &spool, &client, &mut pass, conditions)
+}
+
+fn endpoint(args: &UploadArgs) -> anyhow::Result<Endpoint> {
+    let token = match &args.token_file {
+        Some(path) => Some(read_token(path)?),
+        None => None,
+    };
+    let pins = args
+        .pins
+        .iter()
+        .map(|p| parse_pin(p).context("--pin-sha256"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(Endpoint {
+        base: args.server.clone(),
+        token,
+        trust: TrustOptions {
+            ca_file: args.ca.clone(),
+            pins,
+        },
+        timeouts: Timeouts::with_response(Duration::from_secs(args.timeout.max(1))),
+    })
+}
+
+fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--token-file {}: cannot read", path.display()))?;
+    let token = text.lines().next().unwrap_or("").trim();
+    if token.is_empty() {
+        bail!("--token-file {}: the file is empty", path.display());
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        bail!(
+            "--token-file {}: the token has spaces or control characters",
+            path.display()
+        );
+    }
+    Ok(token.to_string())
+}
+
+/// Whether to send now: `Ok(deadline)` to go (the window's end, if any),
+/// `Err(why)` when nothing is due now.
+fn due_now(args: &UploadArgs, spread: bool) -> Result<Option<Instant>, String> {
+    let Some(window) = args.window else {
+        return Ok(None);
+    };
+    match window.position_now() {
+        Position::Closed { opens_in } => Err(format!(
+            "outside the upload window {window} (opens in {})",
+            human(opens_in)
+        )),
+        Position::Open { remaining } => {
+            let end = Instant::now() + remaining;
+            if spread && !args.no_spread {
+                let delay = spread_delay(remaining);
+                eprintln!("upload: window {window} open; starting in {}", human(delay));
+                std::thread::sleep(delay);
+            }
+            Ok(Some(end))
+        }
+    }
+}
+
+fn once(
+    args: &UploadArgs,
+    spool: &Spool,
+    client: &Client,
+    pass: &mut PassOptions,
+    conditions: &dyn Conditions,
+) -> anyhow::Result<ExitCode> {
+    match due_now(args, true) {
+        Err(why) => {
+            eprintln!("upload: nothing due: {why}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Ok(deadline) => pass.deadline = deadline,
+    }
+    if let Some(why) = conditions.hold_back() {
+        eprintln!("upload: nothing due: held back: {why}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let report = run_pass(spool, client, pass)?;
+    Ok(if print_report(&report) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn daemon(
+    args: &UploadArgs,
+    spool: &Spool,
+    client: &Client,
+    pass: &mut PassOptions,
+    conditions: &dyn Conditions,
+) -> anyhow::Result<ExitCode> {
+    let interval = Duration::from_secs(args.interval.max(1));
+    // Spread only when the window opens (or at start-up inside it), not
+    // before every pass.
+    let mut spread = true;
+    loop {
+        match due_now(args, spread) {
+            Err(why) => {
+                let wait = match args.window.map(|w| w.position_now()) {
+                    Some(Position::Closed { opens_in }) => opens_in,
+                    _ => interval,
+                };
+                eprintln!("upload: {why}; sleeping {}", human(wait));
+                std::thread::sleep(wait);
+                spread = true;
+                continue;
+            }
+            Ok(deadline) => pass.deadline = deadline,
+        }
+        spread = false;
+        if let Some(why) = conditions.hold_back() {
+            eprintln!(
+                "upload: held back: {why}; checking again in {}",
+                human(interval)
+            );
+        } else {
+            let report = run_pass(spool, client, pass)?;
+            print_report(&report);
+        }
+        std::thread::sleep(interval);
+    }
+}
+
+/// Prints what a pass did; true when everything due was sent.
+fn print_report(report: &PassReport) -> bool {
+    for s in &report.set_aside {
+        eprintln!(
+            "upload: set aside {} (not a valid summary: {})",
+            s.path.display(),
+            s.reason
+        );
+    }
+    for (id, reason) in &report.rejected {
+        eprintln!(
+            "upload: the service refused summary {} for good: {reason} (moved to rejected/)",
+            hex::encode(id)
+        );
+    }
+    if report.lock_busy {
+        eprintln!("upload: another uploader is still sending from this spool; nothing sent");
+        return false;
+    }
+    if let Some(warning) = &report.directives_warning {
+        eprintln!("upload: warning: directives not updated: {warning}");
+    }
+    match &report.failure {
+        Some(failure) => {
+            eprintln!(
+                "upload: sent {}, {} left in the spool: {failure}",
+                report.sent, report.unsent
+            );
+            false
+        }
+        None => {
+            eprintln!(
+                "upload: sent {} summaries in {} requests",
+                report.sent, report.requests
+            );
+            report.rejected.is_empty() && report.set_aside.is_empty()
+        }
+    }
+}
+
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{}.{:01}s", s, d.subsec_millis() / 100)
+    }
+}

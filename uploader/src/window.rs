@@ -1,0 +1,230 @@
+//! The off-peak window: `HH:MM-HH:MM` in local time, possibly wrapping past
+//! midnight, and the random start that spreads a fleet over it.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use rand::Rng;
+
+const DAY_SECS: u32 = 24 * 3600;
+
+/// A daily window `[start, end)` in local time, minutes since midnight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    start_min: u32,
+    end_min: u32,
+}
+
+impl FromStr for Window {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Window, String> {
+        let (a, b) = text
+            .split_once('-')
+            .ok_or_else(|| format!("window {text:?} is not HH:MM-HH:MM"))?;
+        let start_min = parse_hhmm(a).ok_or_else(|| format!("window start {a:?} is not HH:MM"))?;
+        let end_min = parse_hhmm(b).ok_or_else(|| format!("window end {b:?} is not HH:MM"))?;
+        if start_min == end_min {
+            return Err(format!(
+                "window {text:?} is empty (use --now to upload at any time)"
+            ));
+        }
+        Ok(Window { start_min, end_min })
+    }
+}
+
+fn parse_hhmm(text: &str) -> Option<u32> {
+    let (h, m) = text.trim().split_once(':')?;
+    if h.is_empty() || h.len() > 2 || m.len() != 2 {
+        return None;
+    }
+    let h: u32 = h.parse().ok()?;
+    let m: u32 = m.parse().ok()?;
+    (h < 24 && m < 60).then_some(h * 60 + m)
+}
+
+impl fmt::Display for Window {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:02}:{:02}-{:02}:{:02}",
+            self.start_min / 60,
+            self.start_min % 60,
+            self.end_min / 60,
+            self.end_min % 60
+        )
+    }
+}
+
+/// Where a moment stands relative to the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Position {
+    /// Inside; the window closes after this long.
+    Open {
+        /// Time left.
+        remaining: Duration,
+    },
+    /// Outside; the window opens after this long.
+    Closed {
+        /// Time until it opens.
+        opens_in: Duration,
+    },
+}
+
+impl Window {
+    /// Length of the window.
+    pub fn len(&self) -> Duration {
+        Duration::from_secs(u64::from(self.span_secs()))
+    }
+
+    /// Always false: an empty window is refused when parsed.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    fn span_secs(&self) -> u32 {
+        ((self.end_min + 24 * 60 - self.start_min) % (24 * 60)) * 60
+    }
+
+    /// Where `secs_of_day` (local seconds since midnight) stands.
+    pub fn position(&self, secs_of_day: u32) -> Position {
+        let start = self.start_min * 60;
+        let since_start = (secs_of_day % DAY_SECS + DAY_SECS - start) % DAY_SECS;
+        let span = self.span_secs();
+        if since_start < span {
+            Position::Open {
+                remaining: Duration::from_secs(u64::from(span - since_start)),
+            }
+        } else {
+            Position::Closed {
+                opens_in: Duration::from_secs(u64::from(DAY_SECS - since_start)),
+            }
+        }
+    }
+
+    /// Where the current local time stands.
+    pub fn position_now(&self) -> Position {
+        self.position(local_secs_of_day())
+    }
+}
+
+/// A random delay in `[0, remaining / 2)`: devices started together (cron
+/// at the window's opening) spread over the first half of what is left,
+/// keeping the second half for retries.
+pub fn spread_delay(remaining: Duration) -> Duration {
+    let half = remaining.as_millis() / 2;
+    if half == 0 {
+        return Duration::ZERO;
+    }
+    let ms = rand::rng().random_range(0..half as u64);
+    Duration::from_millis(ms)
+}
+
+/// Local time of day, seconds since midnight (UTC if the zone is unknown).
+pub fn local_secs_of_day() -> u32 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs() as libc::time_t;
+    // SAFETY: an all-zero `tm` is a valid value to be overwritten.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are valid for the call; localtime_r is the
+    // thread-safe variant and reads the zone from TZ or /etc/localtime
+    // (bionic: the persist.sys.timezone property).
+    let ok = unsafe { !libc::localtime_r(&now, &mut tm).is_null() };
+    if ok {
+        (tm.tm_hour as u32) * 3600 + (tm.tm_min as u32) * 60 + (tm.tm_sec as u32).min(59)
+    } else {
+        (now.rem_euclid(DAY_SECS as libc::time_t)) as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(s: &str) -> Window {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn parses_and_displays() {
+        assert_eq!(w("01:30-05:00").to_string(), "01:30-05:00");
+        assert_eq!(w("1:05-2:00").to_string(), "01:05-02:00");
+        for bad in [
+            "",
+            "01:00",
+            "24:00-01:00",
+            "01:60-02:00",
+            "01:00-01:00",
+            "a:b-c:d",
+            "01:0-02:00",
+        ] {
+            assert!(bad.parse::<Window>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn plain_window() {
+        let win = w("01:00-05:00");
+        assert_eq!(win.len(), Duration::from_secs(4 * 3600));
+        assert_eq!(
+            win.position(3600),
+            Position::Open {
+                remaining: Duration::from_secs(4 * 3600)
+            }
+        );
+        assert_eq!(
+            win.position(5 * 3600 - 1),
+            Position::Open {
+                remaining: Duration::from_secs(1)
+            }
+        );
+        assert_eq!(
+            win.position(5 * 3600),
+            Position::Closed {
+                opens_in: Duration::from_secs(20 * 3600)
+            }
+        );
+        assert_eq!(
+            win.position(0),
+            Position::Closed {
+                opens_in: Duration::from_secs(3600)
+            }
+        );
+    }
+
+    #[test]
+    fn window_wrapping_midnight() {
+        let win = w("23:00-02:00");
+        assert_eq!(win.len(), Duration::from_secs(3 * 3600));
+        assert_eq!(
+            win.position(23 * 3600 + 1800),
+            Position::Open {
+                remaining: Duration::from_secs(2 * 3600 + 1800)
+            }
+        );
+        assert_eq!(
+            win.position(3600),
+            Position::Open {
+                remaining: Duration::from_secs(3600)
+            }
+        );
+        assert_eq!(
+            win.position(12 * 3600),
+            Position::Closed {
+                opens_in: Duration::from_secs(11 * 3600)
+            }
+        );
+    }
+
+    #[test]
+    fn spread_stays_in_first_half() {
+        let remaining = Duration::from_secs(600);
+        for _ in 0..200 {
+            assert!(spread_delay(remaining) < Duration::from_secs(300));
+        }
+        assert_eq!(spread_delay(Duration::ZERO), Duration::ZERO);
+    }
+}
