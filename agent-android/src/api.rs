@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use agent_core::{Facts, Summary, SyscallId, MAX_ENCODED_LEN};
+use agent_linux::PlatformFacts;
 use clap::Parser;
 
 use crate::device::{self, Properties};
@@ -32,12 +33,12 @@ pub struct TraceRequest {
 ///
 /// Blocks until the traced program exits: call it off the UI thread.
 pub fn trace(request: &TraceRequest, props: &dyn Properties) -> Result<Vec<u8>, Error> {
-    let options = trace_options(request)?;
-    let outcome =
+    let mut options = trace_options(request)?;
+    options.platform = device::platform(props, PlatformFacts::detect);
+    options.facts = device::free_facts(props, &options.facts);
+    let mut outcome =
         agent_linux::trace_command(&options).map_err(|e| Error::Trace(format!("{e:#}")))?;
-    let mut summary = outcome.summary;
-    device::apply(&mut summary.facts, props);
-    encode(&mut summary)
+    encode(&mut outcome.summary)
 }
 
 /// Validates `request` and turns it into the tracer's options.

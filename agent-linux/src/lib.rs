@@ -1,1 +1,25 @@
-//! The Linux shim (ptrace tracer); filled by the tracer issue.
+//! Edge Agent's Linux shim: the ptrace tracer behind `edge-agent`.
+//!
+//! - [`trace_command`] runs a command under the tracer and returns its
+//!   summary and exit status; [`attach`] traces a running process;
+//!   [`watch`] traces every new process whose command line matches.
+//! - The engine ([`engine`]) follows forks, clones and execs, passes signals
+//!   through, handles group-stops with PTRACE_LISTEN, and detaches on
+//!   request: the traced program is never harmed.
+//! - Syscall details come from PTRACE_GET_SYSCALL_INFO, or on older kernels
+//!   from the registers, decoded per architecture in [`arch`].
+//! - `unsafe` lives only in [`sys`], the thin system-call layer.
+
+pub mod arch;
+pub mod engine;
+pub mod facts;
+pub mod fdcache;
+pub mod seccomp;
+pub mod signals;
+pub mod sys;
+pub mod trace;
+pub mod watch;
+
+pub use facts::PlatformFacts;
+pub use trace::{attach, trace_command, AttachOptions, Started, TraceOptions, TraceOutcome};
+pub use watch::{watch, WatchOptions};

@@ -2,12 +2,15 @@
 //! (`ro.product.model`, `ro.build.version.release`, `ro.build.version.sdk`,
 //! ...), which the tracer's Linux facts (`/etc/os-release`, DMI) cannot see.
 //!
+//! They go to the tracer as [`PlatformFacts`] (OS, version, model) and as
+//! free facts (SDK level, maker, ABI) after the caller's own.
+//!
 //! The platform part is one small trait, [`Properties`], with one
 //! implementation per platform ([`SystemProperties`]): bionic's
 //! `__system_property_get` on Android, nothing elsewhere.
 
-use agent_core::facts::{truncated, FACT_VALUE_MAX};
-use agent_core::{FactError, Facts};
+use agent_core::facts::{truncated, FACT_VALUE_MAX, MAX_FACTS};
+use agent_linux::PlatformFacts;
 
 #[cfg(target_os = "android")]
 mod android;
@@ -32,106 +35,136 @@ const FREE_FACTS: [(&str, &str); 3] = [
     ("cpu.abi", "ro.product.cpu.abi"),
 ];
 
-/// Fills `facts` from the properties when they describe an Android device
-/// (`ro.build.version.release` is set); otherwise leaves them alone.
-///
-/// The fixed facts (OS, version, model) are replaced: the tracer only knows
-/// the Linux view, which on a phone says nothing useful. Free facts the caller
-/// already gave win over the device's; a full fact table silently keeps the
-/// caller's facts.
-pub fn apply(facts: &mut Facts, props: &dyn Properties) {
-    let Some(release) = props.get("ro.build.version.release") else {
-        return;
-    };
-    facts.os_name = truncated("Android");
-    facts.os_version = truncated(&release);
-    if let Some(model) = props.get("ro.product.model") {
-        facts.device_model = truncated(&model);
-    }
+/// The platform facts of an Android device (`ro.build.version.release` is
+/// set), starting from what `detect` finds (the tracer's Linux view: kernel
+/// release from uname); `None` elsewhere, where the tracer's detection is
+/// right.
+pub fn platform(
+    props: &dyn Properties,
+    detect: impl FnOnce() -> PlatformFacts,
+) -> Option<PlatformFacts> {
+    let release = props.get("ro.build.version.release")?;
+    let detected = detect();
+    Some(PlatformFacts {
+        os_name: "Android".into(),
+        os_version: release,
+        device_model: props.get("ro.product.model").unwrap_or(detected.device_model),
+        ..detected
+    })
+}
+
+/// The caller's free facts followed by the device's (SDK level, maker, ABI).
+/// The caller's win: a device fact whose key the caller gave is left out,
+/// and so are device facts beyond the 16 a summary holds. Values are cut to
+/// fit and cleaned of control characters.
+pub fn free_facts(props: &dyn Properties, given: &[(String, String)]) -> Vec<(String, String)> {
+    let mut facts = given.to_vec();
     for (key, property) in FREE_FACTS {
-        let Some(value) = props.get(property) else {
+        if facts.len() >= MAX_FACTS {
+            break;
+        }
+        if facts.iter().any(|(k, _)| k == key) {
             continue;
-        };
-        let value = truncated::<FACT_VALUE_MAX>(&value);
-        // Refusals are fine: a duplicate is the caller's own fact, and a
-        // full table keeps the caller's facts; the keys are valid and
-        // `truncated` made the value valid.
-        let _: Result<(), FactError> = facts.add(key, &value);
+        }
+        if let Some(value) = props.get(property) {
+            facts.push((key.into(), truncated::<FACT_VALUE_MAX>(&value).to_string()));
+        }
     }
+    facts
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agent_core::Facts;
     use std::collections::HashMap;
 
-    struct Fake(HashMap<&'static str, &'static str>);
+    struct Fake(HashMap<&'static str, String>);
 
     impl Properties for Fake {
         fn get(&self, name: &str) -> Option<String> {
-            self.0.get(name).map(|v| v.to_string())
+            self.0.get(name).cloned()
         }
     }
 
     fn pixel() -> Fake {
         Fake(HashMap::from([
-            ("ro.build.version.release", "14"),
-            ("ro.build.version.sdk", "34"),
-            ("ro.product.model", "Pixel 8"),
-            ("ro.product.manufacturer", "Google"),
-            ("ro.product.cpu.abi", "arm64-v8a"),
+            ("ro.build.version.release", "14".to_string()),
+            ("ro.build.version.sdk", "34".to_string()),
+            ("ro.product.model", "Pixel 8".to_string()),
+            ("ro.product.manufacturer", "Google".to_string()),
+            ("ro.product.cpu.abi", "arm64-v8a".to_string()),
         ]))
     }
 
-    #[test]
-    fn android_properties_become_facts() {
-        let mut facts = Facts::new();
-        facts.os_name = truncated("Debian GNU/Linux");
-        apply(&mut facts, &pixel());
-        assert_eq!(facts.os_name.as_str(), "Android");
-        assert_eq!(facts.os_version.as_str(), "14");
-        assert_eq!(facts.device_model.as_str(), "Pixel 8");
-        assert_eq!(facts.get("android.sdk"), Some("34"));
-        assert_eq!(facts.get("device.maker"), Some("Google"));
-        assert_eq!(facts.get("cpu.abi"), Some("arm64-v8a"));
-        assert_eq!(facts.validate(), Ok(()));
-    }
-
-    #[test]
-    fn callers_facts_win_and_a_full_table_is_kept() {
-        let mut facts = Facts::new();
-        facts.add("android.sdk", "caller").unwrap();
-        for i in 0..15 {
-            facts.add(&format!("k{i}"), "v").unwrap();
+    fn linux() -> PlatformFacts {
+        PlatformFacts {
+            os_name: String::new(),
+            os_version: String::new(),
+            kernel: "5.10.198-android12".into(),
+            device_model: "Google Pixel 8 (DT)".into(),
         }
-        apply(&mut facts, &pixel());
-        assert_eq!(facts.get("android.sdk"), Some("caller"));
-        assert_eq!(facts.extra.len(), 16);
-        assert_eq!(facts.os_name.as_str(), "Android");
     }
 
     #[test]
-    fn not_android_leaves_facts_alone() {
-        let mut facts = Facts::new();
-        facts.os_name = truncated("Debian GNU/Linux");
-        let before = facts.clone();
-        apply(&mut facts, &Fake(HashMap::from([("ro.product.model", "x")])));
-        assert_eq!(facts, before);
+    fn android_properties_become_platform_facts() {
+        let p = platform(&pixel(), linux).unwrap();
+        assert_eq!(p.os_name, "Android");
+        assert_eq!(p.os_version, "14");
+        assert_eq!(p.device_model, "Pixel 8");
+        assert_eq!(p.kernel, "5.10.198-android12");
+    }
+
+    #[test]
+    fn without_a_model_property_the_detected_model_stays() {
+        let mut props = pixel();
+        props.0.remove("ro.product.model");
+        assert_eq!(platform(&props, linux).unwrap().device_model, "Google Pixel 8 (DT)");
+    }
+
+    #[test]
+    fn not_android_keeps_the_detection() {
+        let props = Fake(HashMap::from([("ro.product.model", "x".to_string())]));
+        assert_eq!(platform(&props, linux), None);
+        assert_eq!(free_facts(&props, &[]), vec![]);
+    }
+
+    #[test]
+    fn device_facts_follow_the_callers() {
+        let given = vec![("net".to_string(), "wifi".to_string())];
+        let facts = free_facts(&pixel(), &given);
+        let keys: Vec<&str> = facts.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["net", "android.sdk", "device.maker", "cpu.abi"]);
+        let mut summary_facts = Facts::new();
+        for (k, v) in &facts {
+            summary_facts.add(k, v).unwrap();
+        }
+        assert_eq!(summary_facts.get("android.sdk"), Some("34"));
+    }
+
+    #[test]
+    fn callers_facts_win_and_the_table_limit_holds() {
+        let mut given = vec![("android.sdk".to_string(), "caller".to_string())];
+        given.extend((0..14).map(|i| (format!("k{i}"), "v".to_string())));
+        let facts = free_facts(&pixel(), &given);
+        assert_eq!(facts.len(), 16);
+        assert_eq!(facts[0].1, "caller");
+        assert_eq!(facts[15].0, "device.maker");
     }
 
     #[test]
     fn long_and_odd_values_are_cut_and_cleaned() {
-        let long = "M".repeat(100);
         let props = Fake(HashMap::from([
-            ("ro.build.version.release", "14\n"),
-            ("ro.product.model", Box::leak(long.into_boxed_str()) as &str),
-            ("ro.build.version.sdk", "3\u{7}4"),
+            ("ro.build.version.release", "14".to_string()),
+            ("ro.product.manufacturer", "M".repeat(100)),
+            ("ro.build.version.sdk", "3\u{7}4".to_string()),
         ]));
-        let mut facts = Facts::new();
-        apply(&mut facts, &props);
-        assert_eq!(facts.os_version.as_str(), "14?");
-        assert_eq!(facts.device_model.len(), 40);
-        assert_eq!(facts.get("android.sdk"), Some("3?4"));
-        assert_eq!(facts.validate(), Ok(()));
+        let facts = free_facts(&props, &[]);
+        let mut summary_facts = Facts::new();
+        for (k, v) in &facts {
+            summary_facts.add(k, v).unwrap();
+        }
+        assert_eq!(summary_facts.get("android.sdk"), Some("3?4"));
+        assert_eq!(summary_facts.get("device.maker").unwrap().len(), 40);
     }
 }

@@ -1,0 +1,370 @@
+//! `edge-agent`: trace a program's syscalls into a summary of at most 2 KiB
+//! (`run`, `attach`, `watch`), look at summaries (`show`), and send the
+//! spooled ones to the service (`upload`). See docs/edge-agent.md.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use agent_core::{Summary, SyscallId, MAX_ENCODED_LEN};
+use agent_linux::{facts, signals, sys, AttachOptions, Started, TraceOptions, WatchOptions};
+use anyhow::{bail, Context};
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "edge-agent", version, about = "Trace a program's syscalls into a small summary")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a command under the tracer; exit with its status.
+    Run(RunArgs),
+    /// Trace a running process (all its threads and future children).
+    Attach(AttachArgs),
+    /// Trace every new process whose command line contains a text.
+    Watch(WatchArgs),
+    /// Print summaries as a table, or as JSON.
+    Show(ShowArgs),
+    /// Send spooled summaries to the service.
+    #[cfg(feature = "upload")]
+    Upload(uploader::cli::UploadArgs),
+}
+
+#[derive(Args, Debug)]
+struct OutputArgs {
+    /// Write the summary to this file (exactly the encoded bytes).
+    #[arg(long, value_name = "FILE", conflicts_with = "spool")]
+    out: Option<PathBuf>,
+    /// Put the summary in this spool directory [default: $EDGE_AGENT_SPOOL,
+    /// $XDG_STATE_HOME/edge-agent/spool or ~/.local/state/edge-agent/spool].
+    #[arg(long, value_name = "DIR")]
+    spool: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct FactArgs {
+    /// A free fact for the summary (repeatable): KEY is 1-24 of
+    /// [A-Za-z0-9._-], VALUE at most 40 bytes.
+    #[arg(long = "fact", value_name = "KEY=VALUE")]
+    facts: Vec<String>,
+    /// Read more facts from FILE: KEY=VALUE lines, # comments.
+    #[arg(long, value_name = "FILE")]
+    facts_file: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    output: OutputArgs,
+    /// Trace only these syscalls (comma-separated names), through a seccomp
+    /// prefilter: the others run at full speed.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    only: Option<Vec<String>>,
+    #[command(flatten)]
+    facts: FactArgs,
+    /// Print the tracer's own counters (ptrace calls per syscall) on stderr.
+    #[arg(long, hide = true)]
+    stats: bool,
+    /// The command and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
+#[derive(Args, Debug)]
+struct AttachArgs {
+    /// The process id.
+    pid: i32,
+    #[command(flatten)]
+    output: OutputArgs,
+    /// Detach after this many seconds (default: when the process ends or on
+    /// Ctrl-C).
+    #[arg(long = "for", value_name = "SECONDS")]
+    duration: Option<f64>,
+    #[command(flatten)]
+    facts: FactArgs,
+    #[arg(long, hide = true)]
+    stats: bool,
+}
+
+#[derive(Args, Debug)]
+struct WatchArgs {
+    /// Text the command line must contain (e.g. the provider's host).
+    #[arg(long = "match", value_name = "TEXT")]
+    pattern: String,
+    /// Spool directory for the summaries [default as for run].
+    #[arg(long, value_name = "DIR", conflicts_with = "out_dir")]
+    spool: Option<PathBuf>,
+    /// Write each summary to DIR/<id>.summary instead of a spool.
+    #[arg(long, value_name = "DIR")]
+    out_dir: Option<PathBuf>,
+    #[command(flatten)]
+    facts: FactArgs,
+}
+
+#[derive(Args, Debug)]
+struct ShowArgs {
+    /// One JSON object per file, one per line.
+    #[arg(long)]
+    json: bool,
+    /// Summary files.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match dispatch(cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("edge-agent: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Run(a) => run(a),
+        Command::Attach(a) => attach(a),
+        Command::Watch(a) => watch(a),
+        Command::Show(a) => show(a),
+        #[cfg(feature = "upload")]
+        Command::Upload(a) => uploader::cli::run(a),
+    }
+}
+
+/// Where summaries go.
+enum Sink {
+    File(PathBuf),
+    Dir(PathBuf),
+    #[cfg(feature = "upload")]
+    Spool(uploader::spool::Spool),
+}
+
+impl Sink {
+    /// Opens the destination, failing now (before any tracing) if it cannot
+    /// be written.
+    fn open(out: Option<PathBuf>, spool: Option<PathBuf>, out_dir: Option<PathBuf>) -> anyhow::Result<Sink> {
+        if let Some(path) = out {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            return Ok(Sink::File(path));
+        }
+        if let Some(dir) = out_dir {
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            probe_writable(&dir)?;
+            return Ok(Sink::Dir(dir));
+        }
+        open_spool(spool)
+    }
+
+    fn put(&self, summary: &mut Summary) -> anyhow::Result<PathBuf> {
+        match self {
+            Sink::File(path) => {
+                write_summary(path, summary)?;
+                Ok(path.clone())
+            }
+            Sink::Dir(dir) => {
+                let path = dir.join(format!("{}.summary", summary_view::id_hex(&summary.id)));
+                write_summary(&path, summary)?;
+                Ok(path)
+            }
+            #[cfg(feature = "upload")]
+            Sink::Spool(spool) => Ok(spool.put(summary)?),
+        }
+    }
+}
+
+#[cfg(feature = "upload")]
+fn open_spool(spool: Option<PathBuf>) -> anyhow::Result<Sink> {
+    let dir = spool.unwrap_or_else(uploader::cli::default_spool_dir);
+    let s = uploader::spool::Spool::open(&dir)?;
+    probe_writable(&dir)?;
+    Ok(Sink::Spool(s))
+}
+
+#[cfg(not(feature = "upload"))]
+fn open_spool(spool: Option<PathBuf>) -> anyhow::Result<Sink> {
+    match spool {
+        Some(_) => bail!("this build has no spool support (feature `upload`); use --out FILE"),
+        None => bail!("give --out FILE"),
+    }
+}
+
+/// Fails with the OS reason when `dir` cannot take a new file.
+fn probe_writable(dir: &Path) -> anyhow::Result<()> {
+    let probe = dir.join(format!(".edge-agent-probe-{}", std::process::id()));
+    std::fs::File::create(&probe).with_context(|| format!("cannot write to {}", dir.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+fn write_summary(path: &Path, summary: &mut Summary) -> anyhow::Result<()> {
+    let mut buf = [0u8; MAX_ENCODED_LEN];
+    let bytes = summary.encode(&mut buf).context("cannot encode the summary")?;
+    let mut f = std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
+    f.write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn collect_facts(args: &FactArgs) -> anyhow::Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    if let Some(file) = &args.facts_file {
+        out.extend(facts::read_facts_file(file)?);
+    }
+    for f in &args.facts {
+        out.push(facts::parse_fact(f)?);
+    }
+    // Validate now: a bad fact is an error before anything runs.
+    facts::build(&Default::default(), "", &out)?;
+    Ok(out)
+}
+
+fn parse_only(names: &[String]) -> anyhow::Result<Vec<SyscallId>> {
+    names
+        .iter()
+        .filter(|n| !n.is_empty())
+        .map(|n| match SyscallId::from_name(n.trim()) {
+            Some(id) if id != SyscallId::OTHER && id != SyscallId::UNKNOWN => Ok(id),
+            _ => bail!("unknown syscall name {n:?} in --only"),
+        })
+        .collect()
+}
+
+fn print_stats(syscalls: u64, stops: u64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let ptrace = sys::COUNTERS.ptrace.load(Relaxed);
+    let waits = sys::COUNTERS.waits.load(Relaxed);
+    let proc_reads = sys::COUNTERS.proc_reads.load(Relaxed);
+    let per = |n: u64| if syscalls == 0 { 0.0 } else { n as f64 / syscalls as f64 };
+    eprintln!(
+        "edge-agent stats: syscalls={syscalls} stops={stops} ptrace={ptrace} ({:.2}/syscall) waits={waits} ({:.2}/syscall) proc_reads={proc_reads}",
+        per(ptrace),
+        per(waits)
+    );
+}
+
+fn want_stats(flag: bool) -> bool {
+    flag || std::env::var_os("EDGE_AGENT_STATS").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
+    let facts = collect_facts(&a.facts)?;
+    let only = a.only.as_deref().map(parse_only).transpose()?;
+    let sink = Sink::open(a.output.out, a.output.spool, None)?;
+    signals::install().context("cannot install signal handlers")?;
+    let opts = TraceOptions {
+        command: a.command,
+        only,
+        facts,
+        platform: None,
+    };
+    let mut started = Started::start(&opts)?;
+    let mut summary = started.trace()?;
+    if want_stats(a.stats) {
+        let s = started.engine_stats();
+        print_stats(s.syscalls, s.stops);
+    }
+    let written = sink.put(&mut summary);
+    if signals::stop_requested().is_some() {
+        eprintln!("edge-agent: detached; the program runs on");
+    }
+    let status = started.wait()?;
+    written?;
+    Ok(propagate(status))
+}
+
+/// The agent's own exit for the program's status: the same code, or death
+/// by the same signal.
+fn propagate(status: std::process::ExitStatus) -> ExitCode {
+    if let Some(code) = status.code() {
+        return ExitCode::from(code as u8);
+    }
+    if let Some(sig) = status.signal() {
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        sys::die_of_signal(sig);
+        return ExitCode::from(128u8.wrapping_add(sig as u8));
+    }
+    ExitCode::from(1)
+}
+
+fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
+    let facts = collect_facts(&a.facts)?;
+    let duration = match a.duration {
+        Some(s) if !(s > 0.0 && s.is_finite()) => bail!("--for needs a positive number of seconds"),
+        Some(s) => Some(std::time::Duration::from_secs_f64(s)),
+        None => None,
+    };
+    let sink = Sink::open(a.output.out, a.output.spool, None)?;
+    signals::install().context("cannot install signal handlers")?;
+    let mut summary = agent_linux::attach(&AttachOptions {
+        pid: a.pid,
+        facts,
+        platform: None,
+        duration,
+    })?;
+    if want_stats(a.stats) {
+        print_stats(summary.run.events, 0);
+    }
+    sink.put(&mut summary)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
+    let facts = collect_facts(&a.facts)?;
+    let sink = Sink::open(None, a.spool, a.out_dir)?;
+    signals::install().context("cannot install signal handlers")?;
+    let mut failures = 0u32;
+    let mut on_summary = |mut s: Summary| match sink.put(&mut s) {
+        Ok(path) => eprintln!(
+            "edge-agent: {} ({} syscalls) -> {}",
+            s.facts.program,
+            s.run.events,
+            path.display()
+        ),
+        Err(e) => {
+            failures += 1;
+            eprintln!("edge-agent: cannot store the summary of {}: {e:#}", s.facts.program);
+        }
+    };
+    agent_linux::watch(
+        &WatchOptions {
+            pattern: a.pattern,
+            facts,
+            ..Default::default()
+        },
+        &mut on_summary,
+    )?;
+    Ok(if failures == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    for (i, path) in a.files.iter().enumerate() {
+        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let summary = Summary::decode(&bytes).with_context(|| format!("{}: not a valid summary", path.display()))?;
+        if a.json {
+            writeln!(out, "{}", summary_view::to_json(&summary))?;
+        } else {
+            if a.files.len() > 1 {
+                if i > 0 {
+                    writeln!(out)?;
+                }
+                writeln!(out, "== {}", path.display())?;
+            }
+            write!(out, "{}", summary_view::table(&summary))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,444 @@
+//! Starting a command under the tracer, attaching to a running process, and
+//! turning a finished session into a summary.
+
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+
+use agent_core::{RunRecord, Summary, SyscallId};
+use anyhow::{anyhow, bail, Context};
+
+use crate::arch::{Abi, Native};
+use crate::engine::{ptrace_options, Engine, Observer, Session};
+use crate::facts::{self, PlatformFacts};
+use crate::fdcache::FdRoles;
+use crate::seccomp;
+use crate::sys::{self, Tid};
+
+/// What to trace and what to record (the library entry point's options).
+///
+/// Build with `TraceOptions { command, ..Default::default() }`.
+#[derive(Clone, Debug, Default)]
+pub struct TraceOptions {
+    /// The command and its arguments (`argv`; `command[0]` is looked up in
+    /// PATH unless it has a `/`).
+    pub command: Vec<OsString>,
+    /// Trace only these syscalls, through a seccomp prefilter; `None`: all.
+    pub only: Option<Vec<SyscallId>>,
+    /// Free facts, `(key, value)`, validated by `Facts::add`.
+    pub facts: Vec<(String, String)>,
+    /// The platform's facts; `None`: detected (`/etc/os-release`, uname,
+    /// DMI/device tree). The Android shim passes its `ro.build.*` here.
+    pub platform: Option<PlatformFacts>,
+}
+
+/// A traced command's result.
+#[derive(Debug)]
+pub struct TraceOutcome {
+    /// The run's summary.
+    pub summary: Summary,
+    /// The command's exit status (as `wait` reported it).
+    pub status: ExitStatus,
+}
+
+/// Runs `opts.command` under the tracer until it and all its descendants
+/// end; returns the summary and the command's status.
+///
+/// If a stop is requested meanwhile (SIGINT/SIGTERM with
+/// [`crate::signals::install`], or [`crate::signals::request_stop`]), the
+/// tracer detaches, the program runs on, and this waits for it to end.
+pub fn trace_command(opts: &TraceOptions) -> anyhow::Result<TraceOutcome> {
+    let mut started = Started::start(opts)?;
+    let summary = started.trace()?;
+    let status = started.wait()?;
+    Ok(TraceOutcome { summary, status })
+}
+
+/// Collects ended sessions.
+#[derive(Debug, Default)]
+struct Collect(Vec<Session>);
+
+impl Observer for Collect {
+    fn session_done(&mut self, session: Session) {
+        self.0.push(session);
+    }
+}
+
+/// A command started under the tracer (stopped before its exec).
+#[derive(Debug)]
+pub struct Started {
+    engine: Engine,
+    pid: Tid,
+    error_fd: i32,
+    program: String,
+    status: Option<sys::WaitStatus>,
+}
+
+impl Started {
+    /// Validates the options, forks the command stopped before its exec,
+    /// seizes it and lets it go.
+    pub fn start(opts: &TraceOptions) -> anyhow::Result<Started> {
+        let Some(arg0) = opts.command.first() else {
+            bail!("no command given");
+        };
+        let program = facts::program_name(arg0);
+        let platform = opts.platform.clone().unwrap_or_else(PlatformFacts::detect);
+        let facts = facts::build(&platform, &program, &opts.facts)?;
+        let path = resolve_command(arg0)?;
+        let cpath = CString::new(path.as_os_str().as_bytes())
+            .context("the command's path contains a NUL byte")?;
+        let cargs = opts
+            .command
+            .iter()
+            .map(|a| CString::new(a.as_bytes()))
+            .collect::<Result<Vec<_>, _>>()
+            .context("an argument contains a NUL byte")?;
+        let mut argv: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
+        argv.push(std::ptr::null());
+        let filter = match &opts.only {
+            Some(ids) => {
+                let mut all = ids.clone();
+                // The fd cache must see fds change even when these are not
+                // recorded.
+                all.extend(FdRoles::invalidating());
+                Some(
+                    seccomp::build(Native::ABIS, &all)
+                        .ok_or_else(|| anyhow!("--only lists too many syscalls"))?,
+                )
+            }
+            None => None,
+        };
+        let (read_fd, write_fd) = sys::cloexec_pipe().context("cannot create a pipe")?;
+        let setup = sys::ChildSetup {
+            path: &cpath,
+            argv: &argv,
+            filter: filter.as_deref(),
+            error_fd: write_fd,
+        };
+        let pid = sys::fork_stopped_exec(&setup).context("cannot fork")?;
+        sys::close(write_fd);
+        let st = sys::wait_pid(pid, libc::WUNTRACED, true)
+            .context("cannot wait for the command")?
+            .ok_or_else(|| anyhow!("interrupted"))?;
+        if st.stopped().is_none() {
+            let err = child_error(read_fd);
+            sys::close(read_fd);
+            return Err(err.unwrap_or_else(|| anyhow!("the command ended before it started")));
+        }
+        let mut engine = Engine::new(opts.only.as_deref(), opts.only.is_some());
+        if let Err(e) = sys::seize(pid, ptrace_options(opts.only.is_some())) {
+            // It never ran the program: do not leave it stopped.
+            let _ = sys::kill(pid, libc::SIGKILL);
+            let _ = sys::wait_pid(pid, 0, true);
+            sys::close(read_fd);
+            return Err(anyhow!("cannot trace the command: {}", explain_seize_error(pid, &e)));
+        }
+        let session = engine.add_session(Session::new(pid, facts));
+        engine.add_thread(session, pid, pid);
+        sys::kill(pid, libc::SIGCONT).context("cannot continue the command")?;
+        Ok(Started {
+            engine,
+            pid,
+            error_fd: read_fd,
+            program,
+            status: None,
+        })
+    }
+
+    /// The command's pid.
+    pub fn pid(&self) -> Tid {
+        self.pid
+    }
+
+    /// Traces until the command and its descendants end, or a stop request
+    /// detaches them; returns the summary.
+    pub fn trace(&mut self) -> anyhow::Result<Summary> {
+        let mut done = Collect::default();
+        self.engine.run(&mut done).context("tracing failed")?;
+        crate::signals::quiet();
+        done.0.extend(self.engine.take_sessions());
+        let session = done
+            .0
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow!("the traced session vanished"))?;
+        if let Some(err) = child_error(self.error_fd) {
+            return Err(err.context(format!("cannot run {}", self.program)));
+        }
+        self.status = session.root_status;
+        Ok(summarize(&session))
+    }
+
+    /// The engine's counters.
+    pub fn engine_stats(&self) -> crate::engine::EngineStats {
+        self.engine.stats()
+    }
+
+    /// The command's exit status; waits for it if the tracer detached.
+    pub fn wait(&mut self) -> anyhow::Result<ExitStatus> {
+        let st = match self.status {
+            Some(st) => st,
+            None => sys::wait_pid(self.pid, 0, true)
+                .context("cannot wait for the command")?
+                .ok_or_else(|| anyhow!("interrupted"))?,
+        };
+        Ok(ExitStatus::from_raw(st.0))
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        sys::close(self.error_fd);
+    }
+}
+
+/// The error the child reported through the pipe, if any.
+fn child_error(fd: i32) -> Option<anyhow::Error> {
+    let mut msg = [0u8; 5];
+    let n = sys::read_fd(fd, &mut msg).ok()?;
+    if n != 5 {
+        return None;
+    }
+    let errno = i32::from_ne_bytes([msg[1], msg[2], msg[3], msg[4]]);
+    let os = std::io::Error::from_raw_os_error(errno);
+    Some(match msg[0] {
+        b's' => anyhow!("cannot install the seccomp prefilter: {os}"),
+        _ => anyhow!("exec failed: {os}"),
+    })
+}
+
+/// `name` as a path: as given when it has a `/`, else the first executable
+/// file of that name in PATH.
+pub fn resolve_command(name: &std::ffi::OsStr) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        p.metadata()
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
+    if name.as_bytes().contains(&b'/') {
+        let p = PathBuf::from(name);
+        if !p.exists() {
+            bail!("{}: no such file", p.display());
+        }
+        return Ok(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    for dir in std::env::split_paths(&path) {
+        let candidate = dir.join(name);
+        if executable(&candidate) {
+            return Ok(candidate);
+        }
+    }
+    bail!("{}: command not found", name.to_string_lossy())
+}
+
+/// A finished (or detached) session's summary, with a fresh random id.
+pub fn summarize(session: &Session) -> Summary {
+    let mut id = [0u8; 16];
+    if getrandom::fill(&mut id).is_err() {
+        // No entropy source: fall back to time and pid, still unique enough
+        // per device.
+        let t = crate::engine::unix_now_ns().to_le_bytes();
+        id[..8].copy_from_slice(&t);
+        id[8..12].copy_from_slice(&(sys::getpid() as u32).to_le_bytes());
+        id[12..].copy_from_slice(&(session.root as u32).to_le_bytes());
+    }
+    let end = if session.live == 0 { session.end_ns } else { sys::monotonic_ns() };
+    let run = RunRecord {
+        start_unix_ns: session.start_unix_ns,
+        duration_ns: end.saturating_sub(session.start_ns),
+        exit: session.exit(),
+        arch: Native::NATIVE,
+        processes: session.processes,
+        threads: session.threads,
+        events: 0,
+        overflow: Default::default(),
+        window: 0,
+        spool_dropped: 0,
+    };
+    session.collector.summarize(id, run, session.facts.clone())
+}
+
+/// A one-line reason why ptrace refused `pid`.
+pub fn explain_seize_error(pid: Tid, err: &std::io::Error) -> String {
+    match err.raw_os_error() {
+        Some(libc::ESRCH) => format!("no process with PID {pid}"),
+        Some(libc::EPERM) => explain_eperm(pid),
+        _ => format!("process {pid}: {err}"),
+    }
+}
+
+fn status_field(pid: Tid, field: &str) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .map(|v| v.trim().to_string())
+}
+
+fn has_cap_sys_ptrace() -> bool {
+    const CAP_SYS_PTRACE: u32 = 19;
+    status_field(sys::getpid(), "CapEff:")
+        .and_then(|v| u64::from_str_radix(&v, 16).ok())
+        .is_some_and(|caps| caps & (1 << CAP_SYS_PTRACE) != 0)
+}
+
+fn explain_eperm(pid: Tid) -> String {
+    let tracer = status_field(pid, "TracerPid:").and_then(|v| v.parse::<Tid>().ok());
+    if let Some(t) = tracer.filter(|t| *t != 0) {
+        let comm = std::fs::read_to_string(format!("/proc/{t}/comm")).unwrap_or_default();
+        return format!(
+            "permission denied: process {pid} is already traced by PID {t} ({}); only one tracer at a time",
+            comm.trim()
+        );
+    }
+    let cap = has_cap_sys_ptrace();
+    let yama = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok());
+    match yama {
+        Some(3) => {
+            return "permission denied: Yama ptrace_scope=3 disables attaching for everyone (until reboot)".into()
+        }
+        Some(2) if !cap => {
+            return "permission denied: Yama ptrace_scope=2 allows attaching only with CAP_SYS_PTRACE (run as root)".into()
+        }
+        Some(1) if !cap => {
+            return format!("permission denied: Yama ptrace_scope=1 allows attaching only to descendants; run as root, or set kernel.yama.ptrace_scope=0, or start the program with `edge-agent run` (process {pid})")
+        }
+        _ => {}
+    }
+    let owner = status_field(pid, "Uid:")
+        .and_then(|v| v.split_whitespace().nth(1).and_then(|u| u.parse::<u32>().ok()));
+    match owner {
+        Some(uid) if uid != sys::geteuid() && !cap => format!(
+            "permission denied: process {pid} belongs to uid {uid}; tracing another user's process needs CAP_SYS_PTRACE (run as root)"
+        ),
+        _ if !cap => format!(
+            "permission denied: process {pid} is not dumpable or changed credentials; tracing it needs CAP_SYS_PTRACE"
+        ),
+        _ => format!("permission denied: a security module refused to let us trace process {pid}"),
+    }
+}
+
+/// What `attach` needs.
+#[derive(Clone, Debug, Default)]
+pub struct AttachOptions {
+    /// The process.
+    pub pid: Tid,
+    /// Free facts.
+    pub facts: Vec<(String, String)>,
+    /// Platform facts (`None`: detected).
+    pub platform: Option<PlatformFacts>,
+    /// Detach after this long (`None`: until the process ends or a stop is
+    /// requested).
+    pub duration: Option<std::time::Duration>,
+}
+
+/// Seizes every thread of `pid` into `session`, including threads born
+/// while the task list is walked: the walk repeats until a pass finds no
+/// new thread. Each seized thread is interrupted so the engine can start
+/// it on syscall stops.
+pub fn seize_all(engine: &mut Engine, session: usize, pid: Tid, options: u32) -> anyhow::Result<()> {
+    let task_dir = format!("/proc/{pid}/task");
+    let mut first = true;
+    loop {
+        let entries = match std::fs::read_dir(&task_dir) {
+            Ok(e) => e,
+            Err(_) if first => bail!("no process with PID {pid}"),
+            Err(_) => return Ok(()), // it ended meanwhile; its exits follow
+        };
+        let mut new = 0;
+        let mut tids: Vec<Tid> = entries
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        // The leader first: its refusal explains everything.
+        tids.sort_by_key(|t| (*t != pid, *t));
+        for tid in tids {
+            if engine.is_traced(tid) {
+                continue;
+            }
+            match sys::seize(tid, options) {
+                Ok(()) => {
+                    engine.add_thread(session, tid, pid);
+                    let _ = sys::interrupt(tid);
+                    new += 1;
+                }
+                Err(e) if first && tid == pid => bail!("cannot attach: {}", explain_seize_error(pid, &e)),
+                // Exited, or auto-attached already (its clone event follows).
+                Err(_) => {}
+            }
+        }
+        first = false;
+        if new == 0 {
+            return Ok(());
+        }
+    }
+}
+
+/// The program name of a running process (its executable's base name, or
+/// its comm).
+pub fn process_program(pid: Tid) -> String {
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .or_else(|| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .ok()
+                .map(|c| c.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+struct Deadline {
+    at: Option<std::time::Instant>,
+    done: Vec<Session>,
+}
+
+impl Observer for Deadline {
+    fn tick(&mut self, _engine: &mut Engine) {
+        if self.at.is_some_and(|at| std::time::Instant::now() >= at) {
+            crate::signals::request_stop();
+        }
+    }
+    fn session_done(&mut self, session: Session) {
+        self.done.push(session);
+    }
+}
+
+/// Attaches to `opts.pid` and all its threads, traces until it ends, the
+/// duration passes, or a stop is requested, then detaches; returns the
+/// summary. The process is never killed or left stopped.
+pub fn attach(opts: &AttachOptions) -> anyhow::Result<Summary> {
+    let pid = opts.pid;
+    if pid <= 0 || !Path::new(&format!("/proc/{pid}")).exists() {
+        bail!("no process with PID {pid}");
+    }
+    if pid == sys::getpid() {
+        bail!("cannot attach to the agent itself");
+    }
+    let platform = opts.platform.clone().unwrap_or_else(PlatformFacts::detect);
+    let facts = facts::build(&platform, &process_program(pid), &opts.facts)?;
+    let mut engine = Engine::new(None, false);
+    let session = engine.add_session(Session::new(pid, facts));
+    seize_all(&mut engine, session, pid, ptrace_options(false))?;
+    let mut obs = Deadline {
+        at: opts.duration.map(|d| std::time::Instant::now() + d),
+        done: Vec::new(),
+    };
+    if opts.duration.is_some() {
+        crate::signals::tick_every(100_000);
+    }
+    let result = engine.run(&mut obs);
+    crate::signals::quiet();
+    result.context("tracing failed")?;
+    obs.done.extend(engine.take_sessions());
+    let session = obs
+        .done
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow!("the traced session vanished"))?;
+    Ok(summarize(&session))
+}

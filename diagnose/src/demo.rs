@@ -1,0 +1,678 @@
+//! `edge-service demo`: the research's first case study (TCP memory
+//! misconfiguration) end to end on this machine.
+//!
+//! An HTTP server runs in one network namespace; several client namespaces
+//! are joined to it by veth pairs on a bridge, and some of them get
+//! `net.ipv4.tcp_rmem` set far too small (the sysctl is per namespace). Each
+//! client fetches the same file with `wget` several times, each fetch traced
+//! by `edge-agent run --spool`; the spools are uploaded with `edge-agent
+//! upload` to a local `edge-service serve`, and `edge-service diagnose`
+//! clusters the runs by duration and prints the rules.
+//!
+//! Everything stays inside namespaces this command creates (addresses
+//! 10.213.0.0/24, never routed anywhere) and on loopback; the namespaces are
+//! deleted when the demo ends, fails or panics, and stale ones of an
+//! interrupted demo are deleted by the next.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use crate::analysis::{self, Options};
+use crate::input;
+use crate::label::{self, ClusterBy};
+use crate::report;
+
+/// `edge-service demo`: the TCP-memory case study end to end (needs root).
+#[derive(clap::Args, Debug, Clone)]
+pub struct DemoArgs {
+    /// Client namespaces.
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(2..=50))]
+    pub clients: u32,
+    /// How many of them get the too-small tcp_rmem.
+    #[arg(long, default_value_t = 2)]
+    pub bad: u32,
+    /// Fetches per client.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub runs: u32,
+    /// Size of the fetched file, MiB.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub size_mib: u32,
+    /// net.ipv4.tcp_rmem of the good clients (min default max, bytes).
+    #[arg(long, default_value = "4096 131072 6291456")]
+    pub good_rmem: String,
+    /// net.ipv4.tcp_rmem of the bad clients.
+    #[arg(long, default_value = "4096 4096 4096")]
+    pub bad_rmem: String,
+    /// The edge-agent binary [default: next to this program, else on PATH].
+    #[arg(long, value_name = "PATH")]
+    pub agent: Option<PathBuf>,
+    /// The edge-service binary for serve and diagnose [default: this program].
+    #[arg(long, value_name = "PATH")]
+    pub service: Option<PathBuf>,
+    /// Diagnose the spooled summary files directly instead of uploading them
+    /// to a local `edge-service serve` (when the service is not at hand).
+    #[arg(long)]
+    pub no_service: bool,
+    /// Working folder (spools, database); kept afterwards. Default: a
+    /// temporary folder, removed at the end.
+    #[arg(long, value_name = "DIR")]
+    pub work: Option<PathBuf>,
+    /// Print the diagnosis as JSON (the last thing printed).
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the diagnosis as an HTML page with plots.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+}
+
+/// Namespace names start with this, then the demo's pid.
+const NS_PREFIX: &str = "edgedemo";
+/// The server's address inside the demo's namespaces.
+const SERVER_IP: &str = "10.213.0.1";
+const HTTP_PORT: u16 = 8080;
+const FILE_PATH: &str = "/demo.bin";
+const TOKEN: &str = "edge-demo-token-0123456789abcdef";
+
+/// Whether this process runs with effective uid 0.
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Runs a command to completion; fails with its stderr.
+fn sh(program: &str, args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {program}"))?;
+    if !out.status.success() {
+        bail!(
+            "`{program} {}` failed ({}): {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The demo's network namespaces; deleted on drop.
+#[derive(Debug)]
+struct Namespaces {
+    server: String,
+    clients: Vec<String>,
+}
+
+impl Namespaces {
+    /// Deletes namespaces left by demos that no longer run.
+    fn remove_stale() {
+        let Ok(list) = sh("ip", &["netns", "list"]) else {
+            return;
+        };
+        for line in list.lines() {
+            let name = line.split_whitespace().next().unwrap_or("");
+            let Some(rest) = name.strip_prefix(NS_PREFIX) else {
+                continue;
+            };
+            let pid: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            if !pid.is_empty() && !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = sh("ip", &["netns", "del", name]);
+            }
+        }
+    }
+
+    /// Creates the server namespace with a bridge and `clients` client
+    /// namespaces, each joined to the bridge by a veth pair.
+    fn create(clients: u32) -> anyhow::Result<Namespaces> {
+        let pid = std::process::id();
+        let mut ns = Namespaces {
+            server: format!("{NS_PREFIX}{pid}s"),
+            clients: Vec::new(),
+        };
+        let server = ns.server.clone();
+        sh("ip", &["netns", "add", &server])?;
+        sh("ip", &["-n", &server, "link", "set", "lo", "up"])?;
+        sh("ip", &["-n", &server, "link", "add", "br0", "type", "bridge"])?;
+        sh(
+            "ip",
+            &["-n", &server, "addr", "add", &format!("{SERVER_IP}/24"), "dev", "br0"],
+        )?;
+        sh("ip", &["-n", &server, "link", "set", "br0", "up"])?;
+        for i in 1..=clients {
+            let name = format!("{NS_PREFIX}{pid}c{i}");
+            sh("ip", &["netns", "add", &name])?;
+            ns.clients.push(name.clone());
+            let (inside, port) = (format!("eth{i}"), format!("vb{i}"));
+            sh(
+                "ip",
+                &[
+                    "link", "add", &inside, "netns", &name, "type", "veth", "peer", "name", &port,
+                    "netns", &server,
+                ],
+            )?;
+            sh("ip", &["-n", &server, "link", "set", &port, "master", "br0"])?;
+            sh("ip", &["-n", &server, "link", "set", &port, "up"])?;
+            sh("ip", &["-n", &name, "link", "set", "lo", "up"])?;
+            sh(
+                "ip",
+                &["-n", &name, "addr", "add", &format!("10.213.0.{}/24", 10 + i), "dev", &inside],
+            )?;
+            sh("ip", &["-n", &name, "link", "set", &inside, "up"])?;
+        }
+        Ok(ns)
+    }
+
+    fn set_rmem(&self, client: usize, rmem: &str) -> anyhow::Result<()> {
+        sh(
+            "ip",
+            &[
+                "netns",
+                "exec",
+                &self.clients[client],
+                "sysctl",
+                "-q",
+                "-w",
+                &format!("net.ipv4.tcp_rmem={rmem}"),
+            ],
+        )
+        .map(|_| ())
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for name in self.clients.iter().chain(std::iter::once(&self.server)) {
+            let _ = sh("ip", &["netns", "del", name]);
+        }
+    }
+}
+
+/// A tiny HTTP server serving one file from memory, in the server namespace.
+#[derive(Debug)]
+struct FileServer {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FileServer {
+    fn start(namespace: &str, size: usize) -> anyhow::Result<FileServer> {
+        let netns = std::fs::File::open(format!("/run/netns/{namespace}"))
+            .with_context(|| format!("cannot open network namespace {namespace}"))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
+        let stop_flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            // SAFETY: setns(2) with a valid open namespace fd moves only this
+            // thread into the server's network namespace; the fd stays open
+            // for the call, and no memory is shared with the kernel.
+            let rc = unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) };
+            if rc != 0 {
+                let err = std::io::Error::last_os_error();
+                let _ = ready_tx.send(Err(anyhow::anyhow!(
+                    "cannot enter the server namespace: {err}"
+                )));
+                return;
+            }
+            let listener = match TcpListener::bind((SERVER_IP, HTTP_PORT)) {
+                Ok(l) => l,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(anyhow::anyhow!(
+                        "cannot listen on {SERVER_IP}:{HTTP_PORT}: {e}"
+                    )));
+                    return;
+                }
+            };
+            if listener.set_nonblocking(true).is_err() {
+                return;
+            }
+            let body = pseudo_random_bytes(size);
+            let _ = ready_tx.send(Ok(()));
+            while !stop_flag.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((conn, _)) => {
+                        let _ = serve_one(conn, &body);
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        });
+        match ready_rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Ok(())) => Ok(FileServer {
+                stop,
+                thread: Some(thread),
+            }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => bail!("the demo's HTTP server did not start"),
+        }
+    }
+}
+
+impl Drop for FileServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Bytes that do not compress (xorshift).
+fn pseudo_random_bytes(n: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut out = Vec::with_capacity(n + 8);
+    while out.len() < n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(n);
+    out
+}
+
+/// Answers one HTTP/1.x request: the file for `GET /demo.bin`, 404 else.
+fn serve_one(conn: TcpStream, body: &[u8]) -> std::io::Result<()> {
+    conn.set_nonblocking(false)?;
+    conn.set_read_timeout(Some(Duration::from_secs(30)))?;
+    conn.set_write_timeout(Some(Duration::from_secs(120)))?;
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    // Skip the headers.
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 || line == "\r\n" || line == "\n" {
+            break;
+        }
+    }
+    let mut conn = conn;
+    let path = request_line.split_whitespace().nth(1).unwrap_or("");
+    if request_line.starts_with("GET ") && path == FILE_PATH {
+        write!(
+            conn,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )?;
+        conn.write_all(body)?;
+    } else {
+        conn.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+    }
+    conn.flush()
+}
+
+/// A child process killed on drop.
+#[derive(Debug)]
+struct Service(Child);
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether `GET /healthz` on `addr` answers 200.
+fn healthy(addr: SocketAddr) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
+}
+
+/// The edge-agent binary to use.
+fn find_agent(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = given {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(sibling) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join("edge-agent")))
+        .filter(|p| p.exists())
+    {
+        return Ok(sibling);
+    }
+    Ok(PathBuf::from("edge-agent"))
+}
+
+/// One traced fetch.
+#[derive(Debug)]
+struct Fetch {
+    client: usize,
+    seconds: f64,
+}
+
+/// Runs `edge-service demo`.
+pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
+    if !is_root() {
+        bail!(
+            "edge-service demo needs root: it creates network namespaces (ip netns) and sets \
+             net.ipv4.tcp_rmem inside them. Run it as root (e.g. with sudo)."
+        );
+    }
+    if args.bad == 0 || args.bad >= args.clients {
+        bail!("--bad must be at least 1 and fewer than --clients");
+    }
+    for tool in ["ip", "wget", "sysctl"] {
+        if Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .stdout(Stdio::null())
+            .status()
+            .map_or(true, |s| !s.success())
+        {
+            bail!("edge-service demo needs `{tool}` (Debian: apt-get install iproute2 wget procps)");
+        }
+    }
+    let started = Instant::now();
+    let agent = find_agent(args.agent.as_deref())?;
+    let service = match &args.service {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().context("cannot find this program")?,
+    };
+    let temp;
+    let work = match &args.work {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            dir.clone()
+        }
+        None => {
+            temp = tempfile::Builder::new()
+                .prefix("edge-demo-")
+                .tempdir()
+                .context("cannot create a temporary folder")?;
+            temp.path().to_path_buf()
+        }
+    };
+
+    Namespaces::remove_stale();
+    println!(
+        "Setting up: 1 server and {} client network namespaces ({} with net.ipv4.tcp_rmem = \"{}\", the others \"{}\")",
+        args.clients, args.bad, args.bad_rmem, args.good_rmem
+    );
+    let ns = Namespaces::create(args.clients)?;
+    // The last `bad` clients are misconfigured.
+    let first_bad = (args.clients - args.bad) as usize;
+    for c in 0..args.clients as usize {
+        let rmem = if c >= first_bad {
+            &args.bad_rmem
+        } else {
+            &args.good_rmem
+        };
+        ns.set_rmem(c, rmem)?;
+    }
+    let size = args.size_mib as usize * 1024 * 1024;
+    let _server = FileServer::start(&ns.server, size)?;
+    let url = format!("http://{SERVER_IP}:{HTTP_PORT}{FILE_PATH}");
+
+    let spools: Vec<PathBuf> = (1..=args.clients)
+        .map(|i| work.join(format!("spool-c{i}")))
+        .collect();
+    for s in &spools {
+        std::fs::create_dir_all(s).with_context(|| format!("cannot create {}", s.display()))?;
+    }
+    println!(
+        "Fetching {url} ({} MiB) {} times in each client, traced by {} run --spool",
+        args.size_mib,
+        args.runs,
+        agent.display()
+    );
+    let mut fetches: Vec<Fetch> = Vec::new();
+    // Interleaved (round by round) so that any drift of the machine's load
+    // touches every client alike.
+    for round in 1..=args.runs {
+        let mut line = format!("  round {round}:");
+        for (c, client_ns) in ns.clients.iter().enumerate() {
+            let t0 = Instant::now();
+            let out = Command::new("ip")
+                .args(["netns", "exec", client_ns])
+                .arg(&agent)
+                .arg("run")
+                .arg("--spool")
+                .arg(&spools[c])
+                .args(["--", "wget", "-q", "-O", "/dev/null", &url])
+                .stdin(Stdio::null())
+                .output()
+                .with_context(|| format!("cannot run {}", agent.display()))?;
+            if !out.status.success() {
+                bail!(
+                    "traced wget in client c{} failed ({}): {}",
+                    c + 1,
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+            let seconds = t0.elapsed().as_secs_f64();
+            line.push_str(&format!(" c{}={seconds:.2}s", c + 1));
+            fetches.push(Fetch { client: c, seconds });
+        }
+        println!("{line}");
+    }
+
+    // Which run came from which client: the spool of each client.
+    let mut client_of: BTreeMap<String, usize> = BTreeMap::new();
+    for (c, s) in spools.iter().enumerate() {
+        for f in input::summary_files(s)? {
+            let summary = input::read_summary(&f)?;
+            client_of.insert(hex(&summary.id), c);
+        }
+    }
+    let expected = (args.clients * args.runs) as usize;
+    if client_of.len() != expected {
+        bail!(
+            "expected {expected} summaries in the spools, found {}",
+            client_of.len()
+        );
+    }
+
+    let labels_by_id: BTreeMap<String, String>;
+    if args.no_service {
+        println!("\nDiagnosing the spooled summaries directly (--no-service)\n");
+        let runs = input::read_all(&spools)?;
+        let labelling = label::by_cluster(&runs, ClusterBy::Duration)?;
+        let diagnosis = analysis::diagnose(&runs, labelling, &Options::default())?;
+        print!("{}", report::text(&diagnosis));
+        if let Some(path) = &args.html {
+            std::fs::write(path, report::html(&diagnosis))
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        let json = report::json(&diagnosis);
+        labels_by_id = run_labels(&json);
+        print_clients(&args, &fetches, &client_of, &labels_by_id);
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&json)?);
+        }
+    } else {
+        let db = work.join("demo.db");
+        let tokens = work.join("tokens");
+        let token_file = work.join("token");
+        std::fs::write(&tokens, format!("demo {TOKEN}\n"))?;
+        std::fs::write(&token_file, format!("{TOKEN}\n"))?;
+        // A free loopback port for the service.
+        let addr = TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+        println!("\nStarting {} serve on {addr}", service.display());
+        let log = std::fs::File::create(work.join("serve.log"))?;
+        let child = Command::new(&service)
+            .arg("serve")
+            .arg("--listen")
+            .arg(addr.to_string())
+            .arg("--db")
+            .arg(&db)
+            .arg("--tokens")
+            .arg(&tokens)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("cannot start {} serve", service.display()))?;
+        let mut serve = Service(child);
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !healthy(addr) {
+            if let Ok(Some(status)) = serve.0.try_wait() {
+                bail!(
+                    "{} serve exited ({status}); its log: {}",
+                    service.display(),
+                    std::fs::read_to_string(work.join("serve.log")).unwrap_or_default()
+                );
+            }
+            if Instant::now() > deadline {
+                bail!("{} serve did not answer /healthz within 15 s", service.display());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        println!("Uploading each client's spool with {} upload --now --once", agent.display());
+        for s in &spools {
+            let out = Command::new(&agent)
+                .arg("upload")
+                .arg("--server")
+                .arg(format!("http://{addr}"))
+                .arg("--token-file")
+                .arg(&token_file)
+                .arg("--spool")
+                .arg(s)
+                .args(["--now", "--once", "--no-spread", "--ignore-power"])
+                .stdin(Stdio::null())
+                .output()
+                .with_context(|| format!("cannot run {} upload", agent.display()))?;
+            if !out.status.success() {
+                bail!(
+                    "upload of {} failed ({}): {}",
+                    s.display(),
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+        }
+        println!("Diagnosing: {} diagnose --db {} --cluster duration\n", service.display(), db.display());
+        let mut diag = Command::new(&service);
+        diag.arg("diagnose")
+            .arg("--db")
+            .arg(&db)
+            .args(["--cluster", "duration", "--json"]);
+        if let Some(path) = &args.html {
+            diag.arg("--html").arg(path);
+        }
+        let out = diag.stdin(Stdio::null()).output()?;
+        if !out.status.success() {
+            bail!(
+                "edge-service diagnose failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .context("edge-service diagnose --json printed something that is not JSON")?;
+        // The readable report, from the same store.
+        let text = Command::new(&service)
+            .arg("diagnose")
+            .arg("--db")
+            .arg(&db)
+            .args(["--cluster", "duration"])
+            .stdin(Stdio::null())
+            .output()?;
+        print!("{}", String::from_utf8_lossy(&text.stdout));
+        drop(serve);
+        labels_by_id = run_labels(&json);
+        print_clients(&args, &fetches, &client_of, &labels_by_id);
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&json)?);
+        }
+    }
+    if labels_by_id.len() != expected {
+        bail!(
+            "the diagnosis labelled {} runs, {expected} were made",
+            labels_by_id.len()
+        );
+    }
+    if let Some(dir) = &args.work {
+        println!("Spools, database and logs kept in {}", dir.display());
+    }
+    drop(ns);
+    println!("Demo finished in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn hex(id: &[u8; 16]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Run id -> label from a JSON report.
+fn run_labels(json: &serde_json::Value) -> BTreeMap<String, String> {
+    json["labels"]["runs"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|s| (k.clone(), s.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Per client: its tcp_rmem, mean fetch time, and how its runs were labelled.
+fn print_clients(
+    args: &DemoArgs,
+    fetches: &[Fetch],
+    client_of: &BTreeMap<String, usize>,
+    labels: &BTreeMap<String, String>,
+) {
+    let first_bad = (args.clients - args.bad) as usize;
+    println!("\nClients (the diagnosis did not see this table: no client or rmem fact is recorded):");
+    println!("  client  net.ipv4.tcp_rmem      mean fetch (traced)  runs labelled");
+    for c in 0..args.clients as usize {
+        let times: Vec<f64> = fetches
+            .iter()
+            .filter(|f| f.client == c)
+            .map(|f| f.seconds)
+            .collect();
+        let mean = times.iter().sum::<f64>() / times.len().max(1) as f64;
+        let mut tally: BTreeMap<&str, usize> = BTreeMap::new();
+        for (id, client) in client_of {
+            if *client == c {
+                *tally
+                    .entry(labels.get(id).map_or("(none)", String::as_str))
+                    .or_default() += 1;
+            }
+        }
+        let tally: Vec<String> = tally.iter().map(|(l, n)| format!("{n} {l}")).collect();
+        let rmem = if c >= first_bad {
+            &args.bad_rmem
+        } else {
+            &args.good_rmem
+        };
+        println!(
+            "  c{:<6} {:<22} {:>8.2} s           {}",
+            c + 1,
+            format!("\"{rmem}\""),
+            mean,
+            tally.join(", ")
+        );
+    }
+    println!();
+}
