@@ -13,6 +13,7 @@ use clap::Parser;
 
 use crate::device::{self, Properties};
 use crate::error::Error;
+use crate::stack;
 
 /// What to trace.
 #[derive(Debug, Clone, Default)]
@@ -36,9 +37,11 @@ pub fn trace(request: &TraceRequest, props: &dyn Properties) -> Result<Vec<u8>, 
     let mut options = trace_options(request)?;
     options.platform = device::platform(props, PlatformFacts::detect);
     options.facts = device::free_facts(props, &options.facts);
-    let mut outcome =
-        agent_linux::trace_command(&options).map_err(|e| Error::Trace(format!("{e:#}")))?;
-    encode(&mut outcome.summary)
+    stack::run(|| {
+        let mut outcome =
+            agent_linux::trace_command(&options).map_err(|e| Error::Trace(format!("{e:#}")))?;
+        encode(&mut outcome.summary)
+    })
 }
 
 /// Validates `request` and turns it into the tracer's options.
@@ -95,18 +98,22 @@ fn decode(bytes: &[u8]) -> Result<Summary, Error> {
 /// `getNoBackupFilesDir()/edge-agent/spool`.
 pub fn spool_put(dir: &Path, summary: &[u8]) -> Result<PathBuf, Error> {
     if dir.as_os_str().is_empty() {
-        return Err(Error::InvalidArgument("the spool directory is empty".into()));
+        return Err(Error::InvalidArgument(
+            "the spool directory is empty".into(),
+        ));
     }
-    let mut summary = decode(summary)?;
-    let spool = uploader::spool::Spool::open(dir).map_err(|e| Error::Spool(e.to_string()))?;
-    spool
-        .put(&mut summary)
-        .map_err(|e| Error::Spool(e.to_string()))
+    stack::run(|| {
+        let mut summary = decode(summary)?;
+        let spool = uploader::spool::Spool::open(dir).map_err(|e| Error::Spool(e.to_string()))?;
+        spool
+            .put(&mut summary)
+            .map_err(|e| Error::Spool(e.to_string()))
+    })
 }
 
 /// The documented JSON view of an encoded summary (`edge-agent show --json`).
 pub fn summary_json(summary: &[u8]) -> Result<String, Error> {
-    Ok(summary_view::to_json(&decode(summary)?).to_string())
+    stack::run(|| Ok(summary_view::to_json(&decode(summary)?).to_string()))
 }
 
 /// `edge-agent upload`'s arguments, parsed from a Java or C argument list.
@@ -124,8 +131,10 @@ struct UploadCommand {
 pub fn upload(args: &[String]) -> Result<i32, Error> {
     let command = UploadCommand::try_parse_from(args)
         .map_err(|e| Error::InvalidArgument(e.render().to_string().trim_end().to_string()))?;
-    let code = uploader::cli::run(command.args).map_err(|e| Error::Upload(format!("{e:#}")))?;
-    Ok(exit_status(code))
+    stack::run(|| {
+        let code = uploader::cli::run(command.args).map_err(|e| Error::Upload(format!("{e:#}")))?;
+        Ok(exit_status(code))
+    })
 }
 
 /// The number behind an [`ExitCode`], which has no public accessor: the

@@ -31,12 +31,11 @@ pub const EDGE_AGENT_EUPLOAD: c_int = -5;
 pub const EDGE_AGENT_EINTERNAL: c_int = -6;
 
 /// The library's version, NUL-terminated.
-static VERSION: &CStr = match CStr::from_bytes_with_nul(
-    concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes(),
-) {
-    Ok(version) => version,
-    Err(_) => panic!("the version has no NUL inside"),
-};
+static VERSION: &CStr =
+    match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+        Ok(version) => version,
+        Err(_) => panic!("the version has no NUL inside"),
+    };
 
 /// Returns the library's version (a static string; do not free it).
 #[no_mangle]
@@ -81,7 +80,10 @@ pub unsafe extern "C" fn edge_agent_trace(
         let request = TraceRequest {
             argv: argv.into_iter().map(OsString::from).collect(),
             only: only.map(|names| names.into_iter().map(lossy).collect()),
-            facts: facts.iter().map(|f| split_fact(f)).collect::<Result<_, _>>()?,
+            facts: facts
+                .iter()
+                .map(|f| split_fact(f))
+                .collect::<Result<_, _>>()?,
         };
         let bytes = api::trace(&request, &SystemProperties)?;
         // SAFETY: `summary` has `summary_cap` writable bytes.
@@ -267,7 +269,11 @@ unsafe fn bytes<'a>(ptr: *const u8, len: usize, what: &str) -> Result<&'a [u8], 
 ///
 /// # Safety
 /// `array` is NULL or has `n` pointers, each NULL or NUL-terminated.
-unsafe fn strings(array: *const *const c_char, n: usize, what: &str) -> Result<Vec<OsString>, Error> {
+unsafe fn strings(
+    array: *const *const c_char,
+    n: usize,
+    what: &str,
+) -> Result<Vec<OsString>, Error> {
     if array.is_null() {
         return Err(Error::InvalidArgument(format!("{what} must not be NULL")));
     }

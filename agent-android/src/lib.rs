@@ -20,6 +20,7 @@ pub mod device;
 pub mod error;
 pub mod ffi;
 pub mod jni_api;
+mod stack;
 
 pub use api::{spool_put, summary_json, trace, upload, TraceRequest};
 pub use error::Error;

@@ -39,7 +39,11 @@ fn java_wrapper_drives_the_library() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     println!("{stdout}");
     eprintln!("{stderr}");
-    assert!(output.status.success(), "the Java test failed: {}", output.status);
+    assert!(
+        output.status.success(),
+        "the Java test failed: {}",
+        output.status
+    );
     assert!(stdout.contains(" passed, 0 failed"), "no result line");
     assert!(!stdout.contains("FAIL"), "a Java test failed");
 }

@@ -35,6 +35,13 @@ impl TransitionStats {
 
 const INDEX_LEN: usize = SyscallId::COUNT * FdKind::COUNT;
 
+/// Entries a hash table of capacity `cap` is filled to: three quarters, so
+/// that probe sequences stay short (a full open-addressing table makes every
+/// miss scan it).
+pub const fn usable(cap: usize) -> usize {
+    cap - cap / 4
+}
+
 /// Streaming per-syscall statistics in fixed memory.
 ///
 /// Capacities (const generics; the map capacities must be powers of two):
@@ -47,6 +54,8 @@ const INDEX_LEN: usize = SyscallId::COUNT * FdKind::COUNT;
 ///   statistics but not their consecutive-call and transition statistics.
 /// - `ERRNOS`: distinct (key, errno) pairs tallied; later failures count as
 ///   `errno_other`.
+///
+/// The three hash tables are filled to [`usable`] (3/4) of their capacity.
 ///
 /// The defaults keep the state under 64 KiB (see the `collector` bench).
 #[derive(Debug)]
@@ -165,7 +174,7 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
                 (prev.last == id).then_some(gap)
             }
             None => {
-                if self.threads.insert(tid, now).is_err() {
+                if self.threads.len() >= usable(THREADS) || self.threads.insert(tid, now).is_err() {
                     self.overflow.threads = self.overflow.threads.saturating_add(1);
                 }
                 None
@@ -183,7 +192,9 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
         let mut fresh = TransitionStats::default();
         fresh.add(gap_ns);
         // A full table would only probe again to refuse the insert.
-        if self.transitions.len() == TRANSITIONS || self.transitions.insert(pair, fresh).is_err() {
+        if self.transitions.len() >= usable(TRANSITIONS)
+            || self.transitions.insert(pair, fresh).is_err()
+        {
             self.transition_other.add(gap_ns);
             self.overflow.transitions = self.overflow.transitions.saturating_add(1);
         }
@@ -196,7 +207,7 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
             *n = n.saturating_add(1);
             return true;
         }
-        if self.errnos.len() < ERRNOS && self.errnos.insert(k, 1).is_ok() {
+        if self.errnos.len() < usable(ERRNOS) && self.errnos.insert(k, 1).is_ok() {
             true
         } else {
             self.overflow.errnos = self.overflow.errnos.saturating_add(1);

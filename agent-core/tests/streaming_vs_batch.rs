@@ -193,7 +193,8 @@ fn check<const K: usize, const T: usize, const TH: usize, const E: usize>(events
         c.record(ev);
     }
     let summary = c.summarize([1; 16], run_record(), Facts::new());
-    let r = reference(events, (K, T, TH, E));
+    use agent_core::collector::usable;
+    let r = reference(events, (K, usable(T), usable(TH), usable(E)));
 
     assert_eq!(summary.run.events, events.len() as u64);
     assert_eq!(summary.run.overflow, r.overflow);

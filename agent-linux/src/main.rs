@@ -210,7 +210,9 @@ fn probe_writable(dir: &Path) -> anyhow::Result<()> {
 
 fn write_summary(path: &Path, summary: &mut Summary) -> anyhow::Result<()> {
     let mut buf = [0u8; MAX_ENCODED_LEN];
-    let bytes = summary.encode(&mut buf).context("cannot encode the summary")?;
+    let bytes = summary
+        .encode(&mut buf)
+        .map_err(|e| anyhow::anyhow!("cannot encode the summary: {e}"))?;
     let mut f = std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
     f.write_all(bytes)
         .and_then(|()| f.sync_all())
@@ -353,7 +355,8 @@ fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     for (i, path) in a.files.iter().enumerate() {
         let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let summary = Summary::decode(&bytes).with_context(|| format!("{}: not a valid summary", path.display()))?;
+        let summary = Summary::decode(&bytes)
+            .map_err(|e| anyhow::anyhow!("{}: not a valid summary: {e}", path.display()))?;
         if a.json {
             writeln!(out, "{}", summary_view::to_json(&summary))?;
         } else {

@@ -56,6 +56,8 @@ const KCMP_FILES: c_long = 2;
 // seccomp (include/uapi/linux/seccomp.h, prctl.h).
 const SECCOMP_SET_MODE_FILTER: c_long = 1;
 const PR_SET_NO_NEW_PRIVS: c_int = 38;
+/// setitimer's real-time timer (absent from libc on Android).
+const ITIMER_REAL: c_int = 0;
 
 /// How many ptrace requests and waits the agent made: the cost per traced
 /// syscall the benchmark reports.
@@ -553,7 +555,7 @@ pub fn set_timer(first_us: u64, interval_us: u64) {
         it_value: tv(first_us),
     };
     // SAFETY: setitimer reads `it`; the old value is not needed.
-    unsafe { libc::setitimer(libc::ITIMER_REAL, &it, std::ptr::null_mut()) };
+    unsafe { libc::setitimer(ITIMER_REAL as _, &it, std::ptr::null_mut()) };
 }
 
 /// Dies of `sig` the way the traced program did: default action, no core

@@ -10,7 +10,7 @@ use crate::intersection::{self, OutsideEntry};
 use crate::label::Labelling;
 use crate::mapping::Mapping;
 use crate::rules::{self, Rule};
-use crate::tree::TreeParams;
+use crate::tree::{self, TreeParams};
 
 /// What the diagnosis found.
 #[derive(Debug, Clone)]
@@ -72,6 +72,13 @@ pub fn diagnose(
             labelling.labels.len()
         );
     }
+    if summaries.len() > tree::MAX_ROWS {
+        bail!(
+            "{} runs: at most {} can be diagnosed at once (narrow the filters)",
+            summaries.len(),
+            tree::MAX_ROWS
+        );
+    }
     let k = labelling.classes.len();
     let mut present = vec![0usize; k];
     for l in &labelling.labels {
@@ -92,9 +99,8 @@ pub fn diagnose(
     let dataset = Dataset::new(columns, labelling.labels.clone(), labelling.classes.clone())?;
     let rules = rules::top_rules(&dataset, &options.tree, options.top);
     let program = summaries.first().map(|s| s.facts.program.to_string());
-    let program = program.filter(|p| {
-        !p.is_empty() && summaries.iter().all(|s| s.facts.program.as_str() == p)
-    });
+    let program = program
+        .filter(|p| !p.is_empty() && summaries.iter().all(|s| s.facts.program.as_str() == p));
     Ok(Diagnosis {
         labelling,
         run_ids: summaries.iter().map(|s| hex(&s.id)).collect(),

@@ -180,7 +180,7 @@ fn load_and_label(
         runs.extend(bad_runs);
         if runs.is_empty() {
             bail!(
-                "no runs in {} or {}",
+                "no runs in {} or {} (folders are read for *.summary files)",
                 good.display(),
                 bad.display()
             );
@@ -223,7 +223,10 @@ fn load_and_label(
     }
     input::dedup(&mut runs);
     if runs.is_empty() {
-        bail!("no runs found in {} (with the filters given)", from.join(", "));
+        bail!(
+            "no runs found in {} (with the filters given; folders are read for *.summary files)",
+            from.join(", ")
+        );
     }
     let labelling = match &args.label_fact {
         Some(key) => {
@@ -282,7 +285,10 @@ mod tests {
     #[test]
     fn times_parse() {
         let now = 2_000_000_000_000_000_000;
-        assert_eq!(parse_time("1763700000", now).unwrap(), 1_763_700_000_000_000_000);
+        assert_eq!(
+            parse_time("1763700000", now).unwrap(),
+            1_763_700_000_000_000_000
+        );
         assert_eq!(parse_time("5ns", now).unwrap(), 5);
         assert_eq!(parse_time("2h", now).unwrap(), now - 7_200_000_000_000);
         assert_eq!(parse_time("1d", now).unwrap(), now - 86_400_000_000_000);

@@ -108,7 +108,10 @@ impl Dataset {
             match &a.column {
                 Column::Numeric(v) => {
                     if let Some(x) = v.iter().find(|x| !x.is_finite()) {
-                        bail!("attribute {} holds a value that is not finite ({x})", a.name);
+                        bail!(
+                            "attribute {} holds a value that is not finite ({x})",
+                            a.name
+                        );
                     }
                 }
                 Column::Categorical { codes, levels } => {

@@ -45,13 +45,13 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub runs: u32,
     /// Size of the fetched file, MiB.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub size_mib: u32,
     /// net.ipv4.tcp_rmem of the good clients (min default max, bytes).
     #[arg(long, default_value = "4096 131072 6291456")]
     pub good_rmem: String,
     /// net.ipv4.tcp_rmem of the bad clients.
-    #[arg(long, default_value = "4096 4096 4096")]
+    #[arg(long, default_value = "2048 2048 2048")]
     pub bad_rmem: String,
     /// The edge-agent binary [default: next to this program, else on PATH].
     #[arg(long, value_name = "PATH")]
@@ -149,10 +149,21 @@ impl Namespaces {
         let server = ns.server.clone();
         sh("ip", &["netns", "add", &server])?;
         sh("ip", &["-n", &server, "link", "set", "lo", "up"])?;
-        sh("ip", &["-n", &server, "link", "add", "br0", "type", "bridge"])?;
         sh(
             "ip",
-            &["-n", &server, "addr", "add", &format!("{SERVER_IP}/24"), "dev", "br0"],
+            &["-n", &server, "link", "add", "br0", "type", "bridge"],
+        )?;
+        sh(
+            "ip",
+            &[
+                "-n",
+                &server,
+                "addr",
+                "add",
+                &format!("{SERVER_IP}/24"),
+                "dev",
+                "br0",
+            ],
         )?;
         sh("ip", &["-n", &server, "link", "set", "br0", "up"])?;
         for i in 1..=clients {
@@ -167,12 +178,23 @@ impl Namespaces {
                     "netns", &server,
                 ],
             )?;
-            sh("ip", &["-n", &server, "link", "set", &port, "master", "br0"])?;
+            sh(
+                "ip",
+                &["-n", &server, "link", "set", &port, "master", "br0"],
+            )?;
             sh("ip", &["-n", &server, "link", "set", &port, "up"])?;
             sh("ip", &["-n", &name, "link", "set", "lo", "up"])?;
             sh(
                 "ip",
-                &["-n", &name, "addr", "add", &format!("10.213.0.{}/24", 10 + i), "dev", &inside],
+                &[
+                    "-n",
+                    &name,
+                    "addr",
+                    "add",
+                    &format!("10.213.0.{}/24", 10 + i),
+                    "dev",
+                    &inside,
+                ],
             )?;
             sh("ip", &["-n", &name, "link", "set", &inside, "up"])?;
         }
@@ -315,7 +337,9 @@ fn serve_one(conn: TcpStream, body: &[u8]) -> std::io::Result<()> {
         )?;
         conn.write_all(body)?;
     } else {
-        conn.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+        conn.write_all(
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        )?;
     }
     conn.flush()
 }
@@ -337,8 +361,7 @@ fn healthy(addr: SocketAddr) -> bool {
         return false;
     };
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+    if s.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
         .is_err()
     {
         return false;
@@ -387,7 +410,9 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
             .status()
             .map_or(true, |s| !s.success())
         {
-            bail!("edge-service demo needs `{tool}` (Debian: apt-get install iproute2 wget procps)");
+            bail!(
+                "edge-service demo needs `{tool}` (Debian: apt-get install iproute2 wget procps)"
+            );
         }
     }
     let started = Instant::now();
@@ -543,11 +568,17 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
                 );
             }
             if Instant::now() > deadline {
-                bail!("{} serve did not answer /healthz within 15 s", service.display());
+                bail!(
+                    "{} serve did not answer /healthz within 15 s",
+                    service.display()
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        println!("Uploading each client's spool with {} upload --now --once", agent.display());
+        println!(
+            "Uploading each client's spool with {} upload --now --once",
+            agent.display()
+        );
         for s in &spools {
             let out = Command::new(&agent)
                 .arg("upload")
@@ -570,7 +601,11 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-        println!("Diagnosing: {} diagnose --db {} --cluster duration\n", service.display(), db.display());
+        println!(
+            "Diagnosing: {} diagnose --db {} --cluster duration\n",
+            service.display(),
+            db.display()
+        );
         let mut diag = Command::new(&service);
         diag.arg("diagnose")
             .arg("--db")
@@ -643,7 +678,9 @@ fn print_clients(
     labels: &BTreeMap<String, String>,
 ) {
     let first_bad = (args.clients - args.bad) as usize;
-    println!("\nClients (the diagnosis did not see this table: no client or rmem fact is recorded):");
+    println!(
+        "\nClients (the diagnosis did not see this table: no client or rmem fact is recorded):"
+    );
     println!("  client  net.ipv4.tcp_rmem      mean fetch (traced)  runs labelled");
     for c in 0..args.clients as usize {
         let times: Vec<f64> = fetches

@@ -32,11 +32,12 @@ pub fn read_summary(path: &Path) -> anyhow::Result<Summary> {
     Ok(summary)
 }
 
-/// The summary files a path names: the file itself, or a folder's regular
-/// files (not recursively; hidden files, such as a spool's writes in
-/// progress, and a spool's `.reason` notes are skipped), in name order.
+/// The summary files a path names: the file itself, or a folder's
+/// `*.summary` files (not recursively: a spool's `rejected/` stays out), in
+/// name order. Hidden files (a spool's writes in progress) are skipped.
 pub fn summary_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
     if !meta.is_dir() {
         return Ok(vec![path.to_path_buf()]);
     }
@@ -47,7 +48,7 @@ pub fn summary_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
         let entry = entry.with_context(|| format!("cannot list {}", path.display()))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with('.') || name.ends_with(".reason") {
+        if name.starts_with('.') || !name.ends_with(SUMMARY_SUFFIX) {
             continue;
         }
         let kind = entry
@@ -60,6 +61,9 @@ pub fn summary_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
     files.sort();
     Ok(files)
 }
+
+/// How summary files in a folder are named (as in a spool).
+pub const SUMMARY_SUFFIX: &str = ".summary";
 
 /// Reads every summary under `paths`.
 pub fn read_all(paths: &[PathBuf]) -> anyhow::Result<Vec<Summary>> {

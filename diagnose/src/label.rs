@@ -24,7 +24,7 @@ pub struct Clusters {
     pub good: (f64, f64),
     /// Smallest and largest value of the bad cluster.
     pub bad: (f64, f64),
-    /// Midpoint between the clusters: the boundary.
+    /// The boundary: the geometric midpoint between the clusters.
     pub boundary: f64,
 }
 
@@ -94,8 +94,8 @@ fn socket_bytes(summary: &Summary) -> f64 {
         .sum()
 }
 
-/// Labels runs by clustering their duration or throughput; the better
-/// cluster is `good`.
+/// Labels runs by clustering their duration or throughput (on a log
+/// scale); the better cluster is `good`.
 pub fn by_cluster(summaries: &[Summary], by: ClusterBy) -> anyhow::Result<Labelling> {
     let (values, unit): (Vec<f64>, &'static str) = match by {
         ClusterBy::Duration => (
@@ -116,9 +116,14 @@ pub fn by_cluster(summaries: &[Summary], by: ClusterBy) -> anyhow::Result<Labell
             (v, "B/s")
         }
     };
-    let mut sorted = values.clone();
-    sorted.sort_by(f64::total_cmp);
-    let Some(split) = two_means(&sorted) else {
+    // Cluster on the logarithm: slowness is relative (twice as slow is the
+    // same step at 0.2 s as at 2 s), and a few very slow runs must not pull
+    // the boundary into the middle of the others.
+    let logs: Vec<f64> = values.iter().map(|v| v.max(1e-12).ln()).collect();
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&a, &b| logs[a].total_cmp(&logs[b]));
+    let sorted_logs: Vec<f64> = order.iter().map(|&i| logs[i]).collect();
+    let Some(split) = two_means(&sorted_logs) else {
         bail!(
             "cannot find performance clusters: {} run(s), all with the same {}",
             values.len(),
@@ -128,24 +133,27 @@ pub fn by_cluster(summaries: &[Summary], by: ClusterBy) -> anyhow::Result<Labell
             }
         );
     };
+    let sorted: Vec<f64> = order.iter().map(|&i| values[i]).collect();
     let low = (sorted[0], sorted[split - 1]);
     let high = (sorted[split], sorted[sorted.len() - 1]);
-    let boundary = low.1 + (high.0 - low.1) / 2.0;
+    // The geometric midpoint: the middle of the gap on the log scale.
+    let boundary = (low.1.max(1e-12) * high.0).sqrt();
     // Short durations and high throughputs are good.
     let (good, bad, good_is_low) = match by {
         ClusterBy::Duration => (low, high, true),
         ClusterBy::Throughput => (high, low, false),
     };
-    let labels = values
-        .iter()
-        .map(|v| u32::from((*v < boundary) != good_is_low))
-        .collect();
+    let mut labels = vec![0u32; values.len()];
+    for (rank, &i) in order.iter().enumerate() {
+        let in_low = rank < split;
+        labels[i] = u32::from(in_low != good_is_low);
+    }
     let name = match by {
         ClusterBy::Duration => "duration",
         ClusterBy::Throughput => "throughput",
     };
     Ok(Labelling {
-        method: format!("clustered by {name} (two clusters, natural breaks)"),
+        method: format!("clustered by {name} (two clusters, natural breaks on a log scale)"),
         classes: vec!["good".into(), "bad".into()],
         labels,
         clusters: Some(Clusters {

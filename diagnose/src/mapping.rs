@@ -99,7 +99,8 @@ mod tests {
 
     #[test]
     fn custom_file_replaces_default() {
-        let m = Mapping::from_toml("[merge]\nread = [\"read\", \"recvfrom\", \"recvmsg\"]\n").unwrap();
+        let m =
+            Mapping::from_toml("[merge]\nread = [\"read\", \"recvfrom\", \"recvmsg\"]\n").unwrap();
         assert_eq!(m.map("recvmsg"), "read");
         assert_eq!(m.map("poll"), "poll");
     }

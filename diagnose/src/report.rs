@@ -131,11 +131,7 @@ pub fn text(d: &Diagnosis) -> String {
             o.push('\n');
         }
         if d.outside.len() > 20 {
-            let _ = writeln!(
-                o,
-                "  ... and {} more (see --json)",
-                d.outside.len() - 20
-            );
+            let _ = writeln!(o, "  ... and {} more (see --json)", d.outside.len() - 20);
         }
     }
     o
@@ -191,8 +187,11 @@ pub fn json(d: &Diagnosis) -> Value {
                 .iter()
                 .enumerate()
                 .map(|(c, pc)| {
-                    let means: serde_json::Map<String, Value> =
-                        pc.means.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+                    let means: serde_json::Map<String, Value> = pc
+                        .means
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), json!(v)))
+                        .collect();
                     (
                         data.classes[c].clone(),
                         json!({"runs": pc.runs, "runs_with": pc.runs_with, "mean": means}),
@@ -262,9 +261,11 @@ fn numeric_svg(d: &Diagnosis, values: &[f64], lines: &[f64]) -> String {
     let (mut lo, mut hi) = all.fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
         (l.min(*v), h.max(*v))
     });
-    if !(hi > lo) {
-        lo -= 1.0;
-        hi += 1.0;
+    // No values, or all equal: give the axis some height.
+    if !(lo.is_finite() && hi.is_finite()) {
+        (lo, hi) = (0.0, 1.0);
+    } else if hi <= lo {
+        (lo, hi) = (lo - 1.0, hi + 1.0);
     }
     let pad = (hi - lo) * 0.05;
     let (lo, hi) = (lo - pad, hi + pad);
@@ -410,11 +411,7 @@ pub fn html(d: &Diagnosis) -> String {
             cl.unit
         );
     }
-    let _ = writeln!(
-        o,
-        ". {} attributes.</p>",
-        data.attributes.len()
-    );
+    let _ = writeln!(o, ". {} attributes.</p>", data.attributes.len());
     if d.rules.is_empty() {
         o.push_str("<p>No rules: no attribute separates the classes.</p>\n");
     }

@@ -177,15 +177,17 @@ pub fn rule_text(paths: &[Path], data: &Dataset) -> String {
         }
     }
     if classes.len() <= 1 {
-        let class = classes.first().map_or("?", |c| data.classes[*c as usize].as_str());
+        let class = classes
+            .first()
+            .map_or("?", |c| data.classes[*c as usize].as_str());
         return format!("always {class}");
     }
     let mut parts = Vec::new();
     for (i, class) in classes.iter().enumerate() {
         let name = &data.classes[*class as usize];
         if i + 1 == classes.len() {
-            parts.push(format!("else {name}"));
-            break;
+            let rules = parts.join("; ");
+            return format!("{rules} else {name}");
         }
         let of_class: Vec<&Path> = paths.iter().filter(|p| p.class == *class).collect();
         let alternatives: Vec<String> = of_class
@@ -218,8 +220,9 @@ fn tested_attributes(paths: &[Path]) -> Vec<usize> {
 }
 
 /// The research's Algorithm 1: up to `top` trees, each built without the
-/// root attributes of the trees before it; stops early when no tree can be
-/// built (no split improves on the majority class).
+/// root attributes of the trees before it (and their per-fd-kind twins);
+/// stops early when no tree can be built (no split improves on the majority
+/// class).
 pub fn top_rules(data: &Dataset, params: &TreeParams, top: usize) -> Vec<Rule> {
     let sorted = Presorted::new(data);
     // Constant attributes cannot split; leaving them out saves their scans.
@@ -243,7 +246,25 @@ pub fn top_rules(data: &Dataset, params: &TreeParams, top: usize) -> Vec<Rule> {
             tree,
             paths,
         });
+        // Remove the root attribute, and with it its per-fd-kind twins
+        // (`num_read` with `num_read@socket`, ...): they usually carry the
+        // same information and would only repeat the rule.
+        let family = family_of(&data.attributes[root].name);
+        for (a, attr) in data.attributes.iter().enumerate() {
+            if family_of(&attr.name) == family {
+                active[a] = false;
+            }
+        }
         active[root] = false;
     }
     rules
+}
+
+/// An attribute's name without its fd-kind suffix (`num_read@socket` ->
+/// `num_read`).
+fn family_of(name: &str) -> &str {
+    if name.starts_with("fact.") {
+        return name;
+    }
+    name.split_once('@').map_or(name, |(plain, _)| plain)
 }

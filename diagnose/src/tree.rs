@@ -156,24 +156,43 @@ impl Tree {
 }
 
 /// Every numeric attribute's rows in increasing order of value, computed
-/// once per dataset.
+/// once per dataset. Each entry is a row index whose top bit is set when its
+/// value differs from the previous entry's: a scan then knows where values
+/// change without reading them.
 #[derive(Debug, Clone)]
 pub struct Presorted {
     order: Vec<Option<Vec<u32>>>,
 }
 
+/// Marks an entry of [`Presorted`] whose value differs from the one before.
+const NEW_VALUE: u32 = 1 << 31;
+
+/// Most runs a tree is grown from (row indices keep one bit for
+/// [`NEW_VALUE`]).
+pub const MAX_ROWS: usize = (NEW_VALUE - 1) as usize;
+
 impl Presorted {
-    /// Sorts every numeric attribute of `data` (in parallel).
+    /// Sorts every numeric attribute of `data` (in parallel). Datasets have
+    /// at most [`MAX_ROWS`] rows; the rows beyond are ignored.
     pub fn new(data: &Dataset) -> Presorted {
         let order = data
             .attributes
             .par_iter()
             .map(|a| match &a.column {
                 Column::Numeric(values) => {
-                    let mut idx: Vec<u32> = (0..values.len() as u32).collect();
+                    let n = values.len().min(MAX_ROWS);
+                    let mut idx: Vec<u32> = (0..n as u32).collect();
                     idx.sort_unstable_by(|&x, &y| {
                         values[x as usize].total_cmp(&values[y as usize])
                     });
+                    let mut previous: Option<f64> = None;
+                    for e in idx.iter_mut() {
+                        let v = values[*e as usize];
+                        if previous != Some(v) {
+                            *e |= NEW_VALUE;
+                        }
+                        previous = Some(v);
+                    }
                     Some(idx)
                 }
                 Column::Categorical { .. } => None,
@@ -191,7 +210,13 @@ impl NLogN {
     fn new(max: usize) -> NLogN {
         NLogN(
             (0..=max)
-                .map(|n| if n == 0 { 0.0 } else { n as f64 * (n as f64).log2() })
+                .map(|n| {
+                    if n == 0 {
+                        0.0
+                    } else {
+                        n as f64 * (n as f64).log2()
+                    }
+                })
                 .collect(),
         )
     }
@@ -229,7 +254,9 @@ enum CandidateKind {
         below: Vec<usize>,
     },
     /// (level code, class counts) per branch, in level order.
-    Categorical { branches: Vec<(u32, Vec<usize>)> },
+    Categorical {
+        branches: Vec<(u32, Vec<usize>)>,
+    },
 }
 
 /// A node while the tree grows, stored in an arena.
@@ -277,6 +304,7 @@ pub fn build(data: &Dataset, sorted: &Presorted, active: &[bool], params: &TreeP
     let k = data.classes.len();
     let nlogn = NLogN::new(rows);
     let min_leaf = params.min_leaf.max(1);
+    let class_bits = k.max(2).next_power_of_two().trailing_zeros();
 
     let mut arena = vec![Slot::Open {
         counts: data.class_counts(),
@@ -308,16 +336,30 @@ pub fn build(data: &Dataset, sorted: &Presorted, active: &[bool], params: &TreeP
                 _ => vec![0; k],
             })
             .collect();
-        for r in 0..rows {
-            let j = node_of[r];
-            if j != DONE && !splittable[j as usize] {
-                node_of[r] = DONE;
+        for j in node_of.iter_mut() {
+            if *j != DONE && !splittable[*j as usize] {
+                *j = DONE;
             }
         }
 
+        // Node and class of every run in one word: one load per run in the
+        // scans.
+        let codes: Vec<u32> = node_of
+            .iter()
+            .zip(&data.labels)
+            .map(|(&j, &l)| {
+                if j == DONE {
+                    DONE
+                } else {
+                    (j << class_bits) | l
+                }
+            })
+            .collect();
         let scan = Scan {
             data,
             node_of: &node_of,
+            codes: &codes,
+            class_bits,
             totals: &totals,
             splittable: &splittable,
             nlogn: &nlogn,
@@ -561,6 +603,9 @@ fn choose<'a>(
 struct Scan<'a> {
     data: &'a Dataset,
     node_of: &'a [u32],
+    /// Per run: `node << class_bits | class`, or DONE.
+    codes: &'a [u32],
+    class_bits: u32,
     totals: &'a [Vec<usize>],
     splittable: &'a [bool],
     nlogn: &'a NLogN,
@@ -581,49 +626,69 @@ impl Scan<'_> {
     fn numeric(&self, a: usize, values: &[f64], order: &[u32]) -> Vec<Option<Candidate>> {
         let nodes = self.totals.len();
         let k = self.data.classes.len();
-        let labels = &self.data.labels;
+        let class_mask = (1u32 << self.class_bits) - 1;
+        let nlogn = self.nlogn;
+        let row = |p: usize| (order[p] & !NEW_VALUE) as usize;
         let mut state = vec![NumericState::default(); nodes];
         let mut below = vec![0usize; nodes * k];
         let mut best_below = vec![0usize; nodes * k];
-        for &r in order {
-            let r = r as usize;
-            let j = self.node_of[r];
-            if j == DONE {
+        // Counts distinct values so far: a node's rows on either side of a
+        // change of `group` have different values.
+        let mut group: u32 = 0;
+        for (p, &entry) in order.iter().enumerate() {
+            group += entry >> 31;
+            let code = self.codes[(entry & !NEW_VALUE) as usize];
+            if code == DONE {
                 continue;
             }
-            let j = j as usize;
-            let v = values[r];
+            let j = (code >> self.class_bits) as usize;
+            let class = (code & class_mask) as usize;
             let st = &mut state[j];
-            if st.seen > 0 && v > st.last {
+            if st.seen > 0 && st.last_group != group {
                 let n = st.n;
                 let rest = n - st.seen;
                 if st.seen >= self.min_leaf && rest >= self.min_leaf {
                     let b = &below[j * k..(j + 1) * k];
                     let total = &self.totals[j];
-                    let mut children = self.nlogn.get(st.seen) + self.nlogn.get(rest);
-                    for c in 0..k {
-                        children -= self.nlogn.get(b[c]) + self.nlogn.get(total[c] - b[c]);
+                    let mut children = nlogn.get(st.seen) + nlogn.get(rest);
+                    if k == 2 {
+                        children -= nlogn.get(b[0])
+                            + nlogn.get(b[1])
+                            + nlogn.get(total[0] - b[0])
+                            + nlogn.get(total[1] - b[1]);
+                    } else {
+                        for c in 0..k {
+                            children -= nlogn.get(b[c]) + nlogn.get(total[c] - b[c]);
+                        }
                     }
-                    let gap = v - st.last;
                     let tol = EPS * n as f64;
-                    if children < st.best_children - tol
-                        || ((children - st.best_children).abs() <= tol && gap > st.best_gap)
-                    {
+                    let better = if children < st.best_children - tol {
+                        true
+                    } else if children <= st.best_children + tol {
+                        // Equal gain: keep the cut in the wider gap. Rare
+                        // enough to read the values here.
+                        let gap = values[row(p)] - values[row(st.last_pos)];
+                        gap > values[row(st.best_hi)] - values[row(st.best_lo)]
+                    } else {
+                        false
+                    };
+                    if better {
                         st.best_children = children;
-                        st.best_gap = gap;
-                        st.best_threshold = midpoint(st.last, v);
+                        st.best_lo = st.last_pos;
+                        st.best_hi = p;
                         st.best_seen = st.seen;
                         best_below[j * k..(j + 1) * k].copy_from_slice(b);
                     }
                 }
             }
             if st.seen == 0 {
-                st.first = v;
+                st.first_pos = p;
                 st.n = self.totals[j].iter().sum();
             }
             st.seen += 1;
-            st.last = v;
-            below[j * k + labels[r] as usize] += 1;
+            st.last_group = group;
+            st.last_pos = p;
+            below[j * k + class] += 1;
         }
         (0..nodes)
             .map(|j| {
@@ -632,20 +697,20 @@ impl Scan<'_> {
                     return None;
                 }
                 let n = st.n as f64;
-                let parent = self.nlogn.weighted_entropy(&self.totals[j]);
+                let parent = nlogn.weighted_entropy(&self.totals[j]);
                 let gain = (parent - st.best_children) / n;
-                let split_info = (self.nlogn.get(st.n)
-                    - self.nlogn.get(st.best_seen)
-                    - self.nlogn.get(st.n - st.best_seen))
-                    / n;
-                let range = st.last - st.first;
+                let split_info =
+                    (nlogn.get(st.n) - nlogn.get(st.best_seen) - nlogn.get(st.n - st.best_seen))
+                        / n;
+                let (lo, hi) = (values[row(st.best_lo)], values[row(st.best_hi)]);
+                let range = values[row(st.last_pos)] - values[row(st.first_pos)];
                 Some(Candidate {
                     attribute: a,
                     gain,
                     split_info,
-                    margin: if range > 0.0 { st.best_gap / range } else { 0.0 },
+                    margin: if range > 0.0 { (hi - lo) / range } else { 0.0 },
                     kind: CandidateKind::Numeric {
-                        threshold: st.best_threshold,
+                        threshold: midpoint(lo, hi),
                         below: best_below[j * k..(j + 1) * k].to_vec(),
                     },
                 })
@@ -715,17 +780,23 @@ fn midpoint(lo: f64, hi: f64) -> f64 {
     }
 }
 
+/// One node's progress through one attribute's sorted rows. Positions
+/// index the sorted order.
 #[derive(Debug, Clone, Copy)]
 struct NumericState {
     /// Runs of the node in the scan so far.
     seen: usize,
     /// Runs of the node.
     n: usize,
-    first: f64,
-    last: f64,
+    first_pos: usize,
+    last_pos: usize,
+    last_group: u32,
+    /// `n·H` of the best cut's children (lower is better).
     best_children: f64,
-    best_gap: f64,
-    best_threshold: f64,
+    /// Positions of the values the best cut lies between.
+    best_lo: usize,
+    best_hi: usize,
+    /// Runs below the best cut (0: none found).
     best_seen: usize,
 }
 
@@ -734,11 +805,12 @@ impl Default for NumericState {
         NumericState {
             seen: 0,
             n: 0,
-            first: 0.0,
-            last: 0.0,
+            first_pos: 0,
+            last_pos: 0,
+            last_group: 0,
             best_children: f64::INFINITY,
-            best_gap: 0.0,
-            best_threshold: 0.0,
+            best_lo: 0,
+            best_hi: 0,
             best_seen: 0,
         }
     }

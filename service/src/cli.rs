@@ -29,7 +29,10 @@ pub enum Command {
     /// Set or show what devices of a group should trace.
     #[command(subcommand)]
     Directive(DirectiveCommand),
-    //DIAG Diagnose
+    /// Explain with rules why some runs are slow (from the store or files).
+    Diagnose(diagnose::cli::DiagnoseArgs),
+    /// The research's case study end to end.
+    Demo(diagnose::cli::DemoArgs),
 }
 
 /// The database file.
@@ -123,7 +126,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Directive(d) => directive(d),
-        //DIAG run
+        Command::Diagnose(args) => diagnose::cli::run(args, &crate::source::SqliteSource),
+        Command::Demo(args) => diagnose::cli::demo(args),
     }
 }
 

@@ -111,9 +111,17 @@ mod tests {
 
     #[test]
     fn parses_valid_directives() {
-        let d = Directive::parse("phones", Some("curl"), Some("read, write,openat"), Some("22:00-06:30"))
-            .unwrap();
-        assert_eq!(d.only.as_deref(), Some(&["read".to_string(), "write".into(), "openat".into()][..]));
+        let d = Directive::parse(
+            "phones",
+            Some("curl"),
+            Some("read, write,openat"),
+            Some("22:00-06:30"),
+        )
+        .unwrap();
+        assert_eq!(
+            d.only.as_deref(),
+            Some(&["read".to_string(), "write".into(), "openat".into()][..])
+        );
         assert_eq!(parse_window("22:00-06:30").unwrap(), (1320, 390));
         let json = serde_json::to_value(&d).unwrap();
         assert_eq!(json["match"], "curl");
@@ -126,10 +134,17 @@ mod tests {
     #[test]
     fn refuses_bad_directives() {
         let err = |r: anyhow::Result<Directive>| format!("{:#}", r.unwrap_err());
-        assert!(err(Directive::parse("g", None, Some("read,notacall"), None)).contains("unknown syscall `notacall`"));
+        assert!(
+            err(Directive::parse("g", None, Some("read,notacall"), None))
+                .contains("unknown syscall `notacall`")
+        );
         assert!(err(Directive::parse("g", None, Some(" , "), None)).contains("at least one"));
         assert!(err(Directive::parse("g", None, None, Some("24:00-01:00"))).contains("bad start"));
-        assert!(err(Directive::parse("g", None, None, Some("0100-0200"))).contains("HH:MM-HH:MM"));
+        assert!(err(Directive::parse("g", None, None, Some("0100-0200")))
+            .contains("bad start `0100`: expected HH:MM"));
+        assert!(
+            err(Directive::parse("g", None, None, Some("01:00"))).contains("must be HH:MM-HH:MM")
+        );
         assert!(err(Directive::parse("g", None, None, Some("01:00-01:00"))).contains("empty"));
         assert!(err(Directive::parse("", None, None, None)).contains("group"));
     }

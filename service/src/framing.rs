@@ -118,7 +118,7 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let a = vec![7u8; 3];
+        let a = [7u8; 3];
         let b = vec![9u8; 300];
         let body = join([&a[..], &b[..], &[][..]]);
         assert_eq!(&body[..1], &[3]);

@@ -19,6 +19,7 @@ pub struct Metrics {
     commit_seconds: Histogram,
     commit_runs: Histogram,
     commit_failures: IntCounter,
+    housekeeping_failures: IntCounter,
 }
 
 fn counter(name: &str, help: &str) -> IntCounter {
@@ -29,13 +30,21 @@ impl Metrics {
     /// Fresh metrics, all zero.
     pub fn new() -> Metrics {
         let requests = IntCounterVec::new(
-            Opts::new("edge_service_http_requests_total", "HTTP requests by route and status"),
+            Opts::new(
+                "edge_service_http_requests_total",
+                "HTTP requests by route and status",
+            ),
             &["route", "status"],
         )
         .expect("static metric definition");
         let request_seconds = HistogramVec::new(
-            HistogramOpts::new("edge_service_http_request_seconds", "HTTP request latency by route")
-                .buckets(vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0]),
+            HistogramOpts::new(
+                "edge_service_http_request_seconds",
+                "HTTP request latency by route",
+            )
+            .buckets(vec![
+                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+            ]),
             &["route"],
         )
         .expect("static metric definition");
@@ -48,23 +57,40 @@ impl Metrics {
             "Summaries acknowledged again (already stored)",
         );
         let rejected = IntCounterVec::new(
-            Opts::new("edge_service_summaries_rejected_total", "Summaries rejected, by reason"),
+            Opts::new(
+                "edge_service_summaries_rejected_total",
+                "Summaries rejected, by reason",
+            ),
             &["reason"],
         )
         .expect("static metric definition");
         let commit_seconds = Histogram::with_opts(
-            HistogramOpts::new("edge_service_store_commit_seconds", "Store transaction latency (group commit)")
-                .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0]),
+            HistogramOpts::new(
+                "edge_service_store_commit_seconds",
+                "Store transaction latency (group commit)",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+            ]),
         )
         .expect("static metric definition");
         let commit_runs = Histogram::with_opts(
-            HistogramOpts::new("edge_service_store_commit_runs", "Runs written per store transaction")
-                .buckets(vec![1.0, 10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2000.0, 4096.0]),
+            HistogramOpts::new(
+                "edge_service_store_commit_runs",
+                "Runs written per store transaction",
+            )
+            .buckets(vec![
+                1.0, 10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2000.0, 4096.0,
+            ]),
         )
         .expect("static metric definition");
         let commit_failures = counter(
             "edge_service_store_commit_failures_total",
             "Store transactions that failed (nothing of them stored)",
+        );
+        let housekeeping_failures = counter(
+            "edge_service_store_housekeeping_failures_total",
+            "Store housekeeping runs (checkpoints) that failed",
         );
         let registry = Registry::new();
         for c in [
@@ -76,6 +102,7 @@ impl Metrics {
             Box::new(commit_seconds.clone()),
             Box::new(commit_runs.clone()),
             Box::new(commit_failures.clone()),
+            Box::new(housekeeping_failures.clone()),
         ] {
             registry.register(c).expect("metric names are unique");
         }
@@ -89,7 +116,13 @@ impl Metrics {
             commit_seconds,
             commit_runs,
             commit_failures,
+            housekeeping_failures,
         }
+    }
+
+    /// Counts a failed housekeeping run.
+    pub fn count_housekeeping_failure(&self) {
+        self.housekeeping_failures.inc();
     }
 
     /// Counts one answered request.

@@ -2,7 +2,9 @@
 //! device makes them: syscall events folded by agent-core's `Collector`.
 
 use agent_core::facts::truncated;
-use agent_core::{Arch, Collector, Exit, Facts, FdKind, Overflow, RunRecord, Summary, SyscallEvent, SyscallId};
+use agent_core::{
+    Arch, Collector, Exit, Facts, FdKind, Overflow, RunRecord, Summary, SyscallEvent, SyscallId,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -56,7 +58,11 @@ pub fn summary(seed: u64, events: u32, group: Option<&str>) -> Summary {
             .unwrap_or(&MIX[0]);
         let id = SyscallId::from_name(name).unwrap_or(SyscallId::UNKNOWN);
         let nr = id.to_raw(Arch::X86_64).unwrap_or(0);
-        let scale = if slow && fd_kind == FdKind::Socket { 4 } else { 1 };
+        let scale = if slow && fd_kind == FdKind::Socket {
+            4
+        } else {
+            1
+        };
         let duration = rng.random_range(typical / 4..=typical * 2) * scale;
         let failed = errno != 0 && rng.random_bool(0.08);
         let ret = if failed {

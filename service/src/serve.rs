@@ -26,10 +26,12 @@ pub struct ServeOptions {
     pub busy_timeout: Duration,
 }
 
-/// Opens connections to the SQLite file at `db`.
+/// Opens the server's connections to the SQLite file at `db`. Checkpoints
+/// are left mostly to the server's housekeeping thread.
 pub fn sqlite_opener(db: PathBuf, busy_timeout: Duration) -> StoreOpener {
     Arc::new(move || {
         SqliteStore::open(&db, busy_timeout)
+            .and_then(|s| s.defer_checkpoints().map(|()| s))
             .map(|s| Box::new(s) as Box<dyn Store>)
             .map_err(|e| StoreError::Failed(format!("{e:#}")))
     })
@@ -53,8 +55,12 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         Some((cert, key)) => Some(crate::tls::server_config(cert, key)?),
         None => None,
     };
-    let app = App::new(sqlite_opener(opts.db.clone(), opts.busy_timeout), auth, Metrics::new())
-        .with_context(|| format!("cannot open the store {}", opts.db.display()))?;
+    let app = App::new(
+        sqlite_opener(opts.db.clone(), opts.busy_timeout),
+        auth,
+        Metrics::new(),
+    )
+    .with_context(|| format!("cannot open the store {}", opts.db.display()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -66,7 +72,10 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         let local = tcp.local_addr()?;
         let scheme = if tls.is_some() { "https" } else { "http" };
         // Tests and scripts read this line to learn the port of `:0`.
-        println!("edge-service listening on {scheme}://{local} (db {})", opts.db.display());
+        println!(
+            "edge-service listening on {scheme}://{local} (db {})",
+            opts.db.display()
+        );
         let routes = router(app);
         match tls {
             Some(config) => {

@@ -3,7 +3,7 @@
 //! a status and a JSON `{"error": ...}` body.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, FromRequest, MatchedPath, Path, Query, Request, State};
@@ -52,7 +52,9 @@ pub struct App {
 
 impl std::fmt::Debug for App {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("App").field("auth", &self.auth).finish_non_exhaustive()
+        f.debug_struct("App")
+            .field("auth", &self.auth)
+            .finish_non_exhaustive()
     }
 }
 
@@ -61,6 +63,7 @@ impl App {
     pub fn new(open_store: StoreOpener, auth: Auth, metrics: Metrics) -> anyhow::Result<Arc<App>> {
         let store = open_store()?;
         let writer = Writer::start(store, metrics.clone())?;
+        start_housekeeping(open_store()?, &metrics)?;
         Ok(Arc::new(App {
             auth,
             writer,
@@ -107,20 +110,47 @@ impl App {
         let Auth::Tokens(tokens) = &self.auth else {
             return Ok(None);
         };
-        let value = headers
-            .get(header::AUTHORIZATION)
-            .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "missing Authorization: Bearer token"))?;
+        let value = headers.get(header::AUTHORIZATION).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "missing Authorization: Bearer token",
+            )
+        })?;
         let token = value
             .to_str()
             .ok()
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim)
-            .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "Authorization must be `Bearer <token>`"))?;
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "Authorization must be `Bearer <token>`",
+                )
+            })?;
         tokens
             .group_of(token)
             .map(|g| Some(g.to_string()))
             .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "unknown token"))
     }
+}
+
+/// How often the housekeeping thread runs.
+const HOUSEKEEPING_EVERY: Duration = Duration::from_millis(250);
+
+/// Runs the store's housekeeping on a thread of its own for the life of
+/// the process.
+fn start_housekeeping(mut store: Box<dyn Store>, metrics: &Metrics) -> std::io::Result<()> {
+    let metrics = metrics.clone();
+    std::thread::Builder::new()
+        .name("store-housekeeping".into())
+        .spawn(move || loop {
+            std::thread::sleep(HOUSEKEEPING_EVERY);
+            if let Err(e) = store.housekeeping() {
+                metrics.count_housekeeping_failure();
+                eprintln!("edge-service: store housekeeping: {e}");
+            }
+        })?;
+    Ok(())
 }
 
 /// A refusal: status, message, and for 503 when to retry.
@@ -224,7 +254,10 @@ fn is_ingest_content_type(headers: &HeaderMap) -> bool {
         .is_some_and(|media| media.trim().eq_ignore_ascii_case(CONTENT_TYPE))
 }
 
-async fn post_summaries(State(app): State<Arc<App>>, req: Request) -> Result<Json<Value>, ApiError> {
+async fn post_summaries(
+    State(app): State<Arc<App>>,
+    req: Request,
+) -> Result<Json<Value>, ApiError> {
     let token_group = app.authenticate(req.headers())?;
     if !is_ingest_content_type(req.headers()) {
         return Err(ApiError::new(
@@ -310,7 +343,10 @@ struct GroupQuery {
 /// The group a read request is about: the token's; on an open server the
 /// `group` parameter (`default` if absent). Asking a token for another
 /// group's data is refused.
-fn group_for_read(token_group: Option<String>, asked: Option<String>) -> Result<Option<String>, ApiError> {
+fn group_for_read(
+    token_group: Option<String>,
+    asked: Option<String>,
+) -> Result<Option<String>, ApiError> {
     match (token_group, asked) {
         (Some(mine), Some(asked)) if asked != mine => Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -329,7 +365,11 @@ async fn get_directive(
     let group = group_for_read(app.authenticate(&headers)?, q.group)?
         .unwrap_or_else(|| ingest::DEFAULT_GROUP.to_string());
     let directive = app
-        .read(move |store| Ok(store.directive(&group)?.unwrap_or_else(|| Directive::empty(&group))))
+        .read(move |store| {
+            Ok(store
+                .directive(&group)?
+                .unwrap_or_else(|| Directive::empty(&group)))
+        })
         .await?;
     Ok(Json(serde_json::to_value(directive).unwrap_or(Value::Null)))
 }
@@ -365,7 +405,9 @@ async fn get_runs(
         limit: Some(limit),
     };
     let runs = app.read(move |store| store.runs(&filter)).await?;
-    Ok(Json(json!({ "runs": runs.iter().map(|r| r.to_json()).collect::<Vec<_>>() })))
+    Ok(Json(
+        json!({ "runs": runs.iter().map(|r| r.to_json()).collect::<Vec<_>>() }),
+    ))
 }
 
 async fn get_run(
@@ -375,17 +417,22 @@ async fn get_run(
 ) -> Result<Json<Value>, ApiError> {
     let token_group = app.authenticate(&headers)?;
     let id = summary_view::id_from_hex(&id_text.to_ascii_lowercase()).ok_or_else(|| {
-        ApiError::new(StatusCode::BAD_REQUEST, format!("`{id_text}` is not a 32-hex-digit run id"))
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("`{id_text}` is not a 32-hex-digit run id"),
+        )
     })?;
     let not_found = || ApiError::new(StatusCode::NOT_FOUND, format!("no run {id_text}"));
-    let stored = app.read(move |store| store.run(&id)).await?.ok_or_else(not_found)?;
+    let stored = app
+        .read(move |store| store.run(&id))
+        .await?
+        .ok_or_else(not_found)?;
     // Another group's run is not shown, nor is its existence confirmed.
     if token_group.is_some_and(|g| g != stored.group) {
         return Err(not_found());
     }
-    let summary = agent_core::Summary::decode(&stored.raw).map_err(|e| {
-        ApiError::internal(format!("stored run {id_text} no longer decodes: {e}"))
-    })?;
+    let summary = agent_core::Summary::decode(&stored.raw)
+        .map_err(|e| ApiError::internal(format!("stored run {id_text} no longer decodes: {e}")))?;
     let mut view = summary_view::to_json(&summary);
     view["group"] = json!(stored.group);
     Ok(Json(view))
@@ -393,7 +440,10 @@ async fn get_run(
 
 async fn get_metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         app.metrics.render(),
     )
 }

@@ -41,7 +41,9 @@ impl Tokens {
                 bail!("line {line_no}: expected `GROUP TOKEN`");
             };
             if !agent_core::facts::valid_value(group, agent_core::facts::FACT_VALUE_MAX) {
-                bail!("line {line_no}: group `{group}` is not a valid fact value (at most 40 bytes)");
+                bail!(
+                    "line {line_no}: group `{group}` is not a valid fact value (at most 40 bytes)"
+                );
             }
             if token.len() < MIN_TOKEN_LEN || !token.bytes().all(|b| b.is_ascii_graphic()) {
                 bail!(
@@ -95,10 +97,9 @@ mod tests {
 
     #[test]
     fn parses_and_looks_up() {
-        let t = Tokens::parse(
-            "# fleet\nphones  0123456789abcdef # eu\n\nlaptops fedcba9876543210\n",
-        )
-        .unwrap();
+        let t =
+            Tokens::parse("# fleet\nphones  0123456789abcdef # eu\n\nlaptops fedcba9876543210\n")
+                .unwrap();
         assert_eq!(t.len(), 2);
         assert_eq!(t.group_of("0123456789abcdef"), Some("phones"));
         assert_eq!(t.group_of("fedcba9876543210"), Some("laptops"));
@@ -113,7 +114,9 @@ mod tests {
         assert!(err("a b c\n").contains("expected"));
         assert!(err("# only a comment\n").contains("no `GROUP TOKEN` line"));
         assert!(err("g short\n").contains("at least 16"));
-        assert!(err("g 0123456789abcdef\nh 0123456789abcdef\n").contains("line 2: token given twice"));
+        assert!(
+            err("g 0123456789abcdef\nh 0123456789abcdef\n").contains("line 2: token given twice")
+        );
         let long_group = "g".repeat(41);
         assert!(err(&format!("{long_group} 0123456789abcdef\n")).contains("not a valid fact value"));
     }

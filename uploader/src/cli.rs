@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::conditions::{Conditions, LinuxPower, Unconditional};
+use crate::conditions::{Conditions, Unconditional};
 use crate::retry::Backoff;
 use crate::spool::Spool;
 use crate::tls::{parse_pin, TrustOptions};
@@ -30,10 +30,11 @@ pub struct UploadArgs {
     /// Accept only a server key with this SHA-256 of its SubjectPublicKeyInfo (base64; repeatable).
     #[arg(long = "pin-sha256", value_name = "BASE64")]
     pub pins: Vec<String>,
-    /// Upload only between these local times (may wrap past midnight), starting at a random moment.
+    /// Upload only between these local times (may wrap past midnight), starting at a random
+    /// moment [default: the window of the service's directive, else any time].
     #[arg(long, value_name = "HH:MM-HH:MM", conflicts_with = "now")]
     pub window: Option<Window>,
-    /// Upload now, whatever the time (the default when no --window is given).
+    /// Upload now, whatever the time (ignores the directive's window too).
     #[arg(long)]
     pub now: bool,
     /// Spool directory [default: $EDGE_AGENT_SPOOL, $XDG_STATE_HOME/edge-agent/spool or ~/.local/state/edge-agent/spool].
@@ -95,7 +96,7 @@ pub fn run(args: UploadArgs) -> anyhow::Result<ExitCode> {
     let conditions: Box<dyn Conditions> = if args.ignore_power {
         Box::new(Unconditional)
     } else {
-        Box::new(LinuxPower::default())
+        crate::conditions::platform()
     };
     run_with(args, conditions.as_ref())
 }
@@ -120,6 +121,34 @@ pub fn run_with(args: UploadArgs, conditions: &dyn Conditions) -> anyhow::Result
         return once(&args, &spool, &client, &mut pass, conditions);
     }
     daemon(&args, &spool, &client, &mut pass, conditions)
+}
+
+/// `--window`, else (without `--now`) the window of the service's
+/// directive stored by the last upload, else none.
+fn effective_window(args: &UploadArgs, spool: &Spool) -> Option<Window> {
+    match (args.window, args.now) {
+        (Some(w), _) => Some(w),
+        (None, true) => None,
+        (None, false) => directive_window(spool),
+    }
+}
+
+/// The `window` of the directives stored by the last upload, if valid.
+fn directive_window(spool: &Spool) -> Option<Window> {
+    let path = spool.dir().join(crate::spool::DIRECTIVES_FILE);
+    let text = std::fs::read(&path).ok()?;
+    let json: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    let window = json.get("window")?.as_str()?;
+    match window.parse() {
+        Ok(w) => Some(w),
+        Err(e) => {
+            eprintln!(
+                "upload: ignoring the directive's window in {}: {e}",
+                path.display()
+            );
+            None
+        }
+    }
 }
 
 fn endpoint(args: &UploadArgs) -> anyhow::Result<Endpoint> {
@@ -161,8 +190,8 @@ fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
 
 /// Whether to send now: `Ok(deadline)` to go (the window's end, if any),
 /// `Err(why)` when nothing is due now.
-fn due_now(args: &UploadArgs, spread: bool) -> Result<Option<Instant>, String> {
-    let Some(window) = args.window else {
+fn due_now(args: &UploadArgs, spool: &Spool, spread: bool) -> Result<Option<Instant>, String> {
+    let Some(window) = effective_window(args, spool) else {
         return Ok(None);
     };
     match window.position_now() {
@@ -189,7 +218,7 @@ fn once(
     pass: &mut PassOptions,
     conditions: &dyn Conditions,
 ) -> anyhow::Result<ExitCode> {
-    match due_now(args, true) {
+    match due_now(args, spool, true) {
         Err(why) => {
             eprintln!("upload: nothing due: {why}");
             return Ok(ExitCode::SUCCESS);
@@ -220,9 +249,9 @@ fn daemon(
     // before every pass.
     let mut spread = true;
     loop {
-        match due_now(args, spread) {
+        match due_now(args, spool, spread) {
             Err(why) => {
-                let wait = match args.window.map(|w| w.position_now()) {
+                let wait = match effective_window(args, spool).map(|w| w.position_now()) {
                     Some(Position::Closed { opens_in }) => opens_in,
                     _ => interval,
                 };
@@ -295,5 +324,89 @@ fn human(d: Duration) -> String {
         format!("{}m{:02}s", s / 60, s % 60)
     } else {
         format!("{}.{:01}s", s, d.subsec_millis() / 100)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct Cmd {
+        #[command(flatten)]
+        args: UploadArgs,
+    }
+
+    fn args(extra: &[&str]) -> UploadArgs {
+        let mut argv = vec!["upload", "--server", "https://edge.example"];
+        argv.extend_from_slice(extra);
+        Cmd::try_parse_from(argv).unwrap().args
+    }
+
+    #[test]
+    fn directive_window_applies_unless_overridden() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Spool::open(dir.path()).unwrap();
+        assert_eq!(effective_window(&args(&[]), &spool), None);
+        spool
+            .store_directives(br#"{"group": "g", "window": "01:00-04:00"}"#)
+            .unwrap();
+        let directive: Window = "01:00-04:00".parse().unwrap();
+        assert_eq!(effective_window(&args(&[]), &spool), Some(directive));
+        assert_eq!(effective_window(&args(&["--now"]), &spool), None);
+        let own: Window = "22:00-23:00".parse().unwrap();
+        assert_eq!(
+            effective_window(&args(&["--window", "22:00-23:00"]), &spool),
+            Some(own)
+        );
+        spool
+            .store_directives(br#"{"group": "g", "window": "25:00-04:00"}"#)
+            .unwrap();
+        assert_eq!(
+            effective_window(&args(&[]), &spool),
+            None,
+            "invalid: ignored"
+        );
+    }
+
+    #[test]
+    fn window_and_now_conflict_and_batch_is_bounded() {
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["upload", "--server", "https://edge.example"];
+            argv.extend_from_slice(extra);
+            Cmd::try_parse_from(argv)
+        };
+        assert!(parse(&["--now", "--window", "01:00-02:00"]).is_err());
+        assert!(parse(&["--batch", "0"]).is_err());
+        assert!(parse(&["--batch", "257"]).is_err());
+        assert!(parse(&["--window", "1-2"]).is_err());
+    }
+
+    #[test]
+    fn token_file_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "abc123\n# comment\n").unwrap();
+        assert_eq!(read_token(&path).unwrap(), "abc123");
+        std::fs::write(&path, "\n").unwrap();
+        assert!(read_token(&path).unwrap_err().to_string().contains("empty"));
+        std::fs::write(&path, "ab c\n").unwrap();
+        assert!(read_token(&path).is_err());
+        let missing = dir.path().join("missing");
+        assert!(read_token(&missing)
+            .unwrap_err()
+            .to_string()
+            .contains("missing"));
+    }
+
+    #[test]
+    fn plain_http_elsewhere_is_refused_before_anything_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = args(&["--once", "--now"]);
+        a.server = "http://192.0.2.1:8080".into();
+        a.spool = Some(dir.path().join("spool"));
+        let err = run_with(a, &Unconditional).unwrap_err().to_string();
+        assert!(err.contains("only allowed to a loopback"), "{err}");
     }
 }

@@ -282,11 +282,7 @@ impl Spool {
     /// once. With `wait`, blocks until the other uploader is done; without,
     /// returns `None` when it is held.
     pub fn lock_upload(&self, wait: bool) -> Result<Option<SpoolLock>, SpoolError> {
-        match self.lock_file(UPLOAD_LOCK, wait) {
-            Ok(lock) => Ok(Some(lock)),
-            Err(e) if !wait && e.reason == WOULD_BLOCK => Ok(None),
-            Err(e) => Err(e),
-        }
+        self.lock_file(UPLOAD_LOCK, wait)
     }
 
     /// Summaries dropped (spool full) and not yet reported in a summary.
@@ -294,7 +290,9 @@ impl Spool {
         self.read_dropped()
     }
 
-    fn lock_file(&self, name: &str, wait: bool) -> Result<SpoolLock, SpoolError> {
+    /// Takes an exclusive flock on `name`; `None` when it is held elsewhere
+    /// and `wait` is false.
+    fn lock_file(&self, name: &str, wait: bool) -> Result<Option<SpoolLock>, SpoolError> {
         let path = self.dir.join(name);
         let file = OpenOptions::new()
             .create(true)
@@ -314,18 +312,12 @@ impl Spool {
             // lifetime of the returned guard.
             let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
             if rc == 0 {
-                return Ok(SpoolLock { _file: file });
+                return Ok(Some(SpoolLock { _file: file }));
             }
             let err = io::Error::last_os_error();
             match err.kind() {
                 io::ErrorKind::Interrupted => continue,
-                io::ErrorKind::WouldBlock => {
-                    return Err(SpoolError {
-                        path,
-                        action: "lock",
-                        reason: WOULD_BLOCK.into(),
-                    })
-                }
+                io::ErrorKind::WouldBlock => return Ok(None),
                 _ => return Err(SpoolError::io(&path, "lock", err)),
             }
         }
@@ -450,8 +442,6 @@ impl Spool {
         }
     }
 }
-
-const WOULD_BLOCK: &str = "held by another process";
 
 #[derive(Debug)]
 struct Entry {

@@ -62,6 +62,11 @@ pub fn run_pass(
     let batch_size = opts.batch.clamp(1, crate::transport::MAX_BATCH);
     let mut batches = listing.pending.chunks(batch_size);
     for batch in batches.by_ref() {
+        if opts.deadline.is_some_and(|d| Instant::now() >= d) {
+            report.unsent += batch.len();
+            report.failure = Some("the upload window closed".into());
+            break;
+        }
         if let Err(failure) = send_with_retries(spool, client, batch, opts, &mut report)? {
             report.failure = Some(failure);
             break;
@@ -136,8 +141,8 @@ fn send_with_retries(
                 if attempt >= opts.attempts {
                     report.unsent += left.len();
                     return Ok(Err(format!(
-                        "the service acknowledged {} of the summaries sent in {attempt} tries",
-                        batch.len() - left.len()
+                        "the service left {} summaries unacknowledged after {attempt} tries",
+                        left.len()
                     )));
                 }
                 None

@@ -48,7 +48,9 @@ pub fn platform(
     Some(PlatformFacts {
         os_name: "Android".into(),
         os_version: release,
-        device_model: props.get("ro.product.model").unwrap_or(detected.device_model),
+        device_model: props
+            .get("ro.product.model")
+            .unwrap_or(detected.device_model),
         ..detected
     })
 }
@@ -119,7 +121,10 @@ mod tests {
     fn without_a_model_property_the_detected_model_stays() {
         let mut props = pixel();
         props.0.remove("ro.product.model");
-        assert_eq!(platform(&props, linux).unwrap().device_model, "Google Pixel 8 (DT)");
+        assert_eq!(
+            platform(&props, linux).unwrap().device_model,
+            "Google Pixel 8 (DT)"
+        );
     }
 
     #[test]

@@ -2,12 +2,12 @@
 
 use std::path::PathBuf;
 
-/// The cdylib built with this test: integration tests live in
-/// `<target>/<profile>/deps/`, the library next to `deps/`.
+/// The cdylib built with this test. `cargo test` builds the library with
+/// all its crate types into `<target>/<profile>/deps/`, next to the test
+/// executables (only `cargo build` copies it up to `<profile>/`).
 pub fn cdylib() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().unwrap().parent().unwrap();
-    let library = profile_dir.join("libagent_android.so");
+    let library = exe.parent().unwrap().join("libagent_android.so");
     assert!(
         library.is_file(),
         "{} is missing (cargo builds it with the tests)",

@@ -29,7 +29,9 @@ fn parse_args() -> anyhow::Result<Options> {
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        let value = args.next().with_context(|| format!("{flag} needs a value"))?;
+        let value = args
+            .next()
+            .with_context(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
             "--out" => opts.out = value.into(),
             "--offsets" => opts.offsets = value.into(),
@@ -54,13 +56,15 @@ fn run() -> anyhow::Result<()> {
     let mut offsets = Vec::new();
     let mut sizes = Vec::new();
     for i in 0..opts.items {
-        let item = service::sample::encoded(opts.seed * 1_000_003 + u64::from(i), opts.events, None);
+        let item =
+            service::sample::encoded(opts.seed * 1_000_003 + u64::from(i), opts.events, None);
         service::framing::push_item(&mut body, &item);
         // The id follows the one-byte format version at the item's start.
         offsets.push(body.len() - item.len() + 1);
         sizes.push(item.len());
     }
-    std::fs::write(&opts.out, &body).with_context(|| format!("cannot write {}", opts.out.display()))?;
+    std::fs::write(&opts.out, &body)
+        .with_context(|| format!("cannot write {}", opts.out.display()))?;
     let text: Vec<String> = offsets.iter().map(usize::to_string).collect();
     std::fs::write(&opts.offsets, text.join("\n") + "\n")
         .with_context(|| format!("cannot write {}", opts.offsets.display()))?;

@@ -55,6 +55,11 @@ pub trait Store: Send {
     fn set_directive(&mut self, directive: &Directive) -> Result<(), StoreError>;
     /// Removes the directive of `group`; false when there was none.
     fn clear_directive(&mut self, group: &str) -> Result<bool, StoreError>;
+    /// Periodic upkeep the server runs on a connection of its own, off the
+    /// writer's path (SQLite: checkpoints).
+    fn housekeeping(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// Opens new connections to one store (the writer's and the readers').

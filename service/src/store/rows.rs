@@ -49,7 +49,12 @@ pub struct SyscallRow {
 
 impl NewRun {
     /// The rows of `summary`, received now for `group`.
-    pub fn from_summary(summary: &Summary, raw: Vec<u8>, group: &str, received_unix_ns: u64) -> NewRun {
+    pub fn from_summary(
+        summary: &Summary,
+        raw: Vec<u8>,
+        group: &str,
+        received_unix_ns: u64,
+    ) -> NewRun {
         let r = &summary.run;
         NewRun {
             id: summary.id,

@@ -16,6 +16,13 @@ use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Row};
 use super::{Inserted, NewRun, RunFilter, RunRow, Store, StoreError, StoredRun};
 use crate::directive::Directive;
 
+/// WAL size beyond which housekeeping forces the WAL back to zero (only
+/// reached when the writer's own checkpoints keep failing).
+pub const WAL_TRUNCATE_LEN: u64 = 512 << 20;
+/// WAL pages after which a server connection's commit checkpoints (64 MiB
+/// of 4 KiB pages).
+pub const WRITER_CHECKPOINT_PAGES: i64 = 16384;
+
 /// The schema version this build writes (`PRAGMA user_version`).
 const SCHEMA_VERSION: i64 = 1;
 
@@ -91,10 +98,15 @@ impl SqliteStore {
             .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
             .with_context(|| format!("cannot use database {}", path.display()))?;
         if !mode.eq_ignore_ascii_case("wal") {
-            anyhow::bail!("database {}: cannot switch to WAL mode (got {mode})", path.display());
+            anyhow::bail!(
+                "database {}: cannot switch to WAL mode (got {mode})",
+                path.display()
+            );
         }
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        // 64 MiB of page cache: the indexes' hot pages stay in memory.
+        conn.pragma_update(None, "cache_size", -65536)?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version > SCHEMA_VERSION {
             anyhow::bail!(
@@ -117,8 +129,40 @@ impl SqliteStore {
         &self.path
     }
 
+    /// Raises this connection's automatic checkpoint threshold to
+    /// [`WRITER_CHECKPOINT_PAGES`]: the server's housekeeping thread
+    /// checkpoints passively in the background, so when a commit crosses the
+    /// threshold nearly everything is already copied and the writer's own
+    /// checkpoint is short. (The writer must checkpoint now and then: a
+    /// passive checkpoint racing a busy writer never finishes, and the WAL
+    /// only restarts from zero after a finished one.)
+    pub fn defer_checkpoints(&self) -> anyhow::Result<()> {
+        self.conn
+            .pragma_update(None, "wal_autocheckpoint", WRITER_CHECKPOINT_PAGES)?;
+        Ok(())
+    }
+
+    /// Copies committed WAL frames into the database file without blocking
+    /// the writer (`PASSIVE`); with `truncate`, waits for the writer and
+    /// resets the WAL to zero bytes.
+    pub fn checkpoint(&self, truncate: bool) -> Result<(), StoreError> {
+        let mode = if truncate { "TRUNCATE" } else { "PASSIVE" };
+        self.conn
+            .query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |_| Ok(()))
+            .map_err(store_error)
+    }
+
+    /// Size of the WAL file, bytes (0 when absent).
+    pub fn wal_len(&self) -> u64 {
+        let mut wal = self.path.as_os_str().to_owned();
+        wal.push("-wal");
+        std::fs::metadata(wal).map_or(0, |m| m.len())
+    }
+
     fn insert_all(&mut self, runs: &[NewRun]) -> rusqlite::Result<Vec<Inserted>> {
-        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let mut outcomes = Vec::with_capacity(runs.len());
         {
             let mut insert_run = tx.prepare_cached(
@@ -296,7 +340,9 @@ fn directive_row(row: &Row<'_>) -> rusqlite::Result<Directive> {
 /// Busy and locked mean "try again later"; everything else is a failure.
 fn store_error(e: rusqlite::Error) -> StoreError {
     match e.sqlite_error_code() {
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::Busy(e.to_string()),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            StoreError::Busy(e.to_string())
+        }
         _ => StoreError::Failed(e.to_string()),
     }
 }
@@ -307,7 +353,8 @@ impl Store for SqliteStore {
     }
 
     fn runs(&mut self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
-        self.select_runs(RUN_COLUMNS, filter, run_row).map_err(store_error)
+        self.select_runs(RUN_COLUMNS, filter, run_row)
+            .map_err(store_error)
     }
 
     fn load(&mut self, filter: &RunFilter) -> Result<Vec<StoredRun>, StoreError> {
@@ -370,6 +417,18 @@ impl Store for SqliteStore {
             )
             .map(|_| ())
             .map_err(store_error)
+    }
+
+    /// A passive checkpoint; when the WAL has still grown past
+    /// [`WAL_TRUNCATE_LEN`] (the writer never paused long enough for a
+    /// passive one to finish), a truncating one, which makes the writer wait
+    /// for it once.
+    fn housekeeping(&mut self) -> Result<(), StoreError> {
+        self.checkpoint(false)?;
+        if self.wal_len() > WAL_TRUNCATE_LEN {
+            self.checkpoint(true)?;
+        }
+        Ok(())
     }
 
     fn clear_directive(&mut self, group: &str) -> Result<bool, StoreError> {

@@ -170,3 +170,37 @@ fn reject_moves_with_reason() {
     assert_eq!(reason.trim(), "group mismatch");
     assert!(spool.pending().unwrap().pending.is_empty());
 }
+
+#[test]
+fn odd_entries_never_panic_and_are_set_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = Spool::open(dir.path()).unwrap();
+    // Oversized, empty, a directory, a symlink, random bytes of many sizes.
+    fs::write(
+        dir.path().join(file_name(&random_id())),
+        vec![0u8; MAX_ENCODED_LEN + 1],
+    )
+    .unwrap();
+    fs::write(dir.path().join(file_name(&random_id())), b"").unwrap();
+    fs::create_dir(dir.path().join(file_name(&random_id()))).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", dir.path().join(file_name(&random_id()))).unwrap();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for len in [1usize, 2, 3, 17, 100, 700, 2048] {
+        let bytes: Vec<u8> = (0..len)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect();
+        fs::write(dir.path().join(file_name(&random_id())), bytes).unwrap();
+    }
+    let listing = spool.pending().unwrap();
+    assert!(listing.pending.is_empty());
+    assert_eq!(listing.set_aside.len(), 11, "{:?}", listing.set_aside);
+    assert!(
+        fs::read_to_string("/etc/passwd").is_ok(),
+        "the link target is untouched"
+    );
+}

@@ -1,0 +1,428 @@
+//! The HTTP API against a real `edge-service serve` process: the ingest
+//! protocol's success and error paths, idempotency, queries, directives.
+
+mod common;
+
+use agent_core::Summary;
+use common::*;
+use service::sample;
+
+fn sample_items(first_seed: u64, n: u64, group: Option<&str>) -> Vec<Vec<u8>> {
+    (first_seed..first_seed + n)
+        .map(|seed| sample::encoded(seed, 400, group))
+        .collect()
+}
+
+#[test]
+fn ingest_is_idempotent_and_queryable() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let items = sample_items(1, 3, None);
+    let ids: Vec<String> = items.iter().map(|i| id_of(i)).collect();
+
+    let (status, json) = post_items(&server.url, &items);
+    assert_eq!(status, 200, "{json}");
+    assert_eq!(accepted(&json), ids);
+    assert_eq!(json["rejected"], serde_json::json!([]));
+
+    // A repeat (the uploader retrying after a lost answer) is acknowledged
+    // again but not stored twice; a batch repeating an id lists it once.
+    let mut again = items.clone();
+    again.push(items[0].clone());
+    let (status, json) = post_items(&server.url, &again);
+    assert_eq!(status, 200);
+    assert_eq!(accepted(&json), ids);
+    assert_eq!(stored_ids(&server.db).len(), 3);
+
+    // Empty body: zero items.
+    let (status, json) = post_items(&server.url, &[]);
+    assert_eq!(
+        (status, json),
+        (200, serde_json::json!({"accepted": [], "rejected": []}))
+    );
+
+    // The list and one run.
+    let (status, runs) = get(&server.url, "/v1/runs", Some(TOKEN));
+    assert_eq!(status, 200);
+    let listed: Vec<&str> = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed.len(), 3);
+    for id in &ids {
+        assert!(listed.contains(&id.as_str()));
+    }
+    let first = Summary::decode(&items[0]).unwrap();
+    let program = first.facts.program.to_string();
+    let (_, by_program) = get(
+        &server.url,
+        &format!("/v1/runs?program={program}"),
+        Some(TOKEN),
+    );
+    assert!(by_program["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["program"] == program.as_str()));
+    assert!(!by_program["runs"].as_array().unwrap().is_empty());
+    let start = first.run.start_unix_ns;
+    let (_, window) = get(
+        &server.url,
+        &format!("/v1/runs?since={start}&until={}", start + 1),
+        Some(TOKEN),
+    );
+    assert_eq!(window["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(window["runs"][0]["id"], ids[0].as_str());
+    assert_eq!(window["runs"][0]["group"], "phones");
+
+    let (status, run) = get(&server.url, &format!("/v1/runs/{}", ids[0]), Some(TOKEN));
+    assert_eq!(status, 200);
+    let mut expected = summary_view::to_json(&first);
+    expected["group"] = "phones".into();
+    // Compared after the same text round trip (serde_json's float parsing).
+    let expected: serde_json::Value = serde_json::from_str(&expected.to_string()).unwrap();
+    assert_eq!(run, expected);
+
+    // Another group's token sees neither the run nor the list.
+    let (status, _) = get(
+        &server.url,
+        &format!("/v1/runs/{}", ids[0]),
+        Some(OTHER_TOKEN),
+    );
+    assert_eq!(status, 404);
+    let (_, theirs) = get(&server.url, "/v1/runs", Some(OTHER_TOKEN));
+    assert_eq!(theirs["runs"], serde_json::json!([]));
+    let (status, _) = get(&server.url, "/v1/runs?group=phones", Some(OTHER_TOKEN));
+    assert_eq!(status, 403);
+    let (status, _) = get(&server.url, "/v1/runs/not-an-id", Some(TOKEN));
+    assert_eq!(status, 400);
+    let (status, _) = get(
+        &server.url,
+        &format!("/v1/runs/{}", "0".repeat(32)),
+        Some(TOKEN),
+    );
+    assert_eq!(status, 404);
+    let (status, _) = get(&server.url, "/v1/runs?since=yesterday", Some(TOKEN));
+    assert_eq!(status, 400);
+    let (status, _) = get(&server.url, "/v1/runs", None);
+    assert_eq!(status, 401);
+
+    let (status, health) = get(&server.url, "/healthz", None);
+    assert_eq!(
+        (status, health),
+        (200, serde_json::Value::String("ok".into()))
+    );
+}
+
+fn raw_request(url: &str, request: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(url.trim_start_matches("http://")).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response);
+    String::from_utf8_lossy(&response).into_owned()
+}
+
+#[test]
+fn bad_items_are_rejected_with_the_decoders_reason_and_the_rest_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let good = sample_items(10, 2, None);
+    let mut truncated = good[0].clone();
+    truncated.truncate(truncated.len() / 2);
+    let mut trailing = sample::encoded(20, 300, None);
+    trailing.push(0);
+    let mut wrong_version = sample::encoded(21, 300, None);
+    wrong_version[0] = 2;
+    let mut inconsistent = sample::summary(22, 300, None);
+    inconsistent.run.events += 1;
+    let mut buf = [0u8; 2048];
+    let inconsistent = inconsistent.encode(&mut buf).unwrap().to_vec();
+    let oversized = vec![1u8; 3000];
+    let garbage = vec![1u8, 0xff, 0xff, 0xff];
+    let items = vec![
+        good[0].clone(),
+        truncated.clone(),
+        Vec::new(),
+        trailing.clone(),
+        wrong_version.clone(),
+        inconsistent.clone(),
+        oversized.clone(),
+        garbage.clone(),
+        good[1].clone(),
+    ];
+    let (status, json) = post_items(&server.url, &items);
+    assert_eq!(status, 200, "{json}");
+    assert_eq!(accepted(&json), vec![id_of(&good[0]), id_of(&good[1])]);
+    let rejected = json["rejected"].as_array().unwrap();
+    assert_eq!(rejected.len(), 7);
+    for (r, index) in rejected.iter().zip(1..) {
+        assert_eq!(r["index"], index);
+        let expected = Summary::decode(&items[index]).unwrap_err().to_string();
+        assert_eq!(r["reason"], expected.as_str(), "item {index}");
+    }
+    // The id is reported when it can be read.
+    assert_eq!(rejected[0]["id"], id_of(&good[0]).as_str());
+    assert_eq!(rejected[1]["id"], serde_json::Value::Null);
+    assert!(rejected[4]["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("inconsistent summary"));
+    assert_eq!(stored_ids(&server.db).len(), 2);
+
+    let (_, metrics) = get(&server.url, "/metrics", None);
+    let metrics = metrics.as_str().unwrap().to_string();
+    assert!(
+        metrics.contains("edge_service_summaries_accepted_total 2"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("edge_service_summaries_rejected_total{reason=\"truncated\"} 2"));
+    assert!(metrics.contains("edge_service_summaries_rejected_total{reason=\"inconsistent\"} 1"));
+    assert!(metrics
+        .contains("edge_service_http_requests_total{route=\"/v1/summaries\",status=\"200\"} 1"));
+    assert!(metrics.contains("edge_service_store_commit_seconds_count"));
+}
+
+#[test]
+fn refused_requests_store_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let items = sample_items(30, 2, None);
+    let body = service::framing::join(items.iter().map(Vec::as_slice));
+
+    // 401: no token, unknown token, not a Bearer header.
+    let (status, _, json) = post(&server.url, None, Some(CONTENT_TYPE), &body);
+    assert_eq!(status, 401);
+    assert!(json["error"].as_str().unwrap().contains("missing"));
+    let (status, _, json) = post(
+        &server.url,
+        Some("not-a-known-token-at-all"),
+        Some(CONTENT_TYPE),
+        &body,
+    );
+    assert_eq!(
+        (status, json["error"].as_str().unwrap()),
+        (401, "unknown token")
+    );
+    let resp = agent()
+        .post(format!("{}/v1/summaries", server.url))
+        .header("Authorization", format!("Basic {TOKEN}"))
+        .header("Content-Type", CONTENT_TYPE)
+        .send(&body[..])
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 401);
+
+    // 415: wrong or missing content type.
+    let (status, _, json) = post(&server.url, Some(TOKEN), Some("application/json"), &body);
+    assert_eq!(status, 415);
+    assert!(json["error"].as_str().unwrap().contains(CONTENT_TYPE));
+    let (status, _, _) = post(&server.url, Some(TOKEN), None, &body);
+    assert_eq!(status, 415);
+
+    // 413: body over 1 MiB; more than 256 items.
+    // (The server answers as soon as it sees the length, so the client
+    // sends only the head: a client still writing the body would see the
+    // connection closed under it.)
+    let response = raw_request(
+        &server.url,
+        &format!(
+            "POST /v1/summaries HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {}\r\n\r\n",
+            service::framing::MAX_BODY + 1
+        ),
+    );
+    assert!(response.starts_with("HTTP/1.1 413"), "{response}");
+    assert!(response.contains("exceeds 1048576 bytes"), "{response}");
+    let many: Vec<Vec<u8>> = (0..257).map(|_| items[0].clone()).collect();
+    let (status, json) = post_items(&server.url, &many);
+    assert_eq!(status, 413, "{json}");
+
+    // 400: broken framing (the last length runs past the end).
+    let mut broken = body.clone();
+    broken.extend_from_slice(&[100, 1, 2]);
+    let (status, _, json) = post(&server.url, Some(TOKEN), Some(CONTENT_TYPE), &broken);
+    assert_eq!(status, 400);
+    assert!(json["error"].as_str().unwrap().contains("item 2"), "{json}");
+
+    // 403: one summary claims another group; the others are not stored either.
+    let mut mixed = items.clone();
+    mixed.push(sample::encoded(32, 300, Some("laptops")));
+    let (status, json) = post_items(&server.url, &mixed);
+    assert_eq!(status, 403);
+    assert!(
+        json["error"]
+            .as_str()
+            .unwrap()
+            .contains("claims group `laptops`"),
+        "{json}"
+    );
+
+    assert!(stored_ids(&server.db).is_empty());
+
+    // A summary naming its own group is fine.
+    let own = vec![sample::encoded(33, 300, Some("phones"))];
+    let (status, json) = post_items(&server.url, &own);
+    assert_eq!((status, accepted(&json)), (200, vec![id_of(&own[0])]));
+
+    // The same id from another group is not acknowledged for it.
+    let body = service::framing::join([own[0].as_slice()]);
+    let other = sample::encoded(33, 300, None);
+    assert_eq!(id_of(&other), id_of(&own[0]));
+    let (status, _, json) = post(
+        &server.url,
+        Some(OTHER_TOKEN),
+        Some(CONTENT_TYPE),
+        &service::framing::join([other.as_slice()]),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(json["accepted"], serde_json::json!([]));
+    assert_eq!(
+        json["rejected"][0]["reason"],
+        "summary id already stored for another group"
+    );
+    let _ = body;
+    assert_eq!(stored_ids(&server.db).len(), 1);
+}
+
+#[test]
+fn directives_set_by_the_operator_reach_the_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("service.db");
+    let run = |args: &[&str]| {
+        std::process::Command::new(bin())
+            .args(args)
+            .env("EDGE_SERVICE_DB", &db)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        "directive",
+        "set",
+        "--group",
+        "phones",
+        "--match",
+        "curl",
+        "--only",
+        "read,write,connect",
+        "--window",
+        "22:00-06:00",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&[
+        "directive",
+        "set",
+        "--group",
+        "phones",
+        "--only",
+        "read,nosuchcall",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown syscall `nosuchcall`"));
+    let out = run(&["directive", "show"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"match\":\"curl\""));
+
+    let server = start(dir.path(), &[]);
+    assert_eq!(server.db, db);
+    let (status, d) = get(&server.url, "/v1/directives", Some(TOKEN));
+    assert_eq!(status, 200);
+    assert_eq!(
+        d,
+        serde_json::json!({"group": "phones", "match": "curl", "only": ["read", "write", "connect"], "window": "22:00-06:00"})
+    );
+    let (_, d) = get(&server.url, "/v1/directives", Some(OTHER_TOKEN));
+    assert_eq!(
+        d,
+        serde_json::json!({"group": "laptops", "match": null, "only": null, "window": null})
+    );
+    let (status, _) = get(&server.url, "/v1/directives", None);
+    assert_eq!(status, 401);
+
+    // Changed while the server runs: the next fetch sees it.
+    let out = run(&["directive", "clear", "--group", "phones"]);
+    assert!(out.status.success());
+    let (_, d) = get(&server.url, "/v1/directives", Some(TOKEN));
+    assert_eq!(d["match"], serde_json::Value::Null);
+}
+
+#[test]
+fn refuses_to_start_without_authentication_unless_asked_on_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("x.db");
+    let out = std::process::Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no --tokens FILE"));
+    let out = std::process::Command::new(bin())
+        .args([
+            "serve",
+            "--listen",
+            "0.0.0.0:0",
+            "--insecure-no-auth",
+            "--db",
+        ])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("only allowed on a loopback"));
+    let bad_tokens = dir.path().join("bad-tokens");
+    std::fs::write(&bad_tokens, "phones short\n").unwrap();
+    let out = std::process::Command::new(bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--tokens"])
+        .arg(&bad_tokens)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad-tokens") && err.contains("line 1"),
+        "{err}"
+    );
+
+    // Open mode: the group is the summary's `group` fact, else `default`.
+    let server = start(dir.path(), &["--insecure-no-auth"]);
+    let items = [
+        sample::encoded(40, 200, Some("lab")),
+        sample::encoded(41, 200, None),
+    ];
+    let body = service::framing::join(items.iter().map(Vec::as_slice));
+    let (status, _, json) = post(&server.url, None, Some(CONTENT_TYPE), &body);
+    assert_eq!(status, 200);
+    assert_eq!(accepted(&json).len(), 2);
+    let (_, runs) = get(&server.url, "/v1/runs?group=lab", None);
+    assert_eq!(runs["runs"][0]["id"], id_of(&items[0]).as_str());
+    let (_, runs) = get(&server.url, "/v1/runs?group=default", None);
+    assert_eq!(runs["runs"][0]["id"], id_of(&items[1]).as_str());
+}
+
+#[test]
+fn a_locked_store_answers_503_with_retry_after_then_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &["--busy-timeout-ms", "100"]);
+    let items = sample_items(50, 2, None);
+    // Another process (an operator's sqlite3, say) holds the write lock.
+    let conn = rusqlite::Connection::open(&server.db).unwrap();
+    conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let body = service::framing::join(items.iter().map(Vec::as_slice));
+    let (status, retry, json) = post(&server.url, Some(TOKEN), Some(CONTENT_TYPE), &body);
+    assert_eq!(status, 503, "{json}");
+    assert!(retry.unwrap().parse::<u32>().unwrap() > 0);
+    assert!(json["error"].as_str().unwrap().contains("busy"), "{json}");
+    conn.execute_batch("COMMIT").unwrap();
+    let (status, json) = post_items(&server.url, &items);
+    assert_eq!(status, 200);
+    assert_eq!(accepted(&json).len(), 2);
+}

@@ -1,0 +1,154 @@
+//! Starts `edge-service serve` as a child process and talks to it.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+pub const TOKEN: &str = "phones-token-0123456789";
+pub const OTHER_TOKEN: &str = "laptops-token-0123456789";
+pub const CONTENT_TYPE: &str = "application/vnd.edge-agent.summaries";
+
+/// A running server; killed when dropped.
+pub struct Server {
+    pub child: Child,
+    pub url: String,
+    pub db: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn write_tokens(dir: &Path) -> PathBuf {
+    let path = dir.join("tokens");
+    std::fs::write(
+        &path,
+        format!("# test fleet\nphones {TOKEN}\nlaptops {OTHER_TOKEN}\n"),
+    )
+    .unwrap();
+    path
+}
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_edge-service")
+}
+
+/// Starts a server on a free loopback port with the given extra arguments
+/// and waits for its "listening on" line.
+pub fn start(dir: &Path, extra: &[&str]) -> Server {
+    let db = dir.join("service.db");
+    let tokens = write_tokens(dir);
+    let mut args = vec![
+        "serve".to_string(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--db".into(),
+        db.display().to_string(),
+    ];
+    if !extra.contains(&"--insecure-no-auth") {
+        args.push("--tokens".into());
+        args.push(tokens.display().to_string());
+    }
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let mut child = Command::new(bin())
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://") || w.starts_with("https://"))
+        .unwrap_or_else(|| panic!("no listening line, got {line:?}"))
+        .to_string();
+    Server { child, url, db }
+}
+
+pub fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+/// Status, Retry-After and JSON body of a POST /v1/summaries.
+pub fn post(
+    url: &str,
+    token: Option<&str>,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> (u16, Option<String>, serde_json::Value) {
+    let mut req = agent().post(format!("{url}/v1/summaries"));
+    if let Some(t) = token {
+        req = req.header("Authorization", format!("Bearer {t}"));
+    }
+    if let Some(ct) = content_type {
+        req = req.header("Content-Type", ct);
+    }
+    let mut resp = req.send(body).unwrap();
+    let status = resp.status().as_u16();
+    let retry = resp
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    let text = resp.body_mut().read_to_string().unwrap();
+    let json =
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}"));
+    (status, retry, json)
+}
+
+pub fn post_items(url: &str, items: &[Vec<u8>]) -> (u16, serde_json::Value) {
+    let body = service::framing::join(items.iter().map(Vec::as_slice));
+    let (status, _, json) = post(url, Some(TOKEN), Some(CONTENT_TYPE), &body);
+    (status, json)
+}
+
+pub fn get(url: &str, path: &str, token: Option<&str>) -> (u16, serde_json::Value) {
+    let mut req = agent().get(format!("{url}{path}"));
+    if let Some(t) = token {
+        req = req.header("Authorization", format!("Bearer {t}"));
+    }
+    let mut resp = req.call().unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.body_mut().read_to_string().unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+    )
+}
+
+pub fn hex(id: &[u8; 16]) -> String {
+    summary_view::id_hex(id)
+}
+
+pub fn id_of(encoded: &[u8]) -> String {
+    hex(&agent_core::Summary::decode(encoded).unwrap().id)
+}
+
+pub fn accepted(json: &serde_json::Value) -> Vec<String> {
+    json["accepted"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Number of runs stored, read from the database file directly.
+pub fn stored_ids(db: &Path) -> Vec<String> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn.prepare("SELECT id FROM runs ORDER BY id").unwrap();
+    let ids = stmt
+        .query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    ids
+}
