@@ -78,7 +78,7 @@ pub unsafe extern "C" fn edge_agent_trace(
             ));
         }
         let request = TraceRequest {
-            argv: argv.into_iter().map(OsString::from).collect(),
+            argv,
             only: only.map(|names| names.into_iter().map(lossy).collect()),
             facts: facts
                 .iter()

@@ -47,3 +47,33 @@ fn java_wrapper_drives_the_library() {
     assert!(stdout.contains(" passed, 0 failed"), "no result line");
     assert!(!stdout.contains("FAIL"), "a Java test failed");
 }
+
+/// The WorkManager worker (android/) needs androidx, which the host lacks:
+/// type-check it against compile-only stand-ins (tests/android-stubs/).
+#[test]
+fn upload_worker_compiles_against_the_android_api_shape() {
+    let crate_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut sources = Vec::new();
+    let mut dirs = vec![crate_dir.join("tests/android-stubs")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "java") {
+                sources.push(path);
+            }
+        }
+    }
+    sources.push(crate_dir.join("java/dev/edgeagent/EdgeAgent.java"));
+    sources.push(crate_dir.join("java/dev/edgeagent/EdgeAgentException.java"));
+    sources.push(crate_dir.join("android/dev/edgeagent/UploadWorker.java"));
+    let out = tempfile::tempdir().unwrap();
+    let status = Command::new("javac")
+        .args(["-Xlint:all", "-Werror", "-d"])
+        .arg(out.path())
+        .args(&sources)
+        .status()
+        .expect("javac not found: scripts/install-deps installs a JDK");
+    assert!(status.success(), "UploadWorker.java does not compile");
+}

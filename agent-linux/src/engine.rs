@@ -103,6 +103,10 @@ pub struct Session {
     pub detached: bool,
     /// Facts for the summary (filled by the caller).
     pub facts: Facts,
+    /// Take the program fact from the root's executable after it execs
+    /// (attach and watch: the process may have been caught before its
+    /// exec, e.g. a shell's child).
+    pub program_from_exec: bool,
 }
 
 impl Session {
@@ -121,6 +125,7 @@ impl Session {
             root_status: None,
             detached: false,
             facts,
+            program_from_exec: false,
         }
     }
 
@@ -211,7 +216,11 @@ impl Engine {
             seccomp,
             record,
             seccomp_before_entry: seccomp && kernel_older_than(4, 8),
-            syscall_info: None,
+            // EDGE_AGENT_FORCE_REGS=1 skips the probe and decodes registers,
+            // as on kernels before 5.3 (tests run both paths).
+            syscall_info: std::env::var_os("EDGE_AGENT_FORCE_REGS")
+                .filter(|v| !v.is_empty() && v != "0")
+                .map(|_| false),
             info: SyscallInfo::new(),
             regs: RegsBuf::new(),
             detaching: false,
@@ -343,7 +352,11 @@ impl Engine {
         };
         thread.listening = false;
         if thread.detaching {
-            let deliver = if event == 0 && sig != SYSCALL_TRAP { sig } else { 0 };
+            let deliver = if event == 0 && sig != SYSCALL_TRAP {
+                sig
+            } else {
+                0
+            };
             self.detach_thread(tid, deliver);
             return;
         }
@@ -459,8 +472,18 @@ impl Engine {
     }
 
     #[inline]
-    fn entry(&mut self, tid: Tid, arch: Arch, nr: u32, args: [u64; 6], now: u64, from_seccomp_early: bool) {
-        let Some(t) = self.threads.get_mut(&tid) else { return };
+    fn entry(
+        &mut self,
+        tid: Tid,
+        arch: Arch,
+        nr: u32,
+        args: [u64; 6],
+        now: u64,
+        from_seccomp_early: bool,
+    ) {
+        let Some(t) = self.threads.get_mut(&tid) else {
+            return;
+        };
         if t.entry_stop_due {
             // The entry stop that follows a seccomp stop on old kernels: the
             // call was already taken at the seccomp stop.
@@ -470,7 +493,11 @@ impl Engine {
         let id = SyscallId::from_raw(arch, nr);
         let fd_kind = match self.roles.get(id).fd_arg() {
             Some(i) => {
-                let fd = if arch.is_32bit() { args[i] as i32 as i64 } else { args[i] as i64 };
+                let fd = if arch.is_32bit() {
+                    args[i] as i32 as i64
+                } else {
+                    args[i] as i64
+                };
                 t.fds.borrow_mut().kind(tid, fd)
             }
             None => FdKind::None,
@@ -489,14 +516,20 @@ impl Engine {
 
     #[inline]
     fn exit(&mut self, tid: Tid, ret: i64, now: u64) {
-        let Some(t) = self.threads.get_mut(&tid) else { return };
+        let Some(t) = self.threads.get_mut(&tid) else {
+            return;
+        };
         if !t.in_syscall {
             // An exit without its entry (attached mid-call): nothing to time.
             return;
         }
         t.in_syscall = false;
         let c = t.call;
-        let ret = if c.arch.is_32bit() { ret as i32 as i64 } else { ret };
+        let ret = if c.arch.is_32bit() {
+            ret as i32 as i64
+        } else {
+            ret
+        };
         let role = self.roles.get(c.id);
         if role != FdRole::None {
             role.after(&mut t.fds.borrow_mut(), &c.args, ret);
@@ -528,9 +561,13 @@ impl Engine {
     /// parent's session and the right fd cache, and releases it if its first
     /// stop already came.
     fn new_child(&mut self, parent: Tid, event: i32) {
-        let Ok(child) = sys::event_msg(parent) else { return };
+        let Ok(child) = sys::event_msg(parent) else {
+            return;
+        };
         let child = child as Tid;
-        let Some(p) = self.threads.get(&parent) else { return };
+        let Some(p) = self.threads.get(&parent) else {
+            return;
+        };
         if self.threads.contains_key(&child) {
             return;
         }
@@ -546,7 +583,11 @@ impl Engine {
             None => sys::share_files(parent, child).unwrap_or(is_thread),
         };
         let tgid = if is_thread { parent_tgid } else { child };
-        let fds = if shares_files { parent_fds } else { new_table() };
+        let fds = if shares_files {
+            parent_fds
+        } else {
+            new_table()
+        };
         self.insert_thread(session, child, tgid, fds);
         if let Some(pos) = self.early.iter().position(|t| *t == child) {
             self.early.swap_remove(pos);
@@ -559,18 +600,54 @@ impl Engine {
     }
 
     /// A stop of a task we do not know yet: an auto-attached child whose
-    /// parent's event is still queued. Hold it until then.
+    /// parent's fork/clone event is still queued. Placed at once when
+    /// /proc names a traced parent (its thread group or parent process);
+    /// else held stopped until the event comes.
     fn unknown_stop(&mut self, tid: Tid, sig: i32) {
         if self.detaching {
             let _ = sys::detach(tid, 0);
             return;
         }
-        if !self.early.contains(&tid) {
-            self.early.push(tid);
-        } else {
+        if self.early.contains(&tid) {
             // A second stop while held cannot happen; never strand it.
             let _ = sys::resume_syscall(tid, if sig == libc::SIGTRAP { 0 } else { sig });
+            return;
         }
+        if !self.place_orphan(tid, None) {
+            self.early.push(tid);
+        }
+    }
+
+    /// Registers `tid` (stopped, unknown) under the traced task /proc says
+    /// created it, or under `fallback`'s session; resumes it. False when no
+    /// owner was found.
+    fn place_orphan(&mut self, tid: Tid, fallback: Option<usize>) -> bool {
+        let (tgid, ppid) = read_ids(tid).unwrap_or((tid, 0));
+        let owner = [tgid, ppid]
+            .into_iter()
+            .filter(|p| *p != tid)
+            .find_map(|p| {
+                self.threads
+                    .get(&p)
+                    .map(|t| (p, t.session, Rc::clone(&t.fds)))
+            });
+        let (session, fds) = match owner {
+            Some((parent, session, parent_fds)) => {
+                let fds = if sys::share_files(parent, tid).unwrap_or(tgid != tid) {
+                    parent_fds
+                } else {
+                    new_table()
+                };
+                (session, fds)
+            }
+            None => match fallback {
+                Some(session) => (session, new_table()),
+                None => return false,
+            },
+        };
+        self.insert_thread(session, tid, tgid, fds);
+        self.resume(tid, 0);
+        true
     }
 
     /// After execve: a non-leader thread that exec'd took over the leader's
@@ -593,6 +670,15 @@ impl Engine {
         if let Some(t) = self.threads.get_mut(&tid) {
             t.fds = new_table();
             t.tgid = tid;
+            if let Some(Some(s)) = self.sessions.get_mut(t.session) {
+                if s.program_from_exec && s.root == tid {
+                    if let Ok(exe) = std::fs::read_link(format!("/proc/{tid}/exe")) {
+                        if let Some(name) = exe.file_name() {
+                            s.facts.program = agent_core::facts::truncated(&name.to_string_lossy());
+                        }
+                    }
+                }
+            }
         }
         self.resume(tid, 0);
     }
@@ -602,7 +688,13 @@ impl Engine {
             self.early.swap_remove(pos);
         }
         if let Some(t) = self.threads.remove(&tid) {
+            let session = t.session;
             self.forget_thread(tid, &t, status);
+            // A held child whose parent died before its fork event was
+            // reported would wait forever: place it now.
+            for held in std::mem::take(&mut self.early) {
+                self.place_orphan(held, Some(session));
+            }
         }
     }
 
@@ -681,14 +773,22 @@ fn clone_flags(parent: &Thread) -> Option<u64> {
 
 /// The thread-group id of `tid`, from /proc/TID/status.
 pub fn read_tgid(tid: Tid) -> Option<Tid> {
+    read_ids(tid).map(|(tgid, _)| tgid)
+}
+
+/// The thread-group id and parent pid of `tid`, from /proc/TID/status.
+pub fn read_ids(tid: Tid) -> Option<(Tid, Tid)> {
     sys::COUNTERS
         .proc_reads
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    Some((field("Tgid:")?, field("PPid:")?))
 }
 
 /// Whether the running kernel's release is older than `major.minor`.

@@ -60,7 +60,9 @@ pub fn parse_os_release(text: &str) -> (String, String) {
     let mut name = String::new();
     let mut version = String::new();
     for line in text.lines() {
-        let Some((k, v)) = line.split_once('=') else { continue };
+        let Some((k, v)) = line.split_once('=') else {
+            continue;
+        };
         let v = v.trim().trim_matches(|c| c == '"' || c == '\'').to_string();
         match k.trim() {
             "NAME" => name = v,
@@ -73,7 +75,11 @@ pub fn parse_os_release(text: &str) -> (String, String) {
 
 /// The summary's facts: platform, agent version, program, then the free
 /// facts in order (each validated; the first bad one is the error).
-pub fn build(platform: &PlatformFacts, program: &str, extra: &[(String, String)]) -> anyhow::Result<Facts> {
+pub fn build(
+    platform: &PlatformFacts,
+    program: &str,
+    extra: &[(String, String)],
+) -> anyhow::Result<Facts> {
     let mut facts = Facts::new();
     facts.os_name = truncated(&platform.os_name);
     facts.os_version = truncated(&platform.os_version);
@@ -116,10 +122,7 @@ pub fn read_facts_file(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
 /// The base name of a command or executable path.
 pub fn program_name(path: &std::ffi::OsStr) -> String {
     let p = Path::new(path);
-    p.file_name()
-        .unwrap_or(path)
-        .to_string_lossy()
-        .into_owned()
+    p.file_name().unwrap_or(path).to_string_lossy().into_owned()
 }
 
 #[cfg(test)]

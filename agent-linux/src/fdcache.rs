@@ -12,6 +12,14 @@ use agent_core::{FdKind, SyscallId};
 
 use crate::sys::{self, Tid};
 
+/// File type bits of `st_mode` (`mode_t` is 16 bits on some targets, so
+/// these are plain u32 here).
+pub const S_IFIFO: u32 = 0o010000;
+/// A socket.
+pub const S_IFSOCK: u32 = 0o140000;
+/// A regular file.
+pub const S_IFREG: u32 = 0o100000;
+
 /// Fds above this are resolved every time rather than cached (keeps the
 /// cache's memory bounded by a hostile fd number).
 const MAX_CACHED_FD: usize = 1 << 16;
@@ -27,9 +35,7 @@ pub type SharedFds = Rc<RefCell<FdTable>>;
 
 /// A fresh, empty cache.
 pub fn new_table() -> SharedFds {
-    Rc::new(RefCell::new(FdTable {
-        kinds: vec![0; 64],
-    }))
+    Rc::new(RefCell::new(FdTable { kinds: vec![0; 64] }))
 }
 
 impl FdTable {
@@ -87,10 +93,8 @@ impl FdTable {
 pub fn resolve(tid: Tid, fd: i32) -> FdKind {
     let mut path = [0u8; 48];
     let mut len = 0;
-    for part in [&b"/proc/"[..]] {
-        path[len..len + part.len()].copy_from_slice(part);
-        len += part.len();
-    }
+    path[..6].copy_from_slice(b"/proc/");
+    len += 6;
     len += write_decimal(&mut path[len..], tid as u64);
     path[len..len + 4].copy_from_slice(b"/fd/");
     len += 4;
@@ -115,8 +119,8 @@ pub fn classify_link(target: &[u8], file_type: impl FnOnce() -> Option<u32>) -> 
         FdKind::Pipe
     } else if target.starts_with(b"/") {
         match file_type() {
-            Some(t) if t == libc::S_IFIFO as u32 => FdKind::Pipe,
-            Some(t) if t == libc::S_IFSOCK as u32 => FdKind::Socket,
+            Some(t) if t == S_IFIFO => FdKind::Pipe,
+            Some(t) if t == S_IFSOCK => FdKind::Socket,
             _ => FdKind::File,
         }
     } else {
@@ -166,22 +170,101 @@ pub enum FdRole {
 }
 
 const USES_ARG0: &[&str] = &[
-    "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2",
-    "pwritev2", "recvfrom", "sendto", "recvmsg", "sendmsg", "recvmmsg", "sendmmsg", "recv", "send",
-    "fstat", "fstat64", "fstatfs", "fstatfs64", "fsync", "fdatasync", "lseek", "_llseek", "ioctl",
-    "connect", "bind", "listen", "getsockopt", "setsockopt", "getsockname", "getpeername",
-    "shutdown", "epoll_wait", "epoll_pwait", "epoll_pwait2", "epoll_ctl", "getdents",
-    "getdents64", "ftruncate", "ftruncate64", "fchmod", "fchown", "fchown32", "flock",
-    "fadvise64", "fadvise64_64", "arm_fadvise64_64", "fallocate", "sync_file_range", "syncfs",
-    "fgetxattr", "fsetxattr", "flistxattr", "fremovexattr", "fchdir", "splice", "tee", "sendfile",
-    "sendfile64", "copy_file_range", "readahead", "timerfd_settime", "timerfd_gettime",
-    "io_uring_enter", "vmsplice",
+    "read",
+    "write",
+    "pread64",
+    "pwrite64",
+    "readv",
+    "writev",
+    "preadv",
+    "pwritev",
+    "preadv2",
+    "pwritev2",
+    "recvfrom",
+    "sendto",
+    "recvmsg",
+    "sendmsg",
+    "recvmmsg",
+    "sendmmsg",
+    "recv",
+    "send",
+    "fstat",
+    "fstat64",
+    "fstatfs",
+    "fstatfs64",
+    "fsync",
+    "fdatasync",
+    "lseek",
+    "_llseek",
+    "ioctl",
+    "connect",
+    "bind",
+    "listen",
+    "getsockopt",
+    "setsockopt",
+    "getsockname",
+    "getpeername",
+    "shutdown",
+    "epoll_wait",
+    "epoll_pwait",
+    "epoll_pwait2",
+    "epoll_ctl",
+    "getdents",
+    "getdents64",
+    "ftruncate",
+    "ftruncate64",
+    "fchmod",
+    "fchown",
+    "fchown32",
+    "flock",
+    "fadvise64",
+    "fadvise64_64",
+    "arm_fadvise64_64",
+    "fallocate",
+    "sync_file_range",
+    "syncfs",
+    "fgetxattr",
+    "fsetxattr",
+    "flistxattr",
+    "fremovexattr",
+    "fchdir",
+    "splice",
+    "tee",
+    "sendfile",
+    "sendfile64",
+    "copy_file_range",
+    "readahead",
+    "timerfd_settime",
+    "timerfd_gettime",
+    "io_uring_enter",
+    "vmsplice",
 ];
 const RETURNS_NEW: &[&str] = &[
-    "open", "openat", "openat2", "creat", "socket", "epoll_create", "epoll_create1", "eventfd",
-    "eventfd2", "timerfd_create", "signalfd", "signalfd4", "memfd_create", "inotify_init",
-    "inotify_init1", "fanotify_init", "pidfd_open", "pidfd_getfd", "perf_event_open",
-    "userfaultfd", "io_uring_setup", "open_by_handle_at", "fsopen", "fsmount", "open_tree",
+    "open",
+    "openat",
+    "openat2",
+    "creat",
+    "socket",
+    "epoll_create",
+    "epoll_create1",
+    "eventfd",
+    "eventfd2",
+    "timerfd_create",
+    "signalfd",
+    "signalfd4",
+    "memfd_create",
+    "inotify_init",
+    "inotify_init1",
+    "fanotify_init",
+    "pidfd_open",
+    "pidfd_getfd",
+    "perf_event_open",
+    "userfaultfd",
+    "io_uring_setup",
+    "open_by_handle_at",
+    "fsopen",
+    "fsmount",
+    "open_tree",
     "memfd_secret",
 ];
 
@@ -248,10 +331,7 @@ impl FdRole {
     pub fn fd_arg(self) -> Option<usize> {
         match self {
             FdRole::Uses(n) => Some(n as usize),
-            FdRole::UsesReturnsNew
-            | FdRole::Close
-            | FdRole::Dup2
-            | FdRole::Fcntl => Some(0),
+            FdRole::UsesReturnsNew | FdRole::Close | FdRole::Dup2 | FdRole::Fcntl => Some(0),
             FdRole::None | FdRole::ReturnsNew | FdRole::CloseRange => None,
         }
     }
@@ -299,15 +379,12 @@ mod tests {
     fn classifies_link_targets() {
         assert_eq!(classify_link(b"socket:[1234]", || None), FdKind::Socket);
         assert_eq!(classify_link(b"pipe:[99]", || None), FdKind::Pipe);
-        assert_eq!(classify_link(b"anon_inode:[eventfd]", || None), FdKind::Other);
         assert_eq!(
-            classify_link(b"/tmp/f", || Some(libc::S_IFREG as u32)),
-            FdKind::File
+            classify_link(b"anon_inode:[eventfd]", || None),
+            FdKind::Other
         );
-        assert_eq!(
-            classify_link(b"/tmp/fifo", || Some(libc::S_IFIFO as u32)),
-            FdKind::Pipe
-        );
+        assert_eq!(classify_link(b"/tmp/f", || Some(S_IFREG)), FdKind::File);
+        assert_eq!(classify_link(b"/tmp/fifo", || Some(S_IFIFO)), FdKind::Pipe);
     }
 
     #[test]
@@ -338,14 +415,22 @@ mod tests {
         close.after(&mut t, &[fd as u64, 0, 0, 0, 0, 0], 0);
         assert_eq!(t.kinds[fd as usize], 0);
         t.kind(me, fd);
-        roles
-            .get(SyscallId::from_name("dup2").unwrap())
-            .after(&mut t, &[0, fd as u64, 0, 0, 0, 0], fd);
+        roles.get(SyscallId::from_name("dup2").unwrap()).after(
+            &mut t,
+            &[0, fd as u64, 0, 0, 0, 0],
+            fd,
+        );
         assert_eq!(t.kinds[fd as usize], 0);
         t.kind(me, fd);
         t.invalidate_range(0, u32::MAX as u64);
         assert!(t.kinds.iter().all(|k| *k == 0));
-        assert_eq!(roles.get(SyscallId::from_name("read").unwrap()).fd_arg(), Some(0));
-        assert_eq!(roles.get(SyscallId::from_name("openat").unwrap()).fd_arg(), None);
+        assert_eq!(
+            roles.get(SyscallId::from_name("read").unwrap()).fd_arg(),
+            Some(0)
+        );
+        assert_eq!(
+            roles.get(SyscallId::from_name("openat").unwrap()).fd_arg(),
+            None
+        );
     }
 }

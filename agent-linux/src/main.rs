@@ -14,7 +14,11 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "edge-agent", version, about = "Trace a program's syscalls into a small summary")]
+#[command(
+    name = "edge-agent",
+    version,
+    about = "Trace a program's syscalls into a small summary"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -71,7 +75,12 @@ struct RunArgs {
     #[arg(long, hide = true)]
     stats: bool,
     /// The command and its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
     command: Vec<OsString>,
 }
 
@@ -149,7 +158,11 @@ enum Sink {
 impl Sink {
     /// Opens the destination, failing now (before any tracing) if it cannot
     /// be written.
-    fn open(out: Option<PathBuf>, spool: Option<PathBuf>, out_dir: Option<PathBuf>) -> anyhow::Result<Sink> {
+    fn open(
+        out: Option<PathBuf>,
+        spool: Option<PathBuf>,
+        out_dir: Option<PathBuf>,
+    ) -> anyhow::Result<Sink> {
         if let Some(path) = out {
             std::fs::OpenOptions::new()
                 .create(true)
@@ -213,7 +226,8 @@ fn write_summary(path: &Path, summary: &mut Summary) -> anyhow::Result<()> {
     let bytes = summary
         .encode(&mut buf)
         .map_err(|e| anyhow::anyhow!("cannot encode the summary: {e}"))?;
-    let mut f = std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
+    let mut f =
+        std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
     f.write_all(bytes)
         .and_then(|()| f.sync_all())
         .with_context(|| format!("cannot write {}", path.display()))
@@ -248,11 +262,18 @@ fn print_stats(syscalls: u64, stops: u64) {
     let ptrace = sys::COUNTERS.ptrace.load(Relaxed);
     let waits = sys::COUNTERS.waits.load(Relaxed);
     let proc_reads = sys::COUNTERS.proc_reads.load(Relaxed);
-    let per = |n: u64| if syscalls == 0 { 0.0 } else { n as f64 / syscalls as f64 };
+    let per = |n: u64| {
+        if syscalls == 0 {
+            0.0
+        } else {
+            n as f64 / syscalls as f64
+        }
+    };
     eprintln!(
-        "edge-agent stats: syscalls={syscalls} stops={stops} ptrace={ptrace} ({:.2}/syscall) waits={waits} ({:.2}/syscall) proc_reads={proc_reads}",
+        "edge-agent stats: syscalls={syscalls} stops={stops} ptrace={ptrace} ({:.2}/syscall) waits={waits} ({:.2}/syscall) proc_reads={proc_reads} max_rss_kib={}",
         per(ptrace),
-        per(waits)
+        per(waits),
+        sys::max_rss_kib()
     );
 }
 
@@ -337,7 +358,10 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
         ),
         Err(e) => {
             failures += 1;
-            eprintln!("edge-agent: cannot store the summary of {}: {e:#}", s.facts.program);
+            eprintln!(
+                "edge-agent: cannot store the summary of {}: {e:#}",
+                s.facts.program
+            );
         }
     };
     agent_linux::watch(
@@ -348,13 +372,18 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
         },
         &mut on_summary,
     )?;
-    Ok(if failures == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if failures == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     for (i, path) in a.files.iter().enumerate() {
-        let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let bytes =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
         let summary = Summary::decode(&bytes)
             .map_err(|e| anyhow::anyhow!("{}: not a valid summary: {e}", path.display()))?;
         if a.json {

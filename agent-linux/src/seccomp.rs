@@ -25,11 +25,21 @@ pub const SECCOMP_RET_TRACE: u32 = 0x7ff0_0000;
 const BPF_MAXINSNS: usize = 4096;
 
 fn stmt(code: u16, k: u32) -> SockFilter {
-    SockFilter { code, jt: 0, jf: 0, k }
+    SockFilter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
 }
 
 fn jeq(k: u32, jt: u8, jf: u8) -> SockFilter {
-    SockFilter { code: BPF_JEQ_K, jt, jf, k }
+    SockFilter {
+        code: BPF_JEQ_K,
+        jt,
+        jf,
+        k,
+    }
 }
 
 /// Builds the program for the ABIs `abis` tracing `ids`; `None` if it would
@@ -110,15 +120,26 @@ mod tests {
             } else {
                 SECCOMP_RET_ALLOW
             };
-            assert_eq!(simulate(&prog, AUDIT_ARCH_X86_64, nr), Some(want), "x86_64 {nr}");
+            assert_eq!(
+                simulate(&prog, AUDIT_ARCH_X86_64, nr),
+                Some(want),
+                "x86_64 {nr}"
+            );
             let want = if ids.contains(&SyscallId::from_raw(Arch::I386, nr)) {
                 SECCOMP_RET_TRACE
             } else {
                 SECCOMP_RET_ALLOW
             };
-            assert_eq!(simulate(&prog, AUDIT_ARCH_I386, nr), Some(want), "i386 {nr}");
+            assert_eq!(
+                simulate(&prog, AUDIT_ARCH_I386, nr),
+                Some(want),
+                "i386 {nr}"
+            );
         }
-        assert_eq!(simulate(&prog, AUDIT_ARCH_AARCH64, 63), Some(SECCOMP_RET_ALLOW));
+        assert_eq!(
+            simulate(&prog, AUDIT_ARCH_AARCH64, 63),
+            Some(SECCOMP_RET_ALLOW)
+        );
     }
 
     #[test]
@@ -126,10 +147,19 @@ mod tests {
         // Every id: long jumps must still land (ja carries 32-bit offsets).
         let all: Vec<SyscallId> = (2..SyscallId::COUNT as u16).map(SyscallId).collect();
         let prog = build(&[Arch::Aarch64, Arch::Arm], &all).unwrap();
-        assert_eq!(simulate(&prog, AUDIT_ARCH_AARCH64, 63), Some(SECCOMP_RET_TRACE));
+        assert_eq!(
+            simulate(&prog, AUDIT_ARCH_AARCH64, 63),
+            Some(SECCOMP_RET_TRACE)
+        );
         assert_eq!(simulate(&prog, AUDIT_ARCH_ARM, 3), Some(SECCOMP_RET_TRACE));
-        assert_eq!(simulate(&prog, AUDIT_ARCH_ARM, 0x0f0005), Some(SECCOMP_RET_TRACE));
-        assert_eq!(simulate(&prog, AUDIT_ARCH_ARM, 0x0eeeee), Some(SECCOMP_RET_ALLOW));
+        assert_eq!(
+            simulate(&prog, AUDIT_ARCH_ARM, 0x0f0005),
+            Some(SECCOMP_RET_TRACE)
+        );
+        assert_eq!(
+            simulate(&prog, AUDIT_ARCH_ARM, 0x0eeeee),
+            Some(SECCOMP_RET_ALLOW)
+        );
         let one = build(&[Arch::Arm], &[id("read")]).unwrap();
         assert_eq!(simulate(&one, AUDIT_ARCH_ARM, 4), Some(SECCOMP_RET_ALLOW));
         assert_eq!(simulate(&one, AUDIT_ARCH_ARM, 3), Some(SECCOMP_RET_TRACE));

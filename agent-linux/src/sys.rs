@@ -48,8 +48,10 @@ pub const SYSCALL_INFO_SECCOMP: u8 = 3;
 
 /// The regset holding the general registers (elf.h).
 const NT_PRSTATUS: c_long = 1;
-/// waitpid flag: wait for clone children too (threads of tracees).
-const WALL: c_int = 0x4000_0000;
+/// waitpid flags: wait for clone children too (threads of tracees), but
+/// only for this thread's children and tracees (a library host's other
+/// threads keep theirs: ptrace ties tracees to the tracing thread).
+const WALL: c_int = 0x4000_0000 | 0x2000_0000;
 /// kcmp type: do two tasks share one file-descriptor table.
 const KCMP_FILES: c_long = 2;
 
@@ -229,7 +231,12 @@ pub fn detach(tid: Tid, sig: i32) -> io::Result<()> {
 /// an exec event.
 pub fn event_msg(tid: Tid) -> io::Result<u64> {
     let mut msg: libc::c_ulong = 0;
-    ptrace(PTRACE_GETEVENTMSG, tid, 0, &mut msg as *mut libc::c_ulong as usize)?;
+    ptrace(
+        PTRACE_GETEVENTMSG,
+        tid,
+        0,
+        &mut msg as *mut libc::c_ulong as usize,
+    )?;
     Ok(msg as u64)
 }
 
@@ -389,7 +396,10 @@ pub fn file_type(path: &CStr) -> io::Result<u32> {
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: stat writes one struct to `st`; `path` is NUL-terminated.
     check(unsafe { libc::stat(path.as_ptr(), &mut st) } as c_long)?;
-    Ok(st.st_mode as u32 & libc::S_IFMT as u32)
+    // mode_t is 16 bits on 32-bit Android, 32 elsewhere.
+    #[allow(clippy::useless_conversion)]
+    let mode = u32::from(st.st_mode);
+    Ok(mode & 0o170000)
 }
 
 /// One classic-BPF instruction (`struct sock_filter`).
@@ -434,7 +444,16 @@ pub fn install_seccomp(filter: &[SockFilter]) -> Result<(), i32> {
         return Ok(());
     }
     // SAFETY: prctl(PR_SET_NO_NEW_PRIVS, 1) takes plain integers.
-    if unsafe { libc::prctl(PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) } != 0 {
+    if unsafe {
+        libc::prctl(
+            PR_SET_NO_NEW_PRIVS,
+            1 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    } != 0
+    {
         return Err(errno());
     }
     if set() == 0 {
@@ -599,8 +618,23 @@ pub fn uname() -> (String, String) {
         return (String::new(), String::new());
     }
     let field = |f: &[libc::c_char]| {
-        let bytes: Vec<u8> = f.iter().take_while(|c| **c != 0).map(|c| *c as u8).collect();
+        let bytes: Vec<u8> = f
+            .iter()
+            .take_while(|c| **c != 0)
+            .map(|c| c.to_ne_bytes()[0])
+            .collect();
         String::from_utf8_lossy(&bytes).into_owned()
     };
     (field(&u.release), field(&u.machine))
+}
+
+/// The agent's own peak resident set size, KiB (children not included).
+pub fn max_rss_kib() -> u64 {
+    // SAFETY: an all-zero rusage is valid.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes one struct to `ru`.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0;
+    }
+    ru.ru_maxrss as u64
 }

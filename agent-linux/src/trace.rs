@@ -133,7 +133,10 @@ impl Started {
             let _ = sys::kill(pid, libc::SIGKILL);
             let _ = sys::wait_pid(pid, 0, true);
             sys::close(read_fd);
-            return Err(anyhow!("cannot trace the command: {}", explain_seize_error(pid, &e)));
+            return Err(anyhow!(
+                "cannot trace the command: {}",
+                explain_seize_error(pid, &e)
+            ));
         }
         let session = engine.add_session(Session::new(pid, facts));
         engine.add_thread(session, pid, pid);
@@ -246,7 +249,11 @@ pub fn summarize(session: &Session) -> Summary {
         id[8..12].copy_from_slice(&(sys::getpid() as u32).to_le_bytes());
         id[12..].copy_from_slice(&(session.root as u32).to_le_bytes());
     }
-    let end = if session.live == 0 { session.end_ns } else { sys::monotonic_ns() };
+    let end = if session.live == 0 {
+        session.end_ns
+    } else {
+        sys::monotonic_ns()
+    };
     let run = RunRecord {
         start_unix_ns: session.start_unix_ns,
         duration_ns: end.saturating_sub(session.start_ns),
@@ -310,8 +317,11 @@ fn explain_eperm(pid: Tid) -> String {
         }
         _ => {}
     }
-    let owner = status_field(pid, "Uid:")
-        .and_then(|v| v.split_whitespace().nth(1).and_then(|u| u.parse::<u32>().ok()));
+    let owner = status_field(pid, "Uid:").and_then(|v| {
+        v.split_whitespace()
+            .nth(1)
+            .and_then(|u| u.parse::<u32>().ok())
+    });
     match owner {
         Some(uid) if uid != sys::geteuid() && !cap => format!(
             "permission denied: process {pid} belongs to uid {uid}; tracing another user's process needs CAP_SYS_PTRACE (run as root)"
@@ -341,7 +351,12 @@ pub struct AttachOptions {
 /// while the task list is walked: the walk repeats until a pass finds no
 /// new thread. Each seized thread is interrupted so the engine can start
 /// it on syscall stops.
-pub fn seize_all(engine: &mut Engine, session: usize, pid: Tid, options: u32) -> anyhow::Result<()> {
+pub fn seize_all(
+    engine: &mut Engine,
+    session: usize,
+    pid: Tid,
+    options: u32,
+) -> anyhow::Result<()> {
     let task_dir = format!("/proc/{pid}/task");
     let mut first = true;
     loop {
@@ -366,7 +381,9 @@ pub fn seize_all(engine: &mut Engine, session: usize, pid: Tid, options: u32) ->
                     let _ = sys::interrupt(tid);
                     new += 1;
                 }
-                Err(e) if first && tid == pid => bail!("cannot attach: {}", explain_seize_error(pid, &e)),
+                Err(e) if first && tid == pid => {
+                    bail!("cannot attach: {}", explain_seize_error(pid, &e))
+                }
                 // Exited, or auto-attached already (its clone event follows).
                 Err(_) => {}
             }
@@ -422,7 +439,9 @@ pub fn attach(opts: &AttachOptions) -> anyhow::Result<Summary> {
     let platform = opts.platform.clone().unwrap_or_else(PlatformFacts::detect);
     let facts = facts::build(&platform, &process_program(pid), &opts.facts)?;
     let mut engine = Engine::new(None, false);
-    let session = engine.add_session(Session::new(pid, facts));
+    let mut session = Session::new(pid, facts);
+    session.program_from_exec = true;
+    let session = engine.add_session(session);
     seize_all(&mut engine, session, pid, ptrace_options(false))?;
     let mut obs = Deadline {
         at: opts.duration.map(|d| std::time::Instant::now() + d),

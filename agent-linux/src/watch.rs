@@ -89,7 +89,9 @@ impl Watcher<'_> {
                     continue;
                 }
             };
-            let session = engine.add_session(Session::new(pid, facts));
+            let mut session = Session::new(pid, facts);
+            session.program_from_exec = true;
+            let session = engine.add_session(session);
             if let Err(e) = seize_all(engine, session, pid, ptrace_options(false)) {
                 eprintln!("edge-agent: not watching PID {pid} ({program}): {e:#}");
             }

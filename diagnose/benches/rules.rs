@@ -1,8 +1,9 @@
 //! Benchmark of the rule search (Algorithm 1: up to 10 trees) against the
 //! issue's targets: 200 runs × 1 000 attributes in < 0.5 s, 100 000 runs ×
 //! 1 000 attributes in < 60 s. Also times the whole path from summaries
-//! (profiles, intersection, attributes, rules) for 200 and 5 000 runs of
-//! about 1 000 attributes each.
+//! (profiles, intersection, attributes, rules) for 200 and 5 000 full
+//! summaries (about 450 attributes each: a summary holds at most 64 syscall
+//! entries and 64 transitions).
 //!
 //! Run with `scripts/bench-diagnose` (or `cargo bench -p diagnose --bench
 //! rules`; `-- --quick` skips the 100 000-run case). The data is synthetic,
@@ -12,7 +13,10 @@
 
 use std::time::{Duration, Instant};
 
-use agent_core::summary::{Consecutive, Failures, RunRecord, Summary, SyscallSummary, Transition};
+use agent_core::summary::{
+    Consecutive, Failures, RunRecord, Summary, SyscallSummary, Transition, MAX_SUMMARY_SYSCALLS,
+    MAX_SUMMARY_TRANSITIONS,
+};
 use agent_core::{Arch, Exit, Facts, FdKind, Key, Overflow, SyscallId};
 use diagnose::analysis::{self, Options};
 use diagnose::dataset::{Attribute, Column, Dataset};
@@ -71,9 +75,10 @@ fn synthetic(runs: usize, attributes: usize, seed: u64) -> Dataset {
     Dataset::new(columns, labels, vec!["good".into(), "bad".into()]).expect("valid dataset")
 }
 
-/// A summary with 40 syscalls, each on no fd and on a file, a socket and a
-/// pipe, and 64 transitions: about 1 000 attributes. Bad runs read less per
-/// call and more often.
+/// A full summary: as many (syscall, fd kind) entries as it holds (16
+/// syscalls, each on no fd and on a file, a socket and a pipe) and as many
+/// transitions: the most attributes real summaries give (about 450). Bad
+/// runs call `read` more often and get less per call.
 fn synthetic_summary(rng: &mut Rng, bad: bool) -> Summary {
     let mut syscalls = heapless::Vec::new();
     let names: Vec<SyscallId> = (2u16..)
@@ -88,7 +93,8 @@ fn synthetic_summary(rng: &mut Rng, bad: bool) -> Summary {
         }
     }
     keys.sort();
-    for key in keys.into_iter().take(127) {
+    // As many entries as a summary holds (the "other" entry's place left).
+    for key in keys.into_iter().take(MAX_SUMMARY_SYSCALLS - 1) {
         let scale = if bad && key.id.0 == 2 { 8.0 } else { 1.0 };
         let count = ((1000.0 + 200.0 * rng.normal()) * scale).max(2.0) as u64;
         let errors = (rng.unit() * 10.0) as u64;
@@ -114,7 +120,7 @@ fn synthetic_summary(rng: &mut Rng, bad: bool) -> Summary {
         });
     }
     let mut transitions = heapless::Vec::new();
-    for i in 0..64u16 {
+    for i in 0..MAX_SUMMARY_TRANSITIONS as u16 {
         let _ = transitions.push(Transition {
             from: names[(i / 8) as usize],
             to: names[(i % 8) as usize],

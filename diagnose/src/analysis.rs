@@ -21,6 +21,9 @@ pub struct Diagnosis {
     pub run_ids: Vec<String>,
     /// The traced program, when every run traced the same one.
     pub program: Option<String>,
+    /// Runs per traced program, most first (more than one program usually
+    /// calls for `--program`).
+    pub programs: Vec<(String, usize)>,
     /// The runs as attribute rows.
     pub dataset: Dataset,
     /// Syscall entries and transitions made in every run.
@@ -101,8 +104,18 @@ pub fn diagnose(
     let program = summaries.first().map(|s| s.facts.program.to_string());
     let program = program
         .filter(|p| !p.is_empty() && summaries.iter().all(|s| s.facts.program.as_str() == p));
+    let mut programs: Vec<(String, usize)> = Vec::new();
+    for s in summaries {
+        let p = s.facts.program.as_str();
+        match programs.iter_mut().find(|(name, _)| name == p) {
+            Some((_, n)) => *n += 1,
+            None => programs.push((p.to_string(), 1)),
+        }
+    }
+    programs.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     Ok(Diagnosis {
         labelling,
+        programs,
         run_ids: summaries.iter().map(|s| hex(&s.id)).collect(),
         program,
         dataset,

@@ -68,6 +68,10 @@ impl Column {
     }
 }
 
+/// Most classes a dataset may have (labels from a fact with more values
+/// than this are refused: rules over so many classes say nothing).
+pub const MAX_CLASSES: usize = 1024;
+
 /// A named attribute.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Attribute {
@@ -120,6 +124,12 @@ impl Dataset {
                     }
                 }
             }
+        }
+        if classes.len() > MAX_CLASSES {
+            bail!(
+                "{} classes: at most {MAX_CLASSES} (label by a fact with fewer values)",
+                classes.len()
+            );
         }
         if labels.iter().any(|l| *l as usize >= classes.len()) {
             bail!("a run's label names no class");

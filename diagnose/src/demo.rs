@@ -63,8 +63,9 @@ pub struct DemoArgs {
     /// to a local `edge-service serve` (when the service is not at hand).
     #[arg(long)]
     pub no_service: bool,
-    /// Working folder (spools, database); kept afterwards. Default: a
-    /// temporary folder, removed at the end.
+    /// Working folder (spools `spool-c*`, database `demo.db`, the service's
+    /// log), kept afterwards; an earlier demo's spools and database in it are
+    /// removed first. Default: a temporary folder, removed at the end.
     #[arg(long, value_name = "DIR")]
     pub work: Option<PathBuf>,
     /// Print the diagnosis as JSON (the last thing printed).
@@ -460,8 +461,20 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let spools: Vec<PathBuf> = (1..=args.clients)
         .map(|i| work.join(format!("spool-c{i}")))
         .collect();
+    // A --work folder may hold an earlier demo's spools and database: start
+    // afresh, or its runs would be diagnosed with these.
     for s in &spools {
+        if s.exists() {
+            std::fs::remove_dir_all(s).with_context(|| format!("cannot empty {}", s.display()))?;
+        }
         std::fs::create_dir_all(s).with_context(|| format!("cannot create {}", s.display()))?;
+    }
+    for name in ["demo.db", "demo.db-wal", "demo.db-shm", "demo.db-journal"] {
+        let path = work.join(name);
+        if path.exists() {
+            std::fs::remove_file(&path)
+                .with_context(|| format!("cannot remove {}", path.display()))?;
+        }
     }
     println!(
         "Fetching {url} ({} MiB) {} times in each client, traced by {} run --spool",

@@ -54,6 +54,19 @@ pub fn text(d: &Diagnosis) -> String {
             .unwrap_or_default(),
         d.labelling.method
     );
+    if d.programs.len() > 1 {
+        let list: Vec<String> = d
+            .programs
+            .iter()
+            .map(|(p, n)| format!("{} ({n})", if p.is_empty() { "?" } else { p }))
+            .collect();
+        let _ = writeln!(
+            o,
+            "  note: runs of {} programs: {}; --program picks one",
+            d.programs.len(),
+            list.join(", ")
+        );
+    }
     for (c, name) in data.classes.iter().enumerate() {
         let _ = write!(o, "  {name}: {} runs", counts[c]);
         if let Some(cl) = &d.labelling.clusters {
@@ -118,6 +131,10 @@ pub fn text(d: &Diagnosis) -> String {
                         .find(|(n, _)| *n == k)
                         .map_or(0.0, |(_, v)| *v)
                 };
+                if pc.runs_with == 0 {
+                    let _ = write!(o, "  {}: 0/{} runs", data.classes[c], pc.runs);
+                    continue;
+                }
                 let _ = write!(
                     o,
                     "  {}: {}/{} runs, num {}, time {} s",
@@ -203,6 +220,7 @@ pub fn json(d: &Diagnosis) -> Value {
         .collect();
     json!({
         "runs": data.rows(),
+        "programs": d.programs.iter().map(|(p, n)| json!({"program": p, "runs": n})).collect::<Vec<_>>(),
         "labels": {
             "method": d.labelling.method,
             "classes": classes,

@@ -329,6 +329,11 @@ pub fn build(data: &Dataset, sorted: &Presorted, active: &[bool], params: &TreeP
                 splittable[j] = !pure && n >= 2 * min_leaf && *depth < params.max_depth;
             }
         }
+        // Node positions must fit beside the class in a u32 code (only a
+        // level of millions of nodes could exceed it): stop growing there.
+        if open.len() >= (DONE >> class_bits) as usize {
+            splittable.fill(false);
+        }
         let totals: Vec<Vec<usize>> = open
             .iter()
             .map(|&s| match &arena[s] {

@@ -10,8 +10,9 @@ use tokio::sync::{mpsc, oneshot};
 use crate::metrics::Metrics;
 use crate::store::{Inserted, NewRun, Store, StoreError};
 
-/// Requests waiting for the writer, at most; beyond, the server answers 503.
-pub const QUEUE_REQUESTS: usize = 512;
+/// Requests waiting for the writer, at most (each up to 1 MiB of body, so
+/// this bounds the memory held); beyond, the server answers 503.
+pub const QUEUE_REQUESTS: usize = 128;
 /// Runs committed in one transaction, at most (bounds a commit's latency).
 pub const MAX_RUNS_PER_COMMIT: usize = 4096;
 

@@ -426,3 +426,53 @@ fn a_locked_store_answers_503_with_retry_after_then_recovers() {
     assert_eq!(status, 200);
     assert_eq!(accepted(&json).len(), 2);
 }
+
+#[test]
+fn random_and_mutated_bodies_never_break_the_server() {
+    use rand::{Rng, SeedableRng};
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let base = sample::encoded(60, 500, None);
+    let mut stored = 0;
+    for round in 0..150 {
+        let (status, json) = if round % 3 == 0 {
+            // Arbitrary bytes: whatever the framing makes of them.
+            let len = rng.random_range(0..4000);
+            let body: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+            let (status, _, json) = post(&server.url, Some(TOKEN), Some(CONTENT_TYPE), &body);
+            (status, json)
+        } else {
+            // Well framed, each item a valid summary with a few bytes changed.
+            let items: Vec<Vec<u8>> = (0..rng.random_range(1..8))
+                .map(|_| {
+                    let mut item = base.clone();
+                    for _ in 0..rng.random_range(1..4) {
+                        let at = rng.random_range(0..item.len());
+                        item[at] = rng.random();
+                    }
+                    item
+                })
+                .collect();
+            let (status, json) = post_items(&server.url, &items);
+            if status == 200 {
+                let answered = json["accepted"].as_array().unwrap().len()
+                    + json["rejected"].as_array().unwrap().len();
+                assert!(answered >= 1 && answered <= items.len(), "{json}");
+            }
+            (status, json)
+        };
+        assert!(matches!(status, 200 | 400 | 403 | 413), "{status} {json}");
+        if status == 200 {
+            stored += json["accepted"].as_array().unwrap().len();
+        }
+    }
+    let (status, _) = get(&server.url, "/healthz", None);
+    assert_eq!(status, 200);
+    // Whatever was acknowledged is stored and can be shown.
+    assert!(stored_ids(&server.db).len() <= stored);
+    for id in stored_ids(&server.db) {
+        let (status, _) = get(&server.url, &format!("/v1/runs/{id}"), Some(TOKEN));
+        assert_eq!(status, 200);
+    }
+}

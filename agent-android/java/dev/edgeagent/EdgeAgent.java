@@ -23,6 +23,12 @@ import java.util.Map;
  * {@code lib<name>.so} (with {@code android:extractNativeLibs="true"}) or be
  * part of the system image.
  *
+ * <p>{@link #trace} runs the tracer inside the app's process. While it runs, the
+ * tracer waits for any child of the process, so a process the app starts meanwhile
+ * (Runtime.exec, ProcessBuilder) may be reaped by it and its exit status lost: do not
+ * start other processes during a trace, or run {@code libedge_agent.so run --out FILE
+ * -- ...} as a process of its own instead.
+ *
  * <p>Errors never crash the app: invalid arguments throw
  * {@link IllegalArgumentException}; everything else throws
  * {@link EdgeAgentException} with a message.

@@ -1,0 +1,3 @@
+package androidx.work;
+
+public enum BackoffPolicy { EXPONENTIAL, LINEAR }

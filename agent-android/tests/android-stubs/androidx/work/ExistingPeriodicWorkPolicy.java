@@ -1,0 +1,3 @@
+package androidx.work;
+
+public enum ExistingPeriodicWorkPolicy { REPLACE, KEEP, UPDATE, CANCEL_AND_REENQUEUE }

@@ -1,0 +1,3 @@
+package androidx.work;
+
+public enum NetworkType { NOT_REQUIRED, CONNECTED, UNMETERED, NOT_ROAMING, METERED, TEMPORARILY_UNMETERED }

@@ -1,0 +1,3 @@
+package androidx.work;
+
+public final class WorkerParameters {}

@@ -1,0 +1,174 @@
+//! Summaries from `edge-agent run` decode, carry the right fd kinds (a
+//! file read vs a socket read vs a pipe read), and the command's errors
+//! are one clear line.
+
+mod tracer_support;
+
+use std::process::Command;
+
+use agent_core::{FdKind, Key, SyscallId};
+use tracer_support::*;
+
+const FDS: &str = r#"
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/socket.h>
+/* 3 file reads, 5 socket writes + reads, 7 pipe writes + reads. */
+int main(void) {
+  char b[16];
+  int f = open("/proc/self/status", O_RDONLY);
+  for (int i = 0; i < 3; i++) read(f, b, 1);
+  int s[2];
+  socketpair(AF_UNIX, SOCK_STREAM, 0, s);
+  for (int i = 0; i < 5; i++) { write(s[0], "x", 1); read(s[1], b, 1); }
+  int p[2];
+  pipe(p);
+  for (int i = 0; i < 7; i++) { write(p[1], "xy", 2); read(p[0], b, 2); }
+  close(f); close(s[0]); close(s[1]); close(p[0]); close(p[1]);
+  return 0;
+}
+"#;
+
+fn key(name: &str, fd_kind: FdKind) -> Key {
+    Key {
+        id: SyscallId::from_name(name).unwrap(),
+        fd_kind,
+    }
+}
+
+#[test]
+fn fd_kinds_are_right() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_c(dir.path(), "fds", FDS);
+    let (out, s) = agent_run(
+        dir.path(),
+        &["--fact", "net.adapter=bridged"],
+        &[exe.to_str().unwrap()],
+    );
+    assert!(out.status.success());
+    let count = |name, kind| s.get(key(name, kind)).map_or(0, |e| e.count);
+    assert_eq!(
+        count("read", FdKind::File),
+        3 + 1,
+        "3 reads + the loader's read of libc"
+    );
+    assert_eq!(count("read", FdKind::Socket), 5);
+    assert_eq!(count("write", FdKind::Socket), 5);
+    assert_eq!(count("read", FdKind::Pipe), 7);
+    assert_eq!(count("write", FdKind::Pipe), 7);
+    assert_eq!(count("close", FdKind::Socket), 2);
+    assert_eq!(count("close", FdKind::Pipe), 2);
+    let pipe_read = s.get(key("read", FdKind::Pipe)).unwrap();
+    assert_eq!(pipe_read.param_mean(), Some(2.0), "requested size");
+    assert_eq!(pipe_read.result_mean(), 2.0);
+    assert_eq!(s.facts.get("net.adapter"), Some("bridged"));
+    assert!(!s.facts.kernel.is_empty());
+    assert!(!s.facts.agent_version.is_empty());
+}
+
+#[test]
+fn show_prints_table_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, _) = agent_run(
+        dir.path(),
+        &[],
+        &["dd", "if=/dev/zero", "of=/dev/null", "bs=64", "count=100"],
+    );
+    let file = dir.path().join("run.summary");
+    let out = output_timeout(Command::new(agent()).arg("show").arg(&file), 30);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("read") && text.contains("dd"), "{text}");
+    let out = output_timeout(
+        Command::new(agent())
+            .args(["show", "--json"])
+            .arg(&file)
+            .arg(&file),
+        30,
+    );
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let objects: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(objects.len(), 2, "one object per file");
+    let reads: u64 = objects[0]["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["name"] == "read")
+        .map(|s| s["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(reads, 103);
+    assert_eq!(objects[0]["facts"]["program"], "dd");
+
+    // A file that is not a summary.
+    let bad = dir.path().join("bad");
+    std::fs::write(&bad, b"not a summary").unwrap();
+    let out = output_timeout(Command::new(agent()).arg("show").arg(&bad), 30);
+    assert!(!out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
+}
+
+#[test]
+fn usage_errors_are_one_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_file = dir.path().join("x.summary");
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["run", "--only", "read,nosuchcall", "--", "true"],
+            "unknown syscall name \"nosuchcall\"",
+        ),
+        (&["run", "--fact", "bad key=1", "--", "true"], "bad fact"),
+        (
+            &["run", "--out", "/nonexistent-dir/x", "--", "true"],
+            "cannot write /nonexistent-dir/x",
+        ),
+        (
+            &[
+                "run",
+                "--out",
+                out_file.to_str().unwrap(),
+                "--",
+                "no-such-command-xyz",
+            ],
+            "command not found",
+        ),
+        (
+            &["run", "--spool", "/proc/version/spool", "--", "true"],
+            "spool",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = output_timeout(Command::new(agent()).args(args), 30);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn library_trace_command() {
+    let outcome = agent_linux::trace_command(&agent_linux::TraceOptions {
+        command: vec!["sh".into(), "-c".into(), "exit 3".into()],
+        facts: vec![("k".into(), "v".into())],
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(outcome.status.code(), Some(3));
+    assert_eq!(outcome.summary.run.exit, agent_core::Exit::Code(3));
+    assert_eq!(outcome.summary.facts.get("k"), Some("v"));
+    let execve = SyscallId::from_name("execve").unwrap();
+    assert_eq!(
+        outcome
+            .summary
+            .get(Key {
+                id: execve,
+                fd_kind: FdKind::None
+            })
+            .map(|e| e.count),
+        Some(1)
+    );
+}

@@ -1,0 +1,184 @@
+//! Shared helpers of the tracer's end-to-end tests (`tracer_*.rs`): run the
+//! real `edge-agent` and `strace -f -c` on the same workload and compare.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use agent_core::Summary;
+
+/// The built `edge-agent`.
+pub fn agent() -> PathBuf {
+    edge_tests::binary("edge-agent")
+}
+
+/// Compiles the C program `src` into `dir/name` with the system's cc (the
+/// Rust toolchain's linker, so present wherever the tests build).
+pub fn compile_c(dir: &Path, name: &str, src: &str) -> PathBuf {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).unwrap();
+    let exe = dir.join(name);
+    let out = Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .output()
+        .expect("run cc");
+    assert!(
+        out.status.success(),
+        "cc failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// Waits for `child` at most `secs`; kills it (and fails) past that.
+pub fn wait_timeout(child: &mut Child, secs: u64) -> ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("timed out after {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Runs `cmd` with a time limit, capturing its output.
+pub fn output_timeout(cmd: &mut Command, secs: u64) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Drain the pipes on threads so a chatty child cannot block.
+    let mut so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let t1 = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut so, &mut v).ok();
+        v
+    });
+    let t2 = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut se, &mut v).ok();
+        v
+    });
+    let status = wait_timeout(&mut child, secs);
+    Output {
+        status,
+        stdout: t1.join().unwrap(),
+        stderr: t2.join().unwrap(),
+    }
+}
+
+/// Per syscall name: (calls, errors).
+pub type Counts = BTreeMap<String, (u64, u64)>;
+
+/// `strace -f -c` (plus `extra` options) on `cmd`: its status and counts.
+pub fn strace_counts(dir: &Path, extra: &[&str], cmd: &[&str]) -> (ExitStatus, Counts) {
+    let out_file = dir.join("strace.txt");
+    let out = output_timeout(
+        Command::new("strace")
+            .args(["-f", "-c", "-o"])
+            .arg(&out_file)
+            .args(extra)
+            .args(cmd),
+        120,
+    );
+    let text = std::fs::read_to_string(&out_file).expect("strace output");
+    (out.status, parse_strace(&text))
+}
+
+/// Parses `strace -c`'s table.
+pub fn parse_strace(text: &str) -> Counts {
+    let mut counts = Counts::new();
+    for line in text.lines() {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        if cols.len() < 5 || !cols[0].starts_with(|c: char| c.is_ascii_digit()) {
+            continue;
+        }
+        let name = cols[cols.len() - 1];
+        if name == "total" {
+            continue;
+        }
+        let calls: u64 = cols[3].parse().expect("calls column");
+        let errors: u64 = if cols.len() == 6 {
+            cols[4].parse().expect("errors column")
+        } else {
+            0
+        };
+        counts.insert(name.to_string(), (calls, errors));
+    }
+    counts
+}
+
+/// The counts of a summary, summed over fd kinds.
+pub fn summary_counts(s: &Summary) -> Counts {
+    let mut counts = Counts::new();
+    for e in &s.syscalls {
+        let name = e.key.id.name().unwrap_or("?").to_string();
+        let c = counts.entry(name).or_default();
+        c.0 += e.count;
+        c.1 += e.errors();
+    }
+    counts
+}
+
+/// `edge-agent run --out FILE [agent_args] -- cmd`: its output and the
+/// decoded summary.
+pub fn agent_run(dir: &Path, agent_args: &[&str], cmd: &[&str]) -> (Output, Summary) {
+    agent_run_env(dir, &[], agent_args, cmd)
+}
+
+/// [`agent_run`] with extra environment variables for the agent.
+pub fn agent_run_env(
+    dir: &Path,
+    env: &[(&str, &str)],
+    agent_args: &[&str],
+    cmd: &[&str],
+) -> (Output, Summary) {
+    let file = dir.join("run.summary");
+    let _ = std::fs::remove_file(&file);
+    let out = output_timeout(
+        Command::new(agent())
+            .envs(env.iter().copied())
+            .arg("run")
+            .arg("--out")
+            .arg(&file)
+            .args(agent_args)
+            .arg("--")
+            .args(cmd),
+        120,
+    );
+    let bytes = std::fs::read(&file).unwrap_or_else(|e| {
+        panic!(
+            "no summary ({e}); stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let summary = Summary::decode(&bytes).expect("summary decodes");
+    (out, summary)
+}
+
+/// Asserts the two tables are equal, ignoring `skip` (names whose count
+/// depends on timing, e.g. futex under contention).
+pub fn assert_same_counts(agent: &Counts, strace: &Counts, skip: &[&str]) {
+    let filter = |c: &Counts| -> Counts {
+        c.iter()
+            .filter(|(k, _)| !skip.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    };
+    let (a, s) = (filter(agent), filter(strace));
+    assert!(!a.is_empty(), "no syscalls recorded");
+    assert_eq!(a, s, "edge-agent (left) and strace -f -c (right) disagree");
+}
