@@ -371,19 +371,35 @@ fn healthy(addr: SocketAddr) -> bool {
     s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
 }
 
-/// The edge-agent binary to use.
+/// The edge-agent binary to use: the one given, else the one next to this
+/// program, else the one on PATH.
 fn find_agent(given: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(p) = given {
+        if !p.is_file() {
+            bail!("--agent {}: no such file", p.display());
+        }
         return Ok(p.to_path_buf());
     }
-    if let Some(sibling) = std::env::current_exe()
+    let sibling = std::env::current_exe()
         .ok()
-        .and_then(|e| e.parent().map(|d| d.join("edge-agent")))
-        .filter(|p| p.exists())
-    {
-        return Ok(sibling);
-    }
-    Ok(PathBuf::from("edge-agent"))
+        .and_then(|e| e.parent().map(|d| d.join("edge-agent")));
+    let on_path = std::env::var_os("PATH")
+        .map(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join("edge-agent"))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    sibling
+        .into_iter()
+        .chain(on_path)
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "edge-agent not found next to this program or on PATH: build it \
+                 (cargo build --release -p agent-linux) or give --agent PATH"
+            )
+        })
 }
 
 /// One traced fetch.

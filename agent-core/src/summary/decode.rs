@@ -1,5 +1,11 @@
 //! Strict decoding: every field is validated; any defect is a typed error.
 
+use core::fmt;
+use core::marker::PhantomData;
+
+use serde::de::{DeserializeSeed, Error as _, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
 use super::{Summary, FORMAT_VERSION, MAX_ENCODED_LEN, MAX_ERRNOS};
 use crate::histogram::BUCKETS;
 use crate::Key;
@@ -64,6 +70,19 @@ fn map_postcard(e: postcard::Error) -> DecodeError {
 impl Summary {
     /// Decodes and validates one encoded summary.
     pub fn decode(bytes: &[u8]) -> Result<Summary, DecodeError> {
+        let mut summary = Summary::empty();
+        Summary::decode_into(bytes, &mut summary)?;
+        Ok(summary)
+    }
+
+    /// [`Summary::decode`] into an existing value, so a caller can keep one
+    /// summary (33 KB) off a small stack. On error `out` holds a partly
+    /// decoded summary and must not be used.
+    ///
+    /// The lists are decoded element by element straight into `out`: the
+    /// derived decoder would build each list on the stack and move it through
+    /// several frames, which an unoptimized build does not elide.
+    pub fn decode_into(bytes: &[u8], out: &mut Summary) -> Result<(), DecodeError> {
         if bytes.is_empty() {
             return Err(DecodeError::Empty);
         }
@@ -74,12 +93,24 @@ impl Summary {
         if version != FORMAT_VERSION {
             return Err(DecodeError::UnsupportedVersion { found: version });
         }
-        let (summary, rest) = postcard::take_from_bytes::<Summary>(rest).map_err(map_postcard)?;
+        let mut de = postcard::Deserializer::from_bytes(rest);
+        out.id = Deserialize::deserialize(&mut de).map_err(map_postcard)?;
+        out.run = Deserialize::deserialize(&mut de).map_err(map_postcard)?;
+        out.facts = Deserialize::deserialize(&mut de).map_err(map_postcard)?;
+        out.truncated = Deserialize::deserialize(&mut de).map_err(map_postcard)?;
+        out.syscalls.clear();
+        IntoVec(&mut out.syscalls)
+            .deserialize(&mut de)
+            .map_err(map_postcard)?;
+        out.transitions.clear();
+        IntoVec(&mut out.transitions)
+            .deserialize(&mut de)
+            .map_err(map_postcard)?;
+        let rest = de.finalize().map_err(map_postcard)?;
         if !rest.is_empty() {
             return Err(DecodeError::TrailingBytes { extra: rest.len() });
         }
-        summary.validate()?;
-        Ok(summary)
+        out.validate()
     }
 
     /// Checks the rules that tie the fields together.
@@ -180,6 +211,34 @@ impl Summary {
         }
         if self.run.threads < self.run.processes {
             return Err(Bad("run: fewer threads than processes"));
+        }
+        Ok(())
+    }
+}
+
+/// Deserializes a sequence by pushing each element into an existing
+/// `heapless::Vec` (see [`Summary::decode_into`]).
+struct IntoVec<'a, T, const N: usize>(&'a mut heapless::Vec<T, N>);
+
+impl<'de, T: Deserialize<'de>, const N: usize> DeserializeSeed<'de> for IntoVec<'_, T, N> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(IntoVecVisitor(self.0, PhantomData))
+    }
+}
+
+struct IntoVecVisitor<'a, T, const N: usize>(&'a mut heapless::Vec<T, N>, PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>, const N: usize> Visitor<'de> for IntoVecVisitor<'_, T, N> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a list of at most {N} entries")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(item) = seq.next_element::<T>()? {
+            if self.0.push(item).is_err() {
+                return Err(A::Error::invalid_length(N + 1, &self));
+            }
         }
         Ok(())
     }

@@ -264,6 +264,30 @@ impl Transition {
 }
 
 impl Summary {
+    /// A summary with no run, facts or entries (the target of
+    /// [`Summary::decode_into`]).
+    pub fn empty() -> Summary {
+        Summary {
+            id: [0; 16],
+            run: RunRecord {
+                start_unix_ns: 0,
+                duration_ns: 0,
+                exit: Exit::Running,
+                arch: Arch::X86_64,
+                processes: 0,
+                threads: 0,
+                events: 0,
+                overflow: Overflow::default(),
+                window: 0,
+                spool_dropped: 0,
+            },
+            facts: Facts::default(),
+            truncated: false,
+            syscalls: Vec::new(),
+            transitions: Vec::new(),
+        }
+    }
+
     /// The entry for `key`.
     pub fn get(&self, key: Key) -> Option<&SyscallSummary> {
         self.syscalls
