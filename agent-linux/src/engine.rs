@@ -180,6 +180,9 @@ pub struct Engine {
     /// Auto-attached children whose first stop came before their parent's
     /// fork/clone event: held stopped until the event says whose they are.
     early: Vec<Tid>,
+    /// Unknown tasks let go while detaching (their parent's event may still
+    /// follow: they must not be waited for).
+    let_go: Vec<Tid>,
     roles: FdRoles,
     /// Only seccomp-selected syscalls stop (`--only`).
     seccomp: bool,
@@ -212,6 +215,7 @@ impl Engine {
             threads: HashMap::new(),
             sessions: Vec::new(),
             early: Vec::new(),
+            let_go: Vec::new(),
             roles: FdRoles::new(),
             seccomp,
             record,
@@ -352,6 +356,14 @@ impl Engine {
         };
         thread.listening = false;
         if thread.detaching {
+            if matches!(
+                event,
+                sys::PTRACE_EVENT_FORK | sys::PTRACE_EVENT_VFORK | sys::PTRACE_EVENT_CLONE
+            ) {
+                // The new child is already attached: wait for its first stop
+                // to let it go too, or it would stay stopped.
+                self.new_child(tid, event);
+            }
             let deliver = if event == 0 && sig != SYSCALL_TRAP {
                 sig
             } else {
@@ -568,7 +580,7 @@ impl Engine {
         let Some(p) = self.threads.get(&parent) else {
             return;
         };
-        if self.threads.contains_key(&child) {
+        if self.threads.contains_key(&child) || self.let_go.contains(&child) {
             return;
         }
         let (session, parent_tgid, parent_fds) = (p.session, p.tgid, Rc::clone(&p.fds));
@@ -606,6 +618,7 @@ impl Engine {
     fn unknown_stop(&mut self, tid: Tid, sig: i32) {
         if self.detaching {
             let _ = sys::detach(tid, 0);
+            self.let_go.push(tid);
             return;
         }
         if self.early.contains(&tid) {
@@ -737,6 +750,7 @@ impl Engine {
         }
         for tid in std::mem::take(&mut self.early) {
             let _ = sys::detach(tid, 0);
+            self.let_go.push(tid);
         }
     }
 

@@ -112,6 +112,10 @@ pub fn summary(seed: u64, events: u32, group: Option<&str>) -> Summary {
 }
 
 /// `summary` encoded, as a device would send it.
+///
+/// # Panics
+/// Never in practice: encoding into a full-size buffer folds entries until
+/// the summary fits.
 pub fn encoded(seed: u64, events: u32, group: Option<&str>) -> Vec<u8> {
     let mut s = summary(seed, events, group);
     let mut buf = [0u8; agent_core::MAX_ENCODED_LEN];

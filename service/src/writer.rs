@@ -114,10 +114,7 @@ fn commit(store: &mut dyn Store, jobs: Vec<Job>, metrics: &Metrics) {
         }
         Err(e) => {
             for (_, reply) in replies {
-                let _ = reply.send(Err(match &e {
-                    StoreError::Busy(m) => StoreError::Busy(m.clone()),
-                    StoreError::Failed(m) => StoreError::Failed(m.clone()),
-                }));
+                let _ = reply.send(Err(e.clone()));
             }
         }
     }

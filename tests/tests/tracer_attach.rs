@@ -235,3 +235,27 @@ fn sigint_during_run_detaches_and_still_reports_the_programs_status() {
     std::io::Read::read_to_string(agent.stderr.as_mut().unwrap(), &mut err).unwrap();
     assert!(err.contains("detached"), "{err}");
 }
+
+#[test]
+fn sigint_while_the_program_forks_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    for delay_ms in [150, 300, 450] {
+        let mut agent = Command::new(agent())
+            .arg("run")
+            .arg("--out")
+            .arg(dir.path().join("f.summary"))
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "for i in $(seq 400); do /bin/true; done; exit 6",
+            ])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = agent_linux::sys::kill(agent.id() as i32, libc::SIGINT);
+        // Children born while detaching are let go too: the loop finishes.
+        assert_eq!(wait_timeout(&mut agent, 60).code(), Some(6));
+    }
+}

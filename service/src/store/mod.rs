@@ -25,7 +25,7 @@ pub enum Inserted {
 }
 
 /// Why a store operation failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum StoreError {
     /// Temporarily unable (locked by another writer, ...): retry later.
     #[error("store busy: {0}")]
