@@ -100,9 +100,13 @@ impl Started {
         let filter = match &opts.only {
             Some(ids) => {
                 let mut all = ids.clone();
-                // The fd cache must see fds change even when these are not
-                // recorded.
-                all.extend(FdRoles::invalidating());
+                // When a chosen syscall takes an fd, the fd cache must see
+                // fds change even though these are not recorded. Otherwise
+                // no fd is ever resolved: stop on nothing more.
+                let roles = FdRoles::new();
+                if ids.iter().any(|id| roles.get(*id).fd_arg().is_some()) {
+                    all.extend(FdRoles::invalidating());
+                }
                 Some(
                     seccomp::build(Native::ABIS, &all)
                         .ok_or_else(|| anyhow!("--only lists too many syscalls"))?,
