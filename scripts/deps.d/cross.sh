@@ -60,6 +60,19 @@ cross_deps_guest_apt() {
         "$@"
 }
 
+# The first main-archive mirror of the machine's apt sources (deb822 or
+# one-line format); security suites are skipped.
+cross_deps_mirror() {
+    {
+        cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '
+            /^URIs:/ {u = $2}
+            /^Suites:/ {s = $0}
+            /^[[:space:]]*$/ {if (u != "" && s !~ /security/) print u; u = ""; s = ""}
+            END {if (u != "" && s !~ /security/) print u}'
+        awk '$1 == "deb" && $2 !~ /^\[/ && $3 !~ /security/ {print $2}' /etc/apt/sources.list 2>/dev/null
+    } | head -n1
+}
+
 cross_deps_guest() {
     local cache=${EDGE_ARM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/edge-agent/arm}
     if [ -s "$cache/vmlinuz-arm64" ] && [ -s "$cache/vmlinuz-armmp" ] &&
@@ -68,10 +81,18 @@ cross_deps_guest() {
     fi
     echo "== fetching the ARM guest kernels and static busybox into $cache"
     mkdir -p "$cache/apt/lists/partial" "$cache/apt/archives/partial" "$cache/apt/sources.list.d" "$cache/debs"
-    cat >"$cache/apt/sources.list.d/debian.sources" <<'EOF'
+    # The same Debian mirror and release the machine's own apt uses.
+    local mirror suite
+    mirror=$(cross_deps_mirror)
+    suite=$(. /etc/os-release && echo "$VERSION_CODENAME")
+    if [ -z "$mirror" ] || [ -z "$suite" ]; then
+        echo "cross.sh: cannot find the machine's Debian mirror in /etc/apt" >&2
+        return 1
+    fi
+    cat >"$cache/apt/sources.list.d/debian.sources" <<EOF
 Types: deb
-URIs: http://deb.debian.org/debian
-Suites: bookworm
+URIs: $mirror
+Suites: $suite
 Components: main
 Architectures: arm64 armhf i386
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
