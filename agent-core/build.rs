@@ -39,25 +39,40 @@ fn main() {
         .collect();
     let mut id_of: HashMap<&str, u16> = HashMap::new();
     for (i, n) in names.iter().enumerate() {
-        assert!(id_of.insert(n, i as u16).is_none(), "duplicate name {n} in syscall-ids.txt");
+        assert!(
+            id_of.insert(n, i as u16).is_none(),
+            "duplicate name {n} in syscall-ids.txt"
+        );
     }
 
     let arches: Vec<(&str, Vec<(String, u32)>)> = vec![
         (
             "X86_64",
-            arch_table(syscalls::x86_64::Sysno::iter().map(|s| (s.name().trim_start_matches("r#").to_string(), s.id() as u32))),
+            arch_table(
+                syscalls::x86_64::Sysno::iter()
+                    .map(|s| (s.name().trim_start_matches("r#").to_string(), s.id() as u32)),
+            ),
         ),
         (
             "I386",
-            arch_table(syscalls::x86::Sysno::iter().map(|s| (s.name().trim_start_matches("r#").to_string(), s.id() as u32))),
+            arch_table(
+                syscalls::x86::Sysno::iter()
+                    .map(|s| (s.name().trim_start_matches("r#").to_string(), s.id() as u32)),
+            ),
         ),
         (
             "AARCH64",
-            arch_table(syscalls::aarch64::Sysno::iter().map(|s| (s.name().trim_start_matches("r#").to_string(), s.id() as u32))),
+            arch_table(
+                syscalls::aarch64::Sysno::iter()
+                    .map(|s| (s.name().trim_start_matches("r#").to_string(), s.id() as u32)),
+            ),
         ),
         (
             "ARM",
-            arch_table(syscalls::arm::Sysno::iter().map(|s| (s.name().trim_start_matches("r#").to_string(), s.id() as u32))),
+            arch_table(
+                syscalls::arm::Sysno::iter()
+                    .map(|s| (s.name().trim_start_matches("r#").to_string(), s.id() as u32)),
+            ),
         ),
     ];
 
@@ -71,7 +86,12 @@ fn main() {
 
     let sorted: BTreeMap<&str, u16> = id_of.iter().map(|(k, v)| (*k, *v)).collect();
     writeln!(out, "/// (name, id) sorted by name.").unwrap();
-    writeln!(out, "pub(crate) static SORTED_NAMES: [(&str, u16); {}] = [", sorted.len()).unwrap();
+    writeln!(
+        out,
+        "pub(crate) static SORTED_NAMES: [(&str, u16); {}] = [",
+        sorted.len()
+    )
+    .unwrap();
     for (n, i) in &sorted {
         writeln!(out, "    ({n:?}, {i}),").unwrap();
     }
@@ -92,17 +112,35 @@ fn main() {
             }
         }
         writeln!(out, "/// {arch}: raw syscall number -> canonical id.").unwrap();
-        writeln!(out, "pub(crate) static RAW_TO_ID_{arch}: [u16; {size}] = {raw:?};").unwrap();
+        writeln!(
+            out,
+            "pub(crate) static RAW_TO_ID_{arch}: [u16; {size}] = {raw:?};"
+        )
+        .unwrap();
     }
     writeln!(out, "/// ARM private syscalls: (raw number, canonical id).").unwrap();
     let arm_private: Vec<(u32, u16)> = ARM_PRIVATE
         .iter()
         .map(|(n, nr)| (*nr, *id_of.get(n).unwrap_or(&1)))
         .collect();
-    writeln!(out, "pub(crate) static ARM_PRIVATE: [(u32, u16); {}] = {arm_private:?};", arm_private.len()).unwrap();
-    writeln!(out, "/// Names known to the `syscalls` crate but absent from syscall-ids.txt.").unwrap();
+    writeln!(
+        out,
+        "pub(crate) static ARM_PRIVATE: [(u32, u16); {}] = {arm_private:?};",
+        arm_private.len()
+    )
+    .unwrap();
+    writeln!(
+        out,
+        "/// Names known to the `syscalls` crate but absent from syscall-ids.txt."
+    )
+    .unwrap();
     writeln!(out, "#[allow(dead_code)]").unwrap();
-    writeln!(out, "pub(crate) static MISSING_NAMES: [&str; {}] = {missing:?};", missing.len()).unwrap();
+    writeln!(
+        out,
+        "pub(crate) static MISSING_NAMES: [&str; {}] = {missing:?};",
+        missing.len()
+    )
+    .unwrap();
 
     let path = std::path::Path::new(&std::env::var("OUT_DIR").unwrap()).join("syscall_tables.rs");
     std::fs::write(path, out).expect("write syscall tables");

@@ -22,7 +22,11 @@ fn dd_stream() -> Vec<SyscallEvent> {
             ret: 64,
             entry_ns: i * 1_000,
             exit_ns: i * 1_000 + 300 + (i % 7) * 50,
-            fd_kind: if i % 2 == 0 { FdKind::File } else { FdKind::Pipe },
+            fd_kind: if i % 2 == 0 {
+                FdKind::File
+            } else {
+                FdKind::Pipe
+            },
         })
         .collect()
 }
@@ -30,7 +34,9 @@ fn dd_stream() -> Vec<SyscallEvent> {
 /// A server-like stream: 8 threads interleaved, 40 syscalls, 5% failures
 /// with a few errnos, durations spread over the histogram.
 fn mixed_stream() -> Vec<SyscallEvent> {
-    let nrs = [0u32, 1, 3, 7, 9, 44, 45, 202, 232, 257, 262, 281, 288, 290, 291, 17, 18, 19, 20, 39];
+    let nrs = [
+        0u32, 1, 3, 7, 9, 44, 45, 202, 232, 257, 262, 281, 288, 290, 291, 17, 18, 19, 20, 39,
+    ];
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     (0..N as u64)
         .map(|i| {
@@ -43,7 +49,11 @@ fn mixed_stream() -> Vec<SyscallEvent> {
                 arch: Arch::X86_64,
                 nr,
                 args: [3, 0, x % 65_536, 0, 0, 0],
-                ret: if x % 20 == 0 { -((x >> 8) as i64 % 4 + 11) } else { (x % 4096) as i64 },
+                ret: if x % 20 == 0 {
+                    -((x >> 8) as i64 % 4 + 11)
+                } else {
+                    (x % 4096) as i64
+                },
                 entry_ns: i * 2_000,
                 exit_ns: i * 2_000 + (x >> 30) % 1_000_000,
                 fd_kind: FdKind::from_u8((x >> 40) as u8 % 5).unwrap(),
@@ -94,7 +104,11 @@ fn bench(c: &mut Criterion) {
     let mut facts = Facts::new();
     facts.program = facts::truncated("wget");
     let mut buf = [0u8; MAX_ENCODED_LEN];
-    let size = col.summarize([1; 16], run_record(), facts.clone()).encode(&mut buf).unwrap().len();
+    let size = col
+        .summarize([1; 16], run_record(), facts.clone())
+        .encode(&mut buf)
+        .unwrap()
+        .len();
     println!("mixed stream summary: {size} bytes encoded");
     c.bench_function("summarize+encode", |b| {
         b.iter(|| {
@@ -102,8 +116,14 @@ fn bench(c: &mut Criterion) {
             black_box(s.encode(&mut buf).unwrap().len())
         })
     });
-    let bytes = col.summarize([1; 16], run_record(), facts.clone()).encode(&mut buf).unwrap().to_vec();
-    c.bench_function("decode", |b| b.iter(|| black_box(Summary::decode(black_box(&bytes)).unwrap().run.events)));
+    let bytes = col
+        .summarize([1; 16], run_record(), facts.clone())
+        .encode(&mut buf)
+        .unwrap()
+        .to_vec();
+    c.bench_function("decode", |b| {
+        b.iter(|| black_box(Summary::decode(black_box(&bytes)).unwrap().run.events))
+    });
 }
 
 criterion_group!(benches, bench);

@@ -5,11 +5,11 @@ use heapless::index_map::FnvIndexMap;
 use heapless::Vec;
 
 use crate::stats::KeyStats;
+use crate::summary::{merge_into_other_syscall, merge_into_other_transition, top_errnos};
 use crate::summary::{
     Consecutive, Failures, RunRecord, Spread, Summary, SyscallSummary, Transition,
     DEFAULT_SUMMARY_TRANSITIONS, MAX_ERRNOS, MAX_SUMMARY_SYSCALLS, MAX_SUMMARY_TRANSITIONS,
 };
-use crate::summary::{merge_into_other_syscall, merge_into_other_transition, top_errnos};
 use crate::{Facts, FdKind, Key, Overflow, SyscallEvent, SyscallId};
 
 /// What the collector remembers of a thread between two of its syscalls.
@@ -161,7 +161,13 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
     /// Updates the thread's last syscall; returns the gap when this call
     /// repeats the previous one.
     #[inline]
-    fn track_thread(&mut self, tid: u32, id: SyscallId, entry_ns: u64, exit_ns: u64) -> Option<u64> {
+    fn track_thread(
+        &mut self,
+        tid: u32,
+        id: SyscallId,
+        entry_ns: u64,
+        exit_ns: u64,
+    ) -> Option<u64> {
         let now = ThreadState {
             last: id,
             last_exit_ns: exit_ns,
@@ -329,7 +335,11 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
                 gap_sum_ns: t.gap_sum_ns,
             })
             .collect();
-        all.sort_unstable_by(|a, b| b.count.cmp(&a.count).then((a.from, a.to).cmp(&(b.from, b.to))));
+        all.sort_unstable_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then((a.from, a.to).cmp(&(b.from, b.to)))
+        });
         let keep = DEFAULT_SUMMARY_TRANSITIONS.min(MAX_SUMMARY_TRANSITIONS - 1);
         let mut transitions: Vec<Transition, MAX_SUMMARY_TRANSITIONS> = Vec::new();
         let mut folded = Transition {

@@ -59,7 +59,9 @@ impl core::fmt::Display for FactError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(match self {
             FactError::BadKey => "fact key must be 1-24 characters of [A-Za-z0-9._-]",
-            FactError::BadValue => "fact value must be at most 40 bytes, without control characters",
+            FactError::BadValue => {
+                "fact value must be at most 40 bytes, without control characters"
+            }
             FactError::Duplicate => "fact key given twice",
             FactError::TooMany => "at most 16 facts",
         })

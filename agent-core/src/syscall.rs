@@ -104,7 +104,9 @@ impl SyscallId {
     /// Whether this syscall is one of the read/write family (read, write,
     /// pread64, pwrite64, readv, writev, recvfrom, sendto, recvmsg, sendmsg).
     pub fn is_read_write_family(self) -> bool {
-        READ_WRITE_FAMILY.iter().any(|n| SyscallId::from_name(n) == Some(self))
+        READ_WRITE_FAMILY
+            .iter()
+            .any(|n| SyscallId::from_name(n) == Some(self))
     }
 
     /// Every name known to the `syscalls` crate that has no id yet. Empty in
@@ -282,20 +284,29 @@ mod tests {
 
     #[test]
     fn size_argument_family() {
-        for n in ["read", "write", "pread64", "pwrite64", "readv", "writev", "recvfrom", "sendto"] {
+        for n in [
+            "read", "write", "pread64", "pwrite64", "readv", "writev", "recvfrom", "sendto",
+        ] {
             assert_eq!(SyscallId::from_name(n).unwrap().size_arg(), Some(2), "{n}");
         }
         for n in ["recvmsg", "sendmsg", "openat", "close"] {
             assert_eq!(SyscallId::from_name(n).unwrap().size_arg(), None, "{n}");
         }
-        assert!(SyscallId::from_name("recvmsg").unwrap().is_read_write_family());
-        assert!(!SyscallId::from_name("close").unwrap().is_read_write_family());
+        assert!(SyscallId::from_name("recvmsg")
+            .unwrap()
+            .is_read_write_family());
+        assert!(!SyscallId::from_name("close")
+            .unwrap()
+            .is_read_write_family());
     }
 
     #[test]
     fn key_packing() {
         for kind in FdKind::ALL {
-            let k = Key { id: SyscallId(484), fd_kind: kind };
+            let k = Key {
+                id: SyscallId(484),
+                fd_kind: kind,
+            };
             assert_eq!(Key::from_packed(k.packed()), Some(k));
         }
         assert_eq!(Key::from_packed(7), None);

@@ -15,13 +15,13 @@ const NRS: [u32; 10] = [0, 1, 3, 257, 45, 44, 7, 202, 9, 17];
 
 fn event_strategy() -> impl Strategy<Value = (u32, usize, u8, i64, u64, u64, u64)> {
     (
-        1u32..6,                                          // tid
-        0usize..NRS.len(),                                // syscall
-        0u8..5,                                           // fd kind
+        1u32..6,                                         // tid
+        0usize..NRS.len(),                               // syscall
+        0u8..5,                                          // fd kind
         prop_oneof![3 => 0i64..100_000, 1 => -20i64..0], // result (errno 1..20)
-        0u64..5_000,                                      // gap before the call
-        0u64..3_000_000,                                  // duration
-        0u64..1_000_000,                                  // size argument
+        0u64..5_000,                                     // gap before the call
+        0u64..3_000_000,                                 // duration
+        0u64..1_000_000,                                 // size argument
     )
 }
 
@@ -124,7 +124,10 @@ fn reference(events: &[SyscallEvent], caps: (usize, usize, usize, usize)) -> Ref
             r.overflow.threads += 1;
         }
         // Key.
-        let own = Key { id, fd_kind: ev.fd_kind };
+        let own = Key {
+            id,
+            fd_kind: ev.fd_kind,
+        };
         let key = if r.keys.contains(&own) || r.keys.len() < caps.0 {
             if !r.keys.contains(&own) {
                 r.keys.push(own);
@@ -134,7 +137,10 @@ fn reference(events: &[SyscallEvent], caps: (usize, usize, usize, usize)) -> Ref
             r.overflow.keys += 1;
             Key::OTHER
         };
-        let s = r.stats.entry(key).or_insert_with(|| RefStats { min: u64::MAX, ..Default::default() });
+        let s = r.stats.entry(key).or_insert_with(|| RefStats {
+            min: u64::MAX,
+            ..Default::default()
+        });
         let dur = ev.exit_ns - ev.entry_ns;
         s.count += 1;
         s.total += dur;
@@ -221,7 +227,8 @@ fn check<const K: usize, const T: usize, const TH: usize, const E: usize>(events
                 let mut expect: Vec<(u16, u64)> = e.errnos.iter().map(|(a, b)| (*a, *b)).collect();
                 expect.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
                 let kept: Vec<(u16, u64)> = expect.iter().take(MAX_ERRNOS).copied().collect();
-                let rest: u64 = expect.iter().skip(MAX_ERRNOS).map(|x| x.1).sum::<u64>() + e.untracked;
+                let rest: u64 =
+                    expect.iter().skip(MAX_ERRNOS).map(|x| x.1).sum::<u64>() + e.untracked;
                 assert_eq!(f.errnos.as_slice(), kept.as_slice());
                 assert_eq!(f.errno_other, rest);
             }
@@ -239,10 +246,20 @@ fn check<const K: usize, const T: usize, const TH: usize, const E: usize>(events
     let mut kept: Vec<Transition> = all
         .iter()
         .take(DEFAULT_SUMMARY_TRANSITIONS)
-        .map(|((from, to), (count, gap))| Transition { from: *from, to: *to, count: *count, gap_sum_ns: *gap })
+        .map(|((from, to), (count, gap))| Transition {
+            from: *from,
+            to: *to,
+            count: *count,
+            gap_sum_ns: *gap,
+        })
         .collect();
     if other.0 > 0 {
-        kept.push(Transition { from: SyscallId::OTHER, to: SyscallId::OTHER, count: other.0, gap_sum_ns: other.1 });
+        kept.push(Transition {
+            from: SyscallId::OTHER,
+            to: SyscallId::OTHER,
+            count: other.0,
+            gap_sum_ns: other.1,
+        });
     }
     kept.sort_by_key(|t| (t.from, t.to));
     assert_eq!(summary.transitions.as_slice(), kept.as_slice());

@@ -88,7 +88,11 @@ fn worst_case_fits_and_round_trips() {
     // Folding loses no event.
     assert_eq!(d.syscalls.iter().map(|s| s.count).sum::<u64>(), events);
     assert_eq!(d.facts, full_facts());
-    eprintln!("worst case: {} bytes, {} syscall entries", bytes.len(), d.syscalls.len());
+    eprintln!(
+        "worst case: {} bytes, {} syscall entries",
+        bytes.len(),
+        d.syscalls.len()
+    );
 }
 
 #[test]
@@ -116,10 +120,16 @@ fn a_small_buffer_folds_harder_and_still_decodes() {
 fn every_prefix_is_an_error() {
     let bytes = encode(&mut worst_case());
     for len in 0..bytes.len() {
-        assert!(Summary::decode(&bytes[..len]).is_err(), "prefix {len} decoded");
+        assert!(
+            Summary::decode(&bytes[..len]).is_err(),
+            "prefix {len} decoded"
+        );
     }
     assert_eq!(Summary::decode(&[]), Err(DecodeError::Empty));
-    assert_eq!(Summary::decode(&bytes[..bytes.len() - 1]), Err(DecodeError::Truncated));
+    assert_eq!(
+        Summary::decode(&bytes[..bytes.len() - 1]),
+        Err(DecodeError::Truncated)
+    );
 }
 
 #[test]
@@ -128,14 +138,22 @@ fn typed_errors() {
     let bytes = encode(&mut s);
     let mut long = bytes.clone();
     long.push(0);
-    assert_eq!(Summary::decode(&long), Err(DecodeError::TrailingBytes { extra: 1 }));
+    assert_eq!(
+        Summary::decode(&long),
+        Err(DecodeError::TrailingBytes { extra: 1 })
+    );
     assert_eq!(
         Summary::decode(&vec![1u8; MAX_ENCODED_LEN + 1]),
-        Err(DecodeError::Oversized { len: MAX_ENCODED_LEN + 1 })
+        Err(DecodeError::Oversized {
+            len: MAX_ENCODED_LEN + 1
+        })
     );
     let mut v2 = bytes.clone();
     v2[0] = 2;
-    assert_eq!(Summary::decode(&v2), Err(DecodeError::UnsupportedVersion { found: 2 }));
+    assert_eq!(
+        Summary::decode(&v2),
+        Err(DecodeError::UnsupportedVersion { found: 2 })
+    );
 }
 
 fn reencode(s: &Summary) -> Vec<u8> {
@@ -149,7 +167,9 @@ mod postcard {
     /// postcard without its alloc feature: encode into a big buffer.
     pub fn to_allocvec_unused_helper(s: &agent_core::Summary) -> Vec<u8> {
         let mut buf = vec![0u8; 1 << 20];
-        let n = ::postcard::to_slice(&(agent_core::FORMAT_VERSION, s), &mut buf).unwrap().len();
+        let n = ::postcard::to_slice(&(agent_core::FORMAT_VERSION, s), &mut buf)
+            .unwrap()
+            .len();
         buf.truncate(n);
         buf
     }
@@ -172,7 +192,11 @@ fn inconsistent_fields_are_named() {
     });
     assert!(e.to_string().contains("increasing"), "{e}");
     let e = inconsistent(|s| {
-        let x = s.syscalls.iter_mut().find(|x| x.failures.is_some()).unwrap();
+        let x = s
+            .syscalls
+            .iter_mut()
+            .find(|x| x.failures.is_some())
+            .unwrap();
         let f: &mut Failures = x.failures.as_mut().unwrap();
         f.errors += 1;
     });

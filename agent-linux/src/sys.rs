@@ -508,6 +508,7 @@ pub fn fork_stopped_exec(setup: &ChildSetup<'_>) -> io::Result<Tid> {
             libc::_exit(127)
         }
     };
+    restore_ignored_signals();
     if let Some(filter) = setup.filter {
         if let Err(e) = install_seccomp(filter) {
             fail(b's', e);
@@ -557,8 +558,40 @@ pub fn set_handler(sig: i32, handler: extern "C" fn(c_int)) -> io::Result<()> {
     // SAFETY: an all-zero sigaction is valid (empty mask, no flags).
     let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
     sa.sa_sigaction = handler as usize;
-    // SAFETY: `sa` is a valid sigaction; the old action is not needed.
-    check(unsafe { libc::sigaction(sig, &sa, std::ptr::null_mut()) } as c_long).map(drop)
+    // SAFETY: as above.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: `sa` is a valid sigaction; `old` receives the previous one.
+    check(unsafe { libc::sigaction(sig, &sa, &mut old) } as c_long)?;
+    if old.sa_sigaction == libc::SIG_IGN && (0..64).contains(&sig) {
+        IGNORED_BEFORE_OUR_HANDLERS.fetch_or(1 << sig, Ordering::SeqCst);
+    }
+    Ok(())
+}
+
+/// Signals (bit N: signal N) that were ignored when the agent put its own
+/// handler on them. exec resets handled signals to the default action but
+/// keeps ignored ones ignored, so a child must re-ignore these itself to
+/// start with the dispositions it would have had without the agent (a
+/// program started in the background with SIGINT ignored must not become
+/// killable by SIGINT because it is traced).
+static IGNORED_BEFORE_OUR_HANDLERS: AtomicU64 = AtomicU64::new(0);
+
+/// In a forked child: ignores again the signals that were ignored before
+/// the agent handled them. Async-signal-safe (an atomic load and
+/// sigaction calls).
+fn restore_ignored_signals() {
+    let ignored = IGNORED_BEFORE_OUR_HANDLERS.load(Ordering::SeqCst);
+    for sig in 1..64 {
+        if ignored & (1 << sig) != 0 {
+            // SAFETY: an all-zero sigaction with SIG_IGN (0 flags, empty
+            // mask) is valid; the old action is not needed.
+            unsafe {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = libc::SIG_IGN;
+                libc::sigaction(sig, &sa, std::ptr::null_mut());
+            }
+        }
+    }
 }
 
 /// Arms the real-time interval timer (SIGALRM): first after `first_us`,

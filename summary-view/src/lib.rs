@@ -183,7 +183,8 @@ pub fn table(summary: &Summary) -> String {
     let r = &summary.run;
     let f = &summary.facts;
     let mut out = String::new();
-    let _ = writeln!(
+    let _ =
+        writeln!(
         out,
         "run {}  program {}  arch {}  {}  duration {:.6} s  processes {}  threads {}  events {}{}",
         id_hex(&summary.id),
@@ -218,7 +219,17 @@ pub fn table(summary: &Summary) -> String {
     let _ = writeln!(
         out,
         "{:>6} {:>11} {:>11} {:>9} {:>9} {:>9} {:>10} {:>11} {:>10} {:<18} {:<6} errnos",
-        "% time", "seconds", "usecs/call", "calls", "errors", "consec", "gap-usecs", "mean-result", "mean-req", "syscall", "fd"
+        "% time",
+        "seconds",
+        "usecs/call",
+        "calls",
+        "errors",
+        "consec",
+        "gap-usecs",
+        "mean-result",
+        "mean-req",
+        "syscall",
+        "fd"
     );
     let _ = writeln!(out, "{}", "-".repeat(130));
     for s in &rows {
@@ -234,11 +245,21 @@ pub fn table(summary: &Summary) -> String {
             s.total_ns as f64 / 1e9,
             s.mean_ns() / 1e3,
             s.count,
-            if s.errors() > 0 { s.errors().to_string() } else { String::new() },
-            if s.consecutive_count() > 0 { s.consecutive_count().to_string() } else { String::new() },
+            if s.errors() > 0 {
+                s.errors().to_string()
+            } else {
+                String::new()
+            },
+            if s.consecutive_count() > 0 {
+                s.consecutive_count().to_string()
+            } else {
+                String::new()
+            },
             s.gap_mean_ns() / 1e3,
             s.result_mean(),
-            s.param_mean().map(|p| format!("{p:.1}")).unwrap_or_default(),
+            s.param_mean()
+                .map(|p| format!("{p:.1}"))
+                .unwrap_or_default(),
             syscall_name(s),
             s.key.fd_kind.name(),
             top_errnos_text(s),
@@ -263,7 +284,11 @@ pub fn table(summary: &Summary) -> String {
     if !summary.transitions.is_empty() {
         let _ = writeln!(out, "\ntransitions (most frequent kept):");
         let mut ts: Vec<&Transition> = summary.transitions.iter().collect();
-        ts.sort_by(|a, b| b.count.cmp(&a.count).then((a.from, a.to).cmp(&(b.from, b.to))));
+        ts.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then((a.from, a.to).cmp(&(b.from, b.to)))
+        });
         for t in ts {
             let _ = writeln!(
                 out,
@@ -340,12 +365,18 @@ mod tests {
         assert!(t.contains("read"), "{t}");
         assert!(t.contains("EAGAIN:1"), "{t}");
         assert!(t.contains("net.adapter=bridged"), "{t}");
-        assert!(t.lines().any(|l| l.trim_end().ends_with("total") && l.contains(" 10 ")), "{t}");
+        assert!(
+            t.lines()
+                .any(|l| l.trim_end().ends_with("total") && l.contains(" 10 ")),
+            "{t}"
+        );
     }
 
     #[test]
     fn hex_round_trip() {
-        let id = [0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0, 1, 2, 3, 4, 5, 6, 0xff];
+        let id = [
+            0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0, 1, 2, 3, 4, 5, 6, 0xff,
+        ];
         assert_eq!(id_from_hex(&id_hex(&id)), Some(id));
         assert_eq!(id_from_hex("zz"), None);
         assert_eq!(id_from_hex(&"é".repeat(16)), None);

@@ -149,10 +149,18 @@ impl Summary {
                     if sp.histogram.total() != s.count {
                         return Err(Bad("syscalls: histogram does not add up to count"));
                     }
-                    let used = sp.histogram.counts.iter().enumerate().filter(|(_, c)| **c > 0);
+                    let used = sp
+                        .histogram
+                        .counts
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, c)| **c > 0);
                     let lowest = crate::histogram::bucket_of(sp.min_ns);
                     let highest = crate::histogram::bucket_of(sp.max_ns);
-                    if used.clone().any(|(b, _)| b < lowest || b > highest || b >= BUCKETS) {
+                    if used
+                        .clone()
+                        .any(|(b, _)| b < lowest || b > highest || b >= BUCKETS)
+                    {
                         return Err(Bad("syscalls: histogram outside [min, max]"));
                     }
                 }

@@ -32,8 +32,14 @@ impl SyscallSummary {
         self.consecutive = match (self.consecutive, other.consecutive) {
             (None, None) => None,
             (a, b) => {
-                let a = a.unwrap_or(Consecutive { count: 0, gap_sum_ns: 0 });
-                let b = b.unwrap_or(Consecutive { count: 0, gap_sum_ns: 0 });
+                let a = a.unwrap_or(Consecutive {
+                    count: 0,
+                    gap_sum_ns: 0,
+                });
+                let b = b.unwrap_or(Consecutive {
+                    count: 0,
+                    gap_sum_ns: 0,
+                });
                 Some(Consecutive {
                     count: a.count.saturating_add(b.count),
                     gap_sum_ns: a.gap_sum_ns.saturating_add(b.gap_sum_ns),
@@ -76,10 +82,7 @@ impl Failures {
 
 /// Sorts `all` by count (descending, ties by errno) and keeps the first
 /// `MAX_ERRNOS`; the counts of the rest are added to `other`.
-pub(crate) fn top_errnos(
-    all: &mut [(u16, u64)],
-    other: &mut u64,
-) -> Vec<(u16, u64), MAX_ERRNOS> {
+pub(crate) fn top_errnos(all: &mut [(u16, u64)], other: &mut u64) -> Vec<(u16, u64), MAX_ERRNOS> {
     all.sort_unstable_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
     let mut top = Vec::new();
     for (i, e) in all.iter().enumerate() {

@@ -31,10 +31,18 @@ pub struct I686;
 
 impl Abi for I686 {
     const NATIVE: Arch = Arch::I386;
-    const ABIS: &'static [Arch] = &[Arch::I386];
+    /// An i686 agent on an x86_64 kernel can meet 64-bit children (a 64-bit
+    /// program it starts, or one exec'd by a traced process): the seccomp
+    /// filter needs their branch too. On an i386 kernel it never matches.
+    const ABIS: &'static [Arch] = &[Arch::I386, Arch::X86_64];
 
     fn decode(regs: &RegsBuf, len: usize) -> Option<SyscallRegs> {
-        (len == REGS_LEN).then(|| decode_i386(regs)).flatten()
+        match len {
+            REGS_LEN => decode_i386(regs),
+            // A 64-bit tracee on an x86_64 kernel.
+            super::x86_64::REGS_LEN => Some(super::x86_64::decode_x86_64(regs)),
+            _ => None,
+        }
     }
 }
 
@@ -83,6 +91,10 @@ mod tests {
         let r = I686::decode(&exit, REGS_LEN).unwrap();
         assert_eq!(r.ret, 0xf700_0000u32 as i32 as i64, "sign-extended");
         assert_eq!(r.at_entry, Some(false));
-        assert_eq!(I686::decode(&regs, 216), None);
+        assert_eq!(I686::decode(&regs, 100), None);
+        // A 64-bit child on an x86_64 kernel arrives in the 64-bit layout.
+        let wide = crate::arch::testutil::with_words64(&[(15, 1), (10, 64), (14, 3)]);
+        let r = I686::decode(&wide, super::super::x86_64::REGS_LEN).unwrap();
+        assert_eq!((r.arch, r.nr, r.ret, r.args[0]), (Arch::X86_64, 1, 64, 3));
     }
 }

@@ -38,26 +38,30 @@ impl Abi for X86_64 {
 
     fn decode(regs: &RegsBuf, len: usize) -> Option<SyscallRegs> {
         match len {
-            REGS_LEN => {
-                let ret = word64(regs, RAX) as i64;
-                Some(SyscallRegs {
-                    arch: Arch::X86_64,
-                    nr: word64(regs, ORIG_RAX) as u32,
-                    args: [
-                        word64(regs, RDI),
-                        word64(regs, RSI),
-                        word64(regs, RDX),
-                        word64(regs, R10),
-                        word64(regs, R8),
-                        word64(regs, R9),
-                    ],
-                    ret,
-                    at_entry: (ret != ENOSYS).then_some(false),
-                })
-            }
+            REGS_LEN => Some(decode_x86_64(regs)),
             x86::REGS_LEN => x86::decode_i386(regs),
             _ => None,
         }
+    }
+}
+
+/// Decodes the 64-bit layout (shared with the i686 tracer, which sees a
+/// 64-bit child's registers in this layout on an x86_64 kernel).
+pub fn decode_x86_64(regs: &RegsBuf) -> SyscallRegs {
+    let ret = word64(regs, RAX) as i64;
+    SyscallRegs {
+        arch: Arch::X86_64,
+        nr: word64(regs, ORIG_RAX) as u32,
+        args: [
+            word64(regs, RDI),
+            word64(regs, RSI),
+            word64(regs, RDX),
+            word64(regs, R10),
+            word64(regs, R8),
+            word64(regs, R9),
+        ],
+        ret,
+        at_entry: (ret != ENOSYS).then_some(false),
     }
 }
 
