@@ -54,7 +54,8 @@ pub fn stddev_ns(s: &SyscallSummary) -> f64 {
     var.max(0.0).sqrt()
 }
 
-fn exit_json(exit: Exit) -> Value {
+/// How the run ended, as the JSON view writes `run.exit`.
+pub fn exit_json(exit: Exit) -> Value {
     match exit {
         Exit::Running => json!("running"),
         Exit::Detached => json!("detached"),
@@ -116,15 +117,28 @@ fn transition_json(t: &Transition) -> Value {
     })
 }
 
-/// The documented JSON view of a summary (see `docs/summary-json.md`).
-pub fn to_json(summary: &Summary) -> Value {
-    let r = &summary.run;
+/// The `"facts"` object of the JSON view.
+pub fn facts_json(summary: &Summary) -> Value {
     let f = &summary.facts;
     let extra: Map<String, Value> = f
         .extra
         .iter()
         .map(|x| (x.key.to_string(), json!(x.value.as_str())))
         .collect();
+    json!({
+        "os_name": f.os_name.as_str(),
+        "os_version": f.os_version.as_str(),
+        "kernel": f.kernel.as_str(),
+        "device_model": f.device_model.as_str(),
+        "agent_version": f.agent_version.as_str(),
+        "program": f.program.as_str(),
+        "extra": extra,
+    })
+}
+
+/// The documented JSON view of a summary (see `docs/summary-json.md`).
+pub fn to_json(summary: &Summary) -> Value {
+    let r = &summary.run;
     json!({
         "id": id_hex(&summary.id),
         "format_version": agent_core::FORMAT_VERSION,
@@ -146,15 +160,7 @@ pub fn to_json(summary: &Summary) -> Value {
             "window": r.window,
             "spool_dropped": r.spool_dropped,
         },
-        "facts": {
-            "os_name": f.os_name.as_str(),
-            "os_version": f.os_version.as_str(),
-            "kernel": f.kernel.as_str(),
-            "device_model": f.device_model.as_str(),
-            "agent_version": f.agent_version.as_str(),
-            "program": f.program.as_str(),
-            "extra": extra,
-        },
+        "facts": facts_json(summary),
         "syscalls": summary.syscalls.iter().map(syscall_json).collect::<Vec<_>>(),
         "transitions": summary.transitions.iter().map(transition_json).collect::<Vec<_>>(),
     })

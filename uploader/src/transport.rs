@@ -12,10 +12,9 @@ use ureq::Agent;
 
 use crate::tls::{client_config, TlsConnector, TrustOptions};
 
-/// Content type of a summary batch.
-pub const CONTENT_TYPE: &str = "application/vnd.edge-agent.summaries";
+pub use agent_core::batch::CONTENT_TYPE;
 /// Most items the service takes in one request.
-pub const MAX_BATCH: usize = 256;
+pub const MAX_BATCH: usize = agent_core::batch::MAX_ITEMS;
 /// Largest response body read (JSON acknowledgements, directives).
 const MAX_RESPONSE: u64 = 1 << 20;
 
@@ -215,20 +214,15 @@ impl Client {
     }
 }
 
-/// Items back to back, each prefixed by its length as an unsigned LEB128.
+/// Items back to back, each prefixed by its length (`agent_core::batch`).
 pub fn frame(items: &[&[u8]]) -> Vec<u8> {
     let mut body = Vec::with_capacity(items.iter().map(|i| i.len() + 2).sum());
+    let mut prefix = [0u8; agent_core::batch::MAX_PREFIX];
     for item in items {
-        let mut len = item.len() as u32;
-        loop {
-            let byte = (len & 0x7f) as u8;
-            len >>= 7;
-            if len == 0 {
-                body.push(byte);
-                break;
-            }
-            body.push(byte | 0x80);
-        }
+        body.extend_from_slice(agent_core::batch::length_prefix(
+            item.len() as u32,
+            &mut prefix,
+        ));
         body.extend_from_slice(item);
     }
     body

@@ -1,7 +1,7 @@
 //! The shapes runs take on their way into and out of a store.
 
 use agent_core::{Exit, Summary};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 /// A decoded, validated summary ready to be written: the columns of its run
 /// row, its per-(syscall, fd kind) rows and the raw bytes. Built on the
@@ -70,7 +70,7 @@ impl NewRun {
             window: r.window,
             spool_dropped: r.spool_dropped,
             truncated: summary.truncated,
-            facts_json: facts_json(summary).to_string(),
+            facts_json: summary_view::facts_json(summary).to_string(),
             received_unix_ns,
             raw,
             syscalls: summary
@@ -93,25 +93,6 @@ impl NewRun {
                 .collect(),
         }
     }
-}
-
-/// The facts of a summary, as `summary_view::to_json` shows them.
-pub fn facts_json(summary: &Summary) -> Value {
-    let f = &summary.facts;
-    let extra: Map<String, Value> = f
-        .extra
-        .iter()
-        .map(|x| (x.key.to_string(), json!(x.value.as_str())))
-        .collect();
-    json!({
-        "os_name": f.os_name.as_str(),
-        "os_version": f.os_version.as_str(),
-        "kernel": f.kernel.as_str(),
-        "device_model": f.device_model.as_str(),
-        "agent_version": f.agent_version.as_str(),
-        "program": f.program.as_str(),
-        "extra": extra,
-    })
 }
 
 /// Which runs to list or load. Times are the runs' start, ns since the Unix
@@ -155,7 +136,7 @@ impl RunRow {
             "program": self.program,
             "start_unix_ns": self.start_unix_ns,
             "duration_ns": self.duration_ns,
-            "exit": exit_json(self.exit),
+            "exit": summary_view::exit_json(self.exit),
             "arch": self.arch,
             "processes": self.processes,
             "threads": self.threads,
@@ -166,16 +147,6 @@ impl RunRow {
             "facts": self.facts,
             "received_unix_ns": self.received_unix_ns,
         })
-    }
-}
-
-/// How the run ended, as `summary_view::to_json` writes `run.exit`.
-pub fn exit_json(exit: Exit) -> Value {
-    match exit {
-        Exit::Running => json!("running"),
-        Exit::Detached => json!("detached"),
-        Exit::Code(c) => json!({ "code": c }),
-        Exit::Signal(s) => json!({ "signal": s }),
     }
 }
 
