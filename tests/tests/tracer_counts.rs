@@ -270,20 +270,27 @@ int main(void) {
 /// default action must find the default.
 #[test]
 fn inherited_signal_dispositions_reach_the_program() {
+    use std::os::unix::process::CommandExt;
+
     let dir = tempfile::tempdir().unwrap();
     let exe = compile_c(dir.path(), "reports_sigint", REPORTS_SIGINT);
     let out = dir.path().join("s.summary");
-    for (trap, want) in [("trap '' INT;", 7), ("trap - INT;", 0)] {
-        let script = format!(
-            "{trap} exec '{}' run --out '{}' -- '{}'",
-            agent().display(),
-            out.display(),
-            exe.display()
+    for (disposition, want) in [(libc::SIG_IGN, 7), (libc::SIG_DFL, 0)] {
+        let mut cmd = std::process::Command::new(agent());
+        cmd.arg("run").arg("--out").arg(&out).arg("--").arg(&exe);
+        // SAFETY: signal() is async-signal-safe; it sets the disposition the
+        // agent starts with, whatever this test process had.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::signal(libc::SIGINT, disposition);
+                Ok(())
+            });
+        }
+        let status = cmd.status().unwrap();
+        assert_eq!(
+            status.code(),
+            Some(want),
+            "agent started with SIGINT {disposition}"
         );
-        let status = std::process::Command::new("sh")
-            .args(["-c", &script])
-            .status()
-            .unwrap();
-        assert_eq!(status.code(), Some(want), "with `{trap}`");
     }
 }
