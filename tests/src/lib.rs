@@ -1,9 +1,7 @@
 //! Helpers for the workspace-level end-to-end tests in `tests/tests/`.
 //!
-//! The tests drive the real binaries (`edge-agent`, `edge-service`).
-//! `cargo test --workspace` builds them before any test runs; when a test is
-//! run alone (`cargo test -p edge-tests`), [`binary`] builds the missing one
-//! with the same profile.
+//! The tests drive the real binaries (`edge-agent`, `edge-service`), which
+//! [`binary`] builds (or finds up to date) with the test's own profile.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,8 +9,6 @@ use std::sync::Mutex;
 
 /// Which package builds which binary.
 const PACKAGES: &[(&str, &str)] = &[("edge-agent", "agent-linux"), ("edge-service", "service")];
-
-static BUILD_LOCK: Mutex<()> = Mutex::new(());
 
 /// The target directory's profile folder the test binary runs from
 /// (`target/debug` or `target/release`).
@@ -25,19 +21,24 @@ pub fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// Path of workspace binary `name`, building it first if it is missing.
+/// Path of workspace binary `name`, (re)built first, once per test process.
+///
+/// `cargo test` does not rebuild another package's binaries, so a binary
+/// left from an earlier build could be stale; `cargo build` of an up-to-date
+/// binary is a quick no-op.
 pub fn binary(name: &str) -> PathBuf {
+    static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let dir = profile_dir();
     let path = dir.join(name);
-    let _guard = BUILD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    if !path.exists() {
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.iter().any(|b| b == name) {
         let package = PACKAGES
             .iter()
             .find(|(bin, _)| *bin == name)
             .map(|(_, p)| *p)
             .unwrap_or_else(|| panic!("unknown workspace binary {name}"));
         let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        cmd.args(["build", "-p", package, "--bin", name]);
+        cmd.args(["build", "--quiet", "-p", package, "--bin", name]);
         if dir.file_name().is_some_and(|p| p == "release") {
             cmd.arg("--release");
         }
@@ -46,6 +47,7 @@ pub fn binary(name: &str) -> PathBuf {
         }
         let status = cmd.status().expect("run cargo build");
         assert!(status.success(), "building {name} failed");
+        built.push(name.to_string());
     }
     path
 }
