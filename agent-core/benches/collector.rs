@@ -64,16 +64,8 @@ fn mixed_stream() -> Vec<SyscallEvent> {
 
 fn run_record() -> RunRecord {
     RunRecord {
-        start_unix_ns: 1,
-        duration_ns: 1,
-        exit: Exit::Code(0),
-        arch: Arch::X86_64,
-        processes: 1,
         threads: 8,
-        events: 0,
-        overflow: Overflow::default(),
-        window: 0,
-        spool_dropped: 0,
+        ..RunRecord::new(1, 1, Exit::Code(0), Arch::X86_64)
     }
 }
 

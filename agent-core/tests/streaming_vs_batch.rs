@@ -180,16 +180,8 @@ fn reference(events: &[SyscallEvent], caps: (usize, usize, usize, usize)) -> Ref
 
 fn run_record() -> RunRecord {
     RunRecord {
-        start_unix_ns: 1_700_000_000_000_000_000,
-        duration_ns: 1,
-        exit: Exit::Code(0),
-        arch: Arch::X86_64,
-        processes: 1,
         threads: 5,
-        events: 0,
-        overflow: Overflow::default(),
-        window: 0,
-        spool_dropped: 0,
+        ..RunRecord::new(1_700_000_000_000_000_000, 1, Exit::Code(0), Arch::X86_64)
     }
 }
 

@@ -259,16 +259,14 @@ pub fn summarize(session: &Session) -> Summary {
         sys::monotonic_ns()
     };
     let run = RunRecord {
-        start_unix_ns: session.start_unix_ns,
-        duration_ns: end.saturating_sub(session.start_ns),
-        exit: session.exit(),
-        arch: Native::NATIVE,
         processes: session.processes,
         threads: session.threads,
-        events: 0,
-        overflow: Default::default(),
-        window: 0,
-        spool_dropped: 0,
+        ..RunRecord::new(
+            session.start_unix_ns,
+            end.saturating_sub(session.start_ns),
+            session.exit(),
+            Native::NATIVE,
+        )
     };
     session.collector.summarize(id, run, session.facts.clone())
 }

@@ -17,7 +17,7 @@ use agent_core::summary::{
     Consecutive, Failures, RunRecord, Summary, SyscallSummary, Transition, MAX_SUMMARY_SYSCALLS,
     MAX_SUMMARY_TRANSITIONS,
 };
-use agent_core::{Arch, Exit, Facts, FdKind, Key, Overflow, SyscallId};
+use agent_core::{Arch, Exit, Facts, FdKind, Key, SyscallId};
 use diagnose::analysis::{self, Options};
 use diagnose::dataset::{Attribute, Column, Dataset};
 use diagnose::label::Labelling;
@@ -133,18 +133,12 @@ fn synthetic_summary(rng: &mut Rng, bad: bool) -> Summary {
     id[8..].copy_from_slice(&rng.next().to_le_bytes());
     Summary {
         id,
-        run: RunRecord {
-            start_unix_ns: 0,
-            duration_ns: if bad { 2_000_000_000 } else { 200_000_000 },
-            exit: Exit::Code(0),
-            arch: Arch::X86_64,
-            processes: 1,
-            threads: 1,
-            events: 0,
-            overflow: Overflow::default(),
-            window: 0,
-            spool_dropped: 0,
-        },
+        run: RunRecord::new(
+            0,
+            if bad { 2_000_000_000 } else { 200_000_000 },
+            Exit::Code(0),
+            Arch::X86_64,
+        ),
         facts: Facts::new(),
         truncated: false,
         syscalls,

@@ -3,8 +3,7 @@
 #![no_main]
 
 use agent_core::{
-    Arch, Collector, Exit, Facts, FdKind, Overflow, RunRecord, Summary, SyscallEvent,
-    MAX_ENCODED_LEN,
+    Arch, Collector, Exit, Facts, FdKind, RunRecord, Summary, SyscallEvent, MAX_ENCODED_LEN,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -34,18 +33,7 @@ fuzz_target!(|data: &[u8]| {
         });
         n += 1;
     }
-    let run = RunRecord {
-        start_unix_ns: 0,
-        duration_ns: 0,
-        exit: Exit::Running,
-        arch: Arch::X86_64,
-        processes: 1,
-        threads: 1,
-        events: 0,
-        overflow: Overflow::default(),
-        window: 0,
-        spool_dropped: 0,
-    };
+    let run = RunRecord::new(0, 0, Exit::Running, Arch::X86_64);
     let mut s = c.summarize([0; 16], run, Facts::new());
     let mut buf = [0u8; MAX_ENCODED_LEN];
     let bytes = s.encode(&mut buf).expect("fits");

@@ -11,7 +11,9 @@ fuzz_target!(|data: &[u8]| {
         assert!(summary.validate().is_ok());
         let before = summary.clone();
         let mut buf = [0u8; MAX_ENCODED_LEN];
-        let bytes = summary.encode(&mut buf).expect("a decoded summary re-encodes");
+        let bytes = summary
+            .encode(&mut buf)
+            .expect("a decoded summary re-encodes");
         // It fitted before (the canonical encoding is never longer than the
         // input), so nothing was folded.
         assert_eq!(summary, before);

@@ -3,7 +3,7 @@
 
 use agent_core::facts::truncated;
 use agent_core::{
-    Arch, Collector, Exit, Facts, FdKind, Overflow, RunRecord, Summary, SyscallEvent, SyscallId,
+    Arch, Collector, Exit, Facts, FdKind, RunRecord, Summary, SyscallEvent, SyscallId,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -97,16 +97,13 @@ pub fn summary(seed: u64, events: u32, group: Option<&str>) -> Summary {
         let _ = facts.add(crate::ingest::GROUP_FACT, g);
     }
     let run = RunRecord {
-        start_unix_ns: 1_795_000_000_000_000_000 + seed * 1_000_000,
-        duration_ns: now,
-        exit: Exit::Code(0),
-        arch: Arch::X86_64,
-        processes: 1,
         threads: 4,
-        events: 0,
-        overflow: Overflow::default(),
-        window: 0,
-        spool_dropped: 0,
+        ..RunRecord::new(
+            1_795_000_000_000_000_000 + seed * 1_000_000,
+            now,
+            Exit::Code(0),
+            Arch::X86_64,
+        )
     };
     collector.summarize(id, run, facts)
 }

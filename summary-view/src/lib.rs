@@ -312,7 +312,7 @@ pub fn table(summary: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agent_core::{Arch, Collector, Facts, FdKind, Overflow, RunRecord, SyscallEvent};
+    use agent_core::{Arch, Collector, Facts, FdKind, RunRecord, SyscallEvent};
 
     fn sample() -> Summary {
         let mut c: Collector = Collector::new(0);
@@ -328,18 +328,7 @@ mod tests {
                 fd_kind: FdKind::Socket,
             });
         }
-        let run = RunRecord {
-            start_unix_ns: 1,
-            duration_ns: 100_000,
-            exit: Exit::Code(0),
-            arch: Arch::X86_64,
-            processes: 1,
-            threads: 1,
-            events: 0,
-            overflow: Overflow::default(),
-            window: 0,
-            spool_dropped: 0,
-        };
+        let run = RunRecord::new(1, 100_000, Exit::Code(0), Arch::X86_64);
         let mut facts = Facts::new();
         facts.add("net.adapter", "bridged").unwrap();
         c.summarize([0xab; 16], run, facts)

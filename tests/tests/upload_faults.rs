@@ -391,16 +391,8 @@ fn realistic_summary(id: [u8; 16]) -> agent_core::Summary {
     collector.summarize(
         id,
         RunRecord {
-            start_unix_ns: 1_763_700_000_000_000_000,
-            duration_ns: t,
-            exit: Exit::Code(0),
-            arch: Arch::X86_64,
-            processes: 1,
             threads: 3,
-            events: 0,
-            overflow: Default::default(),
-            window: 0,
-            spool_dropped: 0,
+            ..RunRecord::new(1_763_700_000_000_000_000, t, Exit::Code(0), Arch::X86_64)
         },
         facts,
     )

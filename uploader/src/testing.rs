@@ -13,18 +13,12 @@ pub fn sample_summary(id: [u8; 16], program: &str, group: Option<&str>) -> Summa
     }
     Summary {
         id,
-        run: RunRecord {
-            start_unix_ns: 1_700_000_000_000_000_000,
-            duration_ns: 1_000_000,
-            exit: Exit::Code(0),
-            arch: Arch::X86_64,
-            processes: 1,
-            threads: 1,
-            events: 0,
-            overflow: Default::default(),
-            window: 0,
-            spool_dropped: 0,
-        },
+        run: RunRecord::new(
+            1_700_000_000_000_000_000,
+            1_000_000,
+            Exit::Code(0),
+            Arch::X86_64,
+        ),
         facts,
         truncated: false,
         syscalls: Default::default(),

@@ -91,6 +91,30 @@ pub struct RunRecord {
     pub spool_dropped: u32,
 }
 
+impl RunRecord {
+    /// A record of one process and thread with nothing counted yet (the
+    /// collector fills `events` and `overflow` when it summarizes).
+    pub const fn new(start_unix_ns: u64, duration_ns: u64, exit: Exit, arch: Arch) -> RunRecord {
+        RunRecord {
+            start_unix_ns,
+            duration_ns,
+            exit,
+            arch,
+            processes: 1,
+            threads: 1,
+            events: 0,
+            overflow: Overflow {
+                keys: 0,
+                transitions: 0,
+                threads: 0,
+                errnos: 0,
+            },
+            window: 0,
+            spool_dropped: 0,
+        }
+    }
+}
+
 /// Spread of call durations; absent when `count == 1`, where it follows
 /// from `total_ns`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -270,16 +294,9 @@ impl Summary {
         Summary {
             id: [0; 16],
             run: RunRecord {
-                start_unix_ns: 0,
-                duration_ns: 0,
-                exit: Exit::Running,
-                arch: Arch::X86_64,
                 processes: 0,
                 threads: 0,
-                events: 0,
-                overflow: Overflow::default(),
-                window: 0,
-                spool_dropped: 0,
+                ..RunRecord::new(0, 0, Exit::Running, Arch::X86_64)
             },
             facts: Facts::default(),
             truncated: false,
