@@ -56,7 +56,7 @@ fn mixed_stream() -> Vec<SyscallEvent> {
                 },
                 entry_ns: i * 2_000,
                 exit_ns: i * 2_000 + (x >> 30) % 1_000_000,
-                fd_kind: FdKind::from_u8((x >> 40) as u8 % 5).unwrap(),
+                fd_kind: FdKind::from_u8((x >> 40) as u8 % FdKind::COUNT as u8).unwrap(),
             }
         })
         .collect()

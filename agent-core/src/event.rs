@@ -13,24 +13,34 @@ pub enum FdKind {
     None = 0,
     /// A regular file, directory or device.
     File = 1,
-    /// A socket of any family.
+    /// A socket of another family or type (netlink, packet, raw, SCTP,
+    /// ...), or one whose family could not be told.
     Socket = 2,
     /// A pipe or FIFO.
     Pipe = 3,
     /// Anything else: eventfd, epoll, timerfd, signalfd, anon inodes, ...
     Other = 4,
+    /// A TCP socket (IPv4 or IPv6).
+    Tcp = 5,
+    /// A UDP socket (IPv4 or IPv6).
+    Udp = 6,
+    /// A Unix-domain socket.
+    Unix = 7,
 }
 
 impl FdKind {
     /// Number of kinds (the kinds are 0..COUNT).
-    pub const COUNT: usize = 5;
+    pub const COUNT: usize = 8;
     /// Every kind, in numeric order.
-    pub const ALL: [FdKind; 5] = [
+    pub const ALL: [FdKind; 8] = [
         FdKind::None,
         FdKind::File,
         FdKind::Socket,
         FdKind::Pipe,
         FdKind::Other,
+        FdKind::Tcp,
+        FdKind::Udp,
+        FdKind::Unix,
     ];
 
     /// The name used in reports and attribute suffixes (`@file`).
@@ -41,6 +51,9 @@ impl FdKind {
             FdKind::Socket => "socket",
             FdKind::Pipe => "pipe",
             FdKind::Other => "other",
+            FdKind::Tcp => "tcp",
+            FdKind::Udp => "udp",
+            FdKind::Unix => "unix",
         }
     }
 
@@ -52,8 +65,19 @@ impl FdKind {
             2 => Some(FdKind::Socket),
             3 => Some(FdKind::Pipe),
             4 => Some(FdKind::Other),
+            5 => Some(FdKind::Tcp),
+            6 => Some(FdKind::Udp),
+            7 => Some(FdKind::Unix),
             _ => None,
         }
+    }
+
+    /// Whether the fd is a socket of any family.
+    pub const fn is_socket(self) -> bool {
+        matches!(
+            self,
+            FdKind::Socket | FdKind::Tcp | FdKind::Udp | FdKind::Unix
+        )
     }
 
     /// Parses a name produced by [`FdKind::name`].

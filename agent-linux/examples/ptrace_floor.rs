@@ -3,7 +3,10 @@
 //! at once, recording nothing. `scripts/bench-tracer` compares
 //! `edge-agent run` against it.
 //!
-//! Usage: `ptrace_floor CMD [ARGS...]`; exits with the command's status.
+//! Usage: `ptrace_floor [--spin-us N] CMD [ARGS...]`; exits with the
+//! command's status. By default it sleeps in `waitpid` for every stop, as
+//! the floor and strace do; `--spin-us N` gives it the agent's
+//! poll-then-sleep wait (`agent_linux::wait`), the floor for that strategy.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -11,11 +14,22 @@ use std::os::unix::ffi::OsStrExt;
 use agent_linux::engine::ptrace_options;
 use agent_linux::sys;
 use agent_linux::trace::resolve_command;
+use agent_linux::WaitPolicy;
 
 fn main() {
-    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    let mut args: Vec<_> = std::env::args_os().skip(1).collect();
+    let mut wait = WaitPolicy::blocking();
+    if args.first().is_some_and(|a| a == "--spin-us") {
+        let us = args.get(1).and_then(|v| v.to_str()?.parse().ok());
+        let Some(us) = us else {
+            eprintln!("ptrace_floor: --spin-us needs a number of microseconds");
+            std::process::exit(2);
+        };
+        wait = WaitPolicy::spin_us(us);
+        args.drain(..2);
+    }
     if args.is_empty() {
-        eprintln!("usage: ptrace_floor CMD [ARGS...]");
+        eprintln!("usage: ptrace_floor [--spin-us N] CMD [ARGS...]");
         std::process::exit(2);
     }
     let path = resolve_command(&args[0]).unwrap_or_else(|e| {
@@ -42,7 +56,7 @@ fn main() {
     sys::kill(pid, libc::SIGCONT).expect("continue");
     let mut code = 0;
     loop {
-        let (tid, st) = match sys::wait_any() {
+        let (tid, st) = match wait.wait() {
             Ok(Some(x)) => x,
             Ok(None) => continue,
             Err(_) => break, // ECHILD: everything ended

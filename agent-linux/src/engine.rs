@@ -6,7 +6,8 @@
 //! Cost per traced syscall (full mode, PTRACE_GET_SYSCALL_INFO present):
 //! two stops, each one waitpid + one GET_SYSCALL_INFO + one resume: four
 //! ptrace requests. No allocation and no /proc access on that path once an
-//! fd's kind is cached.
+//! fd's kind is cached. How the loop waits for the next stop (poll, then
+//! sleep) is [`crate::wait`]'s business.
 
 use std::collections::HashMap;
 use std::io;
@@ -18,6 +19,7 @@ use crate::arch::{arch_from_audit, Abi, Native};
 use crate::fdcache::{new_table, FdRole, FdRoles, SharedFds};
 use crate::signals;
 use crate::sys::{self, RegsBuf, SyscallInfo, Tid, WaitStatus};
+use crate::wait::WaitPolicy;
 
 const CLONE_FILES: u64 = 0x400;
 const CLONE_THREAD: u64 = 0x10000;
@@ -196,6 +198,7 @@ pub struct Engine {
     regs: RegsBuf,
     detaching: bool,
     stats: EngineStats,
+    wait: WaitPolicy,
 }
 
 impl Engine {
@@ -229,7 +232,13 @@ impl Engine {
             regs: RegsBuf::new(),
             detaching: false,
             stats: EngineStats::default(),
+            wait: WaitPolicy::default(),
         }
+    }
+
+    /// How the loop waits for stops (default: [`WaitPolicy::default`]).
+    pub fn set_wait_policy(&mut self, wait: WaitPolicy) {
+        self.wait = wait;
     }
 
     /// The engine's counters.
@@ -309,7 +318,7 @@ impl Engine {
                 std::thread::sleep(std::time::Duration::from_millis(50));
                 continue;
             }
-            match sys::wait_any() {
+            match self.wait.wait() {
                 Ok(Some((tid, status))) => self.handle(tid, status),
                 Ok(None) => {}
                 Err(e) if e.raw_os_error() == Some(libc::ECHILD) => {
@@ -544,7 +553,7 @@ impl Engine {
         };
         let role = self.roles.get(c.id);
         if role != FdRole::None {
-            role.after(&mut t.fds.borrow_mut(), &c.args, ret);
+            role.after(&mut t.fds.borrow_mut(), &c.args, ret, c.fd_kind);
         }
         let recorded = match &self.record {
             Some(set) => set.get(c.id.0 as usize).copied().unwrap_or(false),

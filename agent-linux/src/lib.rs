@@ -18,8 +18,10 @@ pub mod seccomp;
 pub mod signals;
 pub mod sys;
 pub mod trace;
+pub mod wait;
 pub mod watch;
 
 pub use facts::PlatformFacts;
 pub use trace::{attach, trace_command, AttachOptions, Started, TraceOptions, TraceOutcome};
+pub use wait::WaitPolicy;
 pub use watch::{watch, WatchOptions};

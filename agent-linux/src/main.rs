@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use agent_core::{Summary, SyscallId, MAX_ENCODED_LEN};
-use agent_linux::{facts, signals, sys, AttachOptions, Started, TraceOptions, WatchOptions};
+use agent_linux::{
+    facts, signals, sys, AttachOptions, Started, TraceOptions, WaitPolicy, WatchOptions,
+};
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 
@@ -62,6 +64,21 @@ struct FactArgs {
 }
 
 #[derive(Args, Debug)]
+struct WaitArgs {
+    /// Poll for each tracee stop for up to this many microseconds before
+    /// sleeping (0: always sleep). Spends up to that much of the agent's
+    /// CPU per stop to spare the traced program idle-CPU wake-ups.
+    #[arg(long, value_name = "MICROS", default_value_t = WaitPolicy::DEFAULT_SPIN_US)]
+    spin_us: u64,
+}
+
+impl WaitArgs {
+    fn policy(&self) -> WaitPolicy {
+        WaitPolicy::spin_us(self.spin_us)
+    }
+}
+
+#[derive(Args, Debug)]
 struct RunArgs {
     #[command(flatten)]
     output: OutputArgs,
@@ -71,6 +88,8 @@ struct RunArgs {
     only: Option<Vec<String>>,
     #[command(flatten)]
     facts: FactArgs,
+    #[command(flatten)]
+    wait: WaitArgs,
     /// Print the tracer's own counters (ptrace calls per syscall) on stderr.
     #[arg(long, hide = true)]
     stats: bool,
@@ -96,6 +115,8 @@ struct AttachArgs {
     duration: Option<f64>,
     #[command(flatten)]
     facts: FactArgs,
+    #[command(flatten)]
+    wait: WaitArgs,
     #[arg(long, hide = true)]
     stats: bool,
 }
@@ -113,6 +134,8 @@ struct WatchArgs {
     out_dir: Option<PathBuf>,
     #[command(flatten)]
     facts: FactArgs,
+    #[command(flatten)]
+    wait: WaitArgs,
 }
 
 #[derive(Args, Debug)]
@@ -270,10 +293,11 @@ fn print_stats(syscalls: u64, stops: u64) {
         }
     };
     eprintln!(
-        "edge-agent stats: syscalls={syscalls} stops={stops} ptrace={ptrace} ({:.2}/syscall) waits={waits} ({:.2}/syscall) proc_reads={proc_reads} max_rss_kib={}",
+        "edge-agent stats: syscalls={syscalls} stops={stops} ptrace={ptrace} ({:.2}/syscall) waits={waits} ({:.2}/syscall) proc_reads={proc_reads} max_rss_kib={} cpu_ms={}",
         per(ptrace),
         per(waits),
-        sys::max_rss_kib()
+        sys::max_rss_kib(),
+        sys::self_cpu_us() / 1000
     );
 }
 
@@ -291,6 +315,7 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         only,
         facts,
         platform: None,
+        wait: a.wait.policy(),
     };
     let mut started = Started::start(&opts)?;
     let mut summary = started.trace()?;
@@ -336,6 +361,7 @@ fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
         facts,
         platform: None,
         duration,
+        wait: a.wait.policy(),
     })?;
     if want_stats(a.stats) {
         print_stats(summary.run.events, 0);
@@ -368,6 +394,7 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
         &WatchOptions {
             pattern: a.pattern,
             facts,
+            wait: a.wait.policy(),
             ..Default::default()
         },
         &mut on_summary,

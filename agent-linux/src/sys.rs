@@ -305,6 +305,22 @@ pub fn wait_any() -> io::Result<Option<(Tid, WaitStatus)>> {
     Ok(Some((pid, WaitStatus(status))))
 }
 
+/// Like [`wait_any`], but never sleeps: `Ok(None)` when no tracee has a
+/// report yet.
+pub fn try_wait_any() -> io::Result<Option<(Tid, WaitStatus)>> {
+    let mut status: c_int = 0;
+    // SAFETY: waitpid writes one int to `status`, which lives on our stack.
+    let pid = unsafe { libc::waitpid(-1, &mut status, WALL | libc::WNOHANG) };
+    match pid {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(None),
+        _ => {
+            COUNTERS.waits.fetch_add(1, Ordering::Relaxed);
+            Ok(Some((pid, WaitStatus(status))))
+        }
+    }
+}
+
 /// Waits for `pid` with `flags` (`libc::WUNTRACED`, ...), retrying on EINTR
 /// when `retry` is set; `Ok(None)` when interrupted and not retrying.
 pub fn wait_pid(pid: Tid, flags: c_int, retry: bool) -> io::Result<Option<WaitStatus>> {
@@ -663,11 +679,21 @@ pub fn uname() -> (String, String) {
 
 /// The agent's own peak resident set size, KiB (children not included).
 pub fn max_rss_kib() -> u64 {
+    self_usage().map_or(0, |ru| ru.ru_maxrss as u64)
+}
+
+/// The agent's own CPU time so far (user + system), microseconds.
+pub fn self_cpu_us() -> u64 {
+    let us = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000 + tv.tv_usec as u64;
+    self_usage().map_or(0, |ru| us(ru.ru_utime) + us(ru.ru_stime))
+}
+
+fn self_usage() -> Option<libc::rusage> {
     // SAFETY: an all-zero rusage is valid.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage writes one struct to `ru`.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-        return 0;
+        return None;
     }
-    ru.ru_maxrss as u64
+    Some(ru)
 }

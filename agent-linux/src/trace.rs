@@ -16,6 +16,7 @@ use crate::facts::{self, PlatformFacts};
 use crate::fdcache::FdRoles;
 use crate::seccomp;
 use crate::sys::{self, Tid};
+use crate::wait::WaitPolicy;
 
 /// What to trace and what to record (the library entry point's options).
 ///
@@ -32,6 +33,9 @@ pub struct TraceOptions {
     /// The platform's facts; `None`: detected (`/etc/os-release`, uname,
     /// DMI/device tree). The Android shim passes its `ro.build.*` here.
     pub platform: Option<PlatformFacts>,
+    /// How the tracer waits for stops ([`WaitPolicy::default`]: polls
+    /// briefly before sleeping).
+    pub wait: WaitPolicy,
 }
 
 /// A traced command's result.
@@ -132,6 +136,7 @@ impl Started {
             return Err(err.unwrap_or_else(|| anyhow!("the command ended before it started")));
         }
         let mut engine = Engine::new(opts.only.as_deref(), opts.only.is_some());
+        engine.set_wait_policy(opts.wait);
         if let Err(e) = sys::seize(pid, ptrace_options(opts.only.is_some())) {
             // It never ran the program: do not leave it stopped.
             let _ = sys::kill(pid, libc::SIGKILL);
@@ -347,6 +352,8 @@ pub struct AttachOptions {
     /// Detach after this long (`None`: until the process ends or a stop is
     /// requested).
     pub duration: Option<std::time::Duration>,
+    /// How the tracer waits for stops.
+    pub wait: WaitPolicy,
 }
 
 /// Seizes every thread of `pid` into `session`, including threads born
@@ -441,6 +448,7 @@ pub fn attach(opts: &AttachOptions) -> anyhow::Result<Summary> {
     let platform = opts.platform.clone().unwrap_or_else(PlatformFacts::detect);
     let facts = facts::build(&platform, &process_program(pid), &opts.facts)?;
     let mut engine = Engine::new(None, false);
+    engine.set_wait_policy(opts.wait);
     let mut session = Session::new(pid, facts);
     session.program_from_exec = true;
     let session = engine.add_session(session);

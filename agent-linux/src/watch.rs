@@ -11,6 +11,7 @@ use crate::engine::{ptrace_options, Engine, Observer, Session};
 use crate::facts::{self, PlatformFacts};
 use crate::sys::{self, Tid};
 use crate::trace::{process_program, seize_all, summarize};
+use crate::wait::WaitPolicy;
 
 /// What `watch` needs.
 #[derive(Clone, Debug)]
@@ -23,6 +24,8 @@ pub struct WatchOptions {
     pub platform: Option<PlatformFacts>,
     /// How often /proc is scanned for new processes.
     pub scan_interval: Duration,
+    /// How the tracer waits for stops.
+    pub wait: WaitPolicy,
 }
 
 impl Default for WatchOptions {
@@ -32,6 +35,7 @@ impl Default for WatchOptions {
             facts: Vec::new(),
             platform: None,
             scan_interval: Duration::from_millis(100),
+            wait: WaitPolicy::default(),
         }
     }
 }
@@ -132,6 +136,7 @@ pub fn watch(opts: &WatchOptions, on_summary: &mut dyn FnMut(Summary)) -> anyhow
         on_summary,
     };
     let mut engine = Engine::new(None, false);
+    engine.set_wait_policy(opts.wait);
     crate::signals::tick_every(opts.scan_interval.as_micros().max(1) as u64);
     let result = engine.run(&mut watcher);
     crate::signals::quiet();

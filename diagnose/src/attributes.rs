@@ -2,7 +2,8 @@
 //!
 //! Names are fixed so scripts can rely on them (`docs/diagnosis.md`):
 //! for every syscall entry `<sc>` (after the mapping; `<sc>@file`,
-//! `<sc>@socket`, `<sc>@pipe` for calls on one kind of fd):
+//! `<sc>@pipe`, `<sc>@tcp`, `<sc>@udp`, `<sc>@unix`, `<sc>@socket` (other
+//! socket families) for calls on one kind of fd):
 //! `num_<sc>` calls, `time_<sc>` seconds in the calls, `err_<sc>` failed
 //! calls, `consec_<sc>` calls right after the same syscall on the same
 //! thread, `gap_<sc>` mean seconds between such consecutive calls,
@@ -130,10 +131,13 @@ pub struct RunProfile {
     pub facts: BTreeMap<String, String>,
 }
 
-/// The fd kinds with their own attributes (`@file`, `@socket`, `@pipe`).
+/// The fd kinds with their own attributes (`@file`, `@socket`, `@pipe`,
+/// `@tcp`, `@udp`, `@unix`).
 fn kind_suffix(kind: FdKind) -> Option<&'static str> {
     match kind {
-        FdKind::File | FdKind::Socket | FdKind::Pipe => Some(kind.name()),
+        FdKind::File | FdKind::Socket | FdKind::Pipe | FdKind::Tcp | FdKind::Udp | FdKind::Unix => {
+            Some(kind.name())
+        }
         FdKind::None | FdKind::Other => None,
     }
 }

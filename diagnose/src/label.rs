@@ -1,7 +1,7 @@
 //! Good and bad: labels given (folders, a fact) or found by clustering runs
 //! on their performance.
 
-use agent_core::{FdKind, Summary, SyscallId};
+use agent_core::{Summary, SyscallId};
 use anyhow::bail;
 
 /// What performance runs are clustered on.
@@ -84,7 +84,7 @@ fn socket_bytes(summary: &Summary) -> f64 {
     summary
         .syscalls
         .iter()
-        .filter(|s| s.key.fd_kind == FdKind::Socket)
+        .filter(|s| s.key.fd_kind.is_socket())
         .filter(|s| {
             RECEIVE
                 .iter()

@@ -29,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
             ret: u64_at(chunk, 16) as i64,
             entry_ns: entry,
             exit_ns: entry.wrapping_add(u64_at(chunk, 12)),
-            fd_kind: FdKind::from_u8(chunk.get(3).copied().unwrap_or(0) % 5).unwrap(),
+            fd_kind: FdKind::from_u8(chunk.get(3).copied().unwrap_or(0) % FdKind::COUNT as u8).unwrap(),
         });
         n += 1;
     }

@@ -11,8 +11,8 @@ use rand::{Rng, SeedableRng};
 /// (syscall, fd kind, relative weight, typical duration ns, errno it fails with)
 const MIX: &[(&str, FdKind, u32, u64, u16)] = &[
     ("read", FdKind::File, 30, 4_000, 0),
-    ("read", FdKind::Socket, 25, 40_000, 11),
-    ("write", FdKind::Socket, 15, 20_000, 11),
+    ("read", FdKind::Tcp, 25, 40_000, 11),
+    ("write", FdKind::Tcp, 15, 20_000, 11),
     ("write", FdKind::Pipe, 4, 3_000, 0),
     ("openat", FdKind::None, 6, 9_000, 2),
     ("close", FdKind::File, 6, 1_500, 0),
@@ -22,9 +22,9 @@ const MIX: &[(&str, FdKind, u32, u64, u16)] = &[
     ("epoll_wait", FdKind::Other, 8, 300_000, 4),
     ("futex", FdKind::None, 6, 80_000, 110),
     ("poll", FdKind::None, 3, 150_000, 0),
-    ("connect", FdKind::Socket, 1, 250_000, 111),
-    ("sendto", FdKind::Socket, 3, 25_000, 0),
-    ("recvfrom", FdKind::Socket, 3, 30_000, 11),
+    ("connect", FdKind::Tcp, 1, 250_000, 111),
+    ("sendto", FdKind::Udp, 3, 25_000, 0),
+    ("recvfrom", FdKind::Udp, 3, 30_000, 11),
     ("getrandom", FdKind::None, 1, 2_000, 0),
     ("clock_gettime", FdKind::None, 5, 300, 0),
     ("brk", FdKind::None, 2, 2_500, 0),
@@ -58,11 +58,7 @@ pub fn summary(seed: u64, events: u32, group: Option<&str>) -> Summary {
             .unwrap_or(&MIX[0]);
         let id = SyscallId::from_name(name).unwrap_or(SyscallId::UNKNOWN);
         let nr = id.to_raw(Arch::X86_64).unwrap_or(0);
-        let scale = if slow && fd_kind == FdKind::Socket {
-            4
-        } else {
-            1
-        };
+        let scale = if slow && fd_kind.is_socket() { 4 } else { 1 };
         let duration = rng.random_range(typical / 4..=typical * 2) * scale;
         let failed = errno != 0 && rng.random_bool(0.08);
         let ret = if failed {

@@ -56,11 +56,11 @@ fn inserts_are_idempotent_per_group_and_queryable_with_sql() {
     let read = a
         .syscalls
         .iter()
-        .find(|s| s.key.id.name() == Some("read") && s.key.fd_kind == agent_core::FdKind::Socket)
+        .find(|s| s.key.id.name() == Some("read") && s.key.fd_kind == agent_core::FdKind::Tcp)
         .unwrap();
     let (count, errors, total): (i64, i64, i64) = conn
         .query_row(
-            "SELECT count, errors, total_ns FROM run_syscalls WHERE id = ?1 AND syscall = 'read' AND fd_kind = 'socket'",
+            "SELECT count, errors, total_ns FROM run_syscalls WHERE id = ?1 AND syscall = 'read' AND fd_kind = 'tcp'",
             [&id],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )

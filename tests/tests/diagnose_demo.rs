@@ -82,10 +82,10 @@ fn demo_finds_the_tcp_memory_misconfiguration() {
     assert_eq!(rules[0].0, 1);
     assert_eq!(rules[0].2, 1.0, "first rule: {}", rules[0].1);
     // Among the first three rules, one tests only read counts or read sizes
-    // (on any fd, or on sockets) and classifies every run correctly.
+    // (on any fd, or on TCP sockets) and classifies every run correctly.
     let reads = |text: &str| {
         ["num_read", "result_read"].iter().any(|a| {
-            text.starts_with(&format!("if {a} <")) || text.starts_with(&format!("if {a}@socket <"))
+            text.starts_with(&format!("if {a} <")) || text.starts_with(&format!("if {a}@tcp <"))
         }) && !text.contains(" and ")
     };
     assert!(

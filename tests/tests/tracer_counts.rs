@@ -99,6 +99,24 @@ fn fork_exec_chain_matches_strace_and_keeps_the_exit_code() {
     assert_eq!(summary.run.exit, Exit::Code(4));
 }
 
+/// The default wait polls for stops before sleeping; `--spin-us 0` always
+/// sleeps in waitpid. Both must see the same syscalls.
+#[test]
+fn sleeping_wait_matches_strace_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let threads = compile_c(dir.path(), "threads", THREADS);
+    let chain = compile_c(dir.path(), "chain", CHAIN);
+    for cmd in [
+        vec![threads.to_str().unwrap()],
+        vec![chain.to_str().unwrap(), "3"],
+    ] {
+        let (out, summary) = agent_run(dir.path(), &["--spin-us", "0"], &cmd);
+        let (st, strace) = strace_counts(dir.path(), &[], &cmd);
+        assert_eq!(out.status.code(), st.code());
+        assert_same_counts(&summary_counts(&summary), &strace, &["futex"]);
+    }
+}
+
 const STOPPED: &str = r#"
 #include <signal.h>
 #include <unistd.h>

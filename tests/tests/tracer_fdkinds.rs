@@ -1,6 +1,6 @@
 //! Summaries from `edge-agent run` decode, carry the right fd kinds (a
-//! file read vs a socket read vs a pipe read), and the command's errors
-//! are one clear line.
+//! file read vs a TCP, UDP or Unix socket read vs a pipe read), and the
+//! command's errors are one clear line.
 
 mod tracer_support;
 
@@ -13,9 +13,34 @@ const FDS: &str = r#"
 #include <fcntl.h>
 #include <unistd.h>
 #include <sys/socket.h>
-/* 3 file reads, 5 socket writes + reads, 7 pipe writes + reads. */
+#include <netinet/in.h>
+#include <arpa/inet.h>
+/* 3 file reads, 5 Unix-socket writes + reads, 7 pipe writes + reads,
+   4 TCP writes + reads (read through a dup of the accepted socket),
+   6 UDP writes + reads. */
 int main(void) {
   char b[16];
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t al = sizeof a;
+  int l = socket(AF_INET, SOCK_STREAM, 0);
+  bind(l, (struct sockaddr *)&a, sizeof a);
+  listen(l, 1);
+  getsockname(l, (struct sockaddr *)&a, &al);
+  int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (connect(c, (struct sockaddr *)&a, sizeof a) != 0) return 2;
+  int acc = accept(l, 0, 0);
+  int d = dup(acc);
+  for (int i = 0; i < 4; i++) { write(c, "x", 1); read(d, b, 1); }
+  a.sin_port = 0;
+  int u = socket(AF_INET, SOCK_DGRAM, 0);
+  bind(u, (struct sockaddr *)&a, sizeof a);
+  al = sizeof a;
+  getsockname(u, (struct sockaddr *)&a, &al);
+  connect(u, (struct sockaddr *)&a, sizeof a);
+  for (int i = 0; i < 6; i++) { write(u, "x", 1); read(u, b, 1); }
+  close(l); close(c); close(acc); close(d); close(u);
   int f = open("/proc/self/status", O_RDONLY);
   for (int i = 0; i < 3; i++) read(f, b, 1);
   int s[2];
@@ -52,11 +77,20 @@ fn fd_kinds_are_right() {
         3 + 1,
         "3 reads + the loader's read of libc"
     );
-    assert_eq!(count("read", FdKind::Socket), 5);
-    assert_eq!(count("write", FdKind::Socket), 5);
+    assert_eq!(count("read", FdKind::Unix), 5);
+    assert_eq!(count("write", FdKind::Unix), 5);
+    assert_eq!(count("read", FdKind::Tcp), 4);
+    assert_eq!(count("write", FdKind::Tcp), 4);
+    assert_eq!(count("read", FdKind::Udp), 6);
+    assert_eq!(count("write", FdKind::Udp), 6);
+    assert_eq!(count("read", FdKind::Socket), 0);
     assert_eq!(count("read", FdKind::Pipe), 7);
     assert_eq!(count("write", FdKind::Pipe), 7);
-    assert_eq!(count("close", FdKind::Socket), 2);
+    assert_eq!(count("close", FdKind::Unix), 2);
+    assert_eq!(count("close", FdKind::Tcp), 4);
+    assert_eq!(count("close", FdKind::Udp), 1);
+    assert_eq!(count("accept", FdKind::Tcp), 1);
+    assert_eq!(count("connect", FdKind::Tcp), 1);
     assert_eq!(count("close", FdKind::Pipe), 2);
     let pipe_read = s.get(key("read", FdKind::Pipe)).unwrap();
     assert_eq!(pipe_read.param_mean(), Some(2.0), "requested size");

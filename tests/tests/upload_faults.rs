@@ -379,7 +379,7 @@ fn realistic_summary(id: [u8; 16]) -> agent_core::Summary {
             ret,
             entry_ns: t,
             exit_ns: t + dur,
-            fd_kind: FdKind::ALL[(seed % 5) as usize],
+            fd_kind: FdKind::ALL[(seed % FdKind::COUNT as u64) as usize],
         });
         t += dur + 100;
     }
