@@ -66,8 +66,9 @@ struct FactArgs {
 #[derive(Args, Debug)]
 struct WaitArgs {
     /// Poll for each tracee stop for up to this many microseconds before
-    /// sleeping (0: always sleep). Spends up to that much of the agent's
-    /// CPU per stop to spare the traced program idle-CPU wake-ups.
+    /// sleeping (0: always sleep, as strace does). Spends up to that much
+    /// of the agent's CPU per stop to spare the traced program idle-CPU
+    /// wake-ups; 0 is faster for programs that start many short processes.
     #[arg(long, value_name = "MICROS", default_value_t = WaitPolicy::DEFAULT_SPIN_US)]
     spin_us: u64,
 }
