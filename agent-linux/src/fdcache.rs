@@ -152,8 +152,9 @@ pub fn resolve(tid: Tid, fd: i32) -> FdKind {
     )
 }
 
-/// An fd that open/openat/creat returned: a file, or a FIFO (a socket
-/// cannot be opened by path). One `stat`, no `readlink`.
+/// An fd that open/openat/creat returned: a file or a FIFO (only an
+/// `O_PATH` open reaches a socket's inode, and such an fd carries no
+/// traffic). One `stat`, no `readlink`.
 fn resolve_opened_by_path(tid: Tid, fd: i32) -> FdKind {
     let mut path = [0u8; 48];
     let Some(cpath) = fd_path(&mut path, tid, fd) else {
@@ -161,6 +162,7 @@ fn resolve_opened_by_path(tid: Tid, fd: i32) -> FdKind {
     };
     match sys::file_type(cpath) {
         Ok(S_IFIFO) => FdKind::Pipe,
+        Ok(S_IFSOCK) => FdKind::Socket,
         Ok(_) => FdKind::File,
         Err(_) => FdKind::None,
     }
