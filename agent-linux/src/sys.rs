@@ -306,13 +306,19 @@ pub fn wait_any() -> io::Result<Option<(Tid, WaitStatus)>> {
 }
 
 /// Like [`wait_any`], but never sleeps: `Ok(None)` when no tracee has a
-/// report yet.
+/// report yet (or a signal interrupted the call).
 pub fn try_wait_any() -> io::Result<Option<(Tid, WaitStatus)>> {
     let mut status: c_int = 0;
     // SAFETY: waitpid writes one int to `status`, which lives on our stack.
     let pid = unsafe { libc::waitpid(-1, &mut status, WALL | libc::WNOHANG) };
     match pid {
-        -1 => Err(io::Error::last_os_error()),
+        -1 => {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                return Ok(None);
+            }
+            Err(err)
+        }
         0 => Ok(None),
         _ => {
             COUNTERS.waits.fetch_add(1, Ordering::Relaxed);

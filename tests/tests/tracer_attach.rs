@@ -34,11 +34,13 @@ fn finish(worker: std::process::Child) {
 
 #[test]
 fn sigint_detaches_and_the_program_finishes() {
+    // Built before the target starts: a first build can outlast it.
+    let bin = agent();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("attach.summary");
     let worker = spawn_worker();
     std::thread::sleep(Duration::from_millis(100));
-    let mut agent = Command::new(agent())
+    let mut agent = Command::new(&bin)
         .arg("attach")
         .arg(worker.id().to_string())
         .arg("--out")
@@ -63,10 +65,12 @@ fn sigint_detaches_and_the_program_finishes() {
 
 #[test]
 fn kill_9_of_the_agent_lets_the_program_run_on() {
+    // Built before the target starts: a first build can outlast it.
+    let bin = agent();
     let dir = tempfile::tempdir().unwrap();
     let worker = spawn_worker();
     std::thread::sleep(Duration::from_millis(100));
-    let mut agent = Command::new(agent())
+    let mut agent = Command::new(&bin)
         .arg("attach")
         .arg(worker.id().to_string())
         .arg("--out")
@@ -97,13 +101,15 @@ int main(void) {
 
 #[test]
 fn attach_follows_every_thread_and_sees_the_exit() {
+    // Built before the target starts: a first build can outlast it.
+    let bin = agent();
     let dir = tempfile::tempdir().unwrap();
     let exe = compile_c(dir.path(), "threads_long", THREADS_LONG);
     let mut prog = Command::new(&exe).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(200));
     let file = dir.path().join("t.summary");
     let out = output_timeout(
-        Command::new(agent())
+        Command::new(&bin)
             .arg("attach")
             .arg(prog.id().to_string())
             .arg("--out")
@@ -129,7 +135,9 @@ fn attach_follows_every_thread_and_sees_the_exit() {
 
 #[test]
 fn attach_errors_are_one_clear_line() {
-    let out = output_timeout(Command::new(agent()).args(["attach", "999999999"]), 30);
+    // Built before the target starts: a first build can outlast it.
+    let bin = agent();
+    let out = output_timeout(Command::new(&bin).args(["attach", "999999999"]), 30);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -155,7 +163,7 @@ fn attach_errors_are_one_clear_line() {
         }
     }
     let pid = pid.expect("strace started sleep");
-    let out = output_timeout(Command::new(agent()).args(["attach", &pid.to_string()]), 30);
+    let out = output_timeout(Command::new(&bin).args(["attach", &pid.to_string()]), 30);
     let _ = traced.kill();
     let _ = traced.wait();
     assert!(!out.status.success());
@@ -174,9 +182,11 @@ fn children_of(pid: u32) -> Vec<u32> {
 
 #[test]
 fn watch_traces_new_matching_processes() {
+    // Built before the target starts: a first build can outlast it.
+    let bin = agent();
     let dir = tempfile::tempdir().unwrap();
     let text = format!("edge-watch-test-{}", std::process::id());
-    let mut agent = Command::new(agent())
+    let mut agent = Command::new(&bin)
         .args(["watch", "--match", &text, "--out-dir"])
         .arg(dir.path())
         .stderr(Stdio::piped())
@@ -213,9 +223,11 @@ fn watch_traces_new_matching_processes() {
 
 #[test]
 fn sigint_during_run_detaches_and_still_reports_the_programs_status() {
+    // Built before the target starts: a first build can outlast it.
+    let bin = agent();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("run.summary");
-    let mut agent = Command::new(agent())
+    let mut agent = Command::new(&bin)
         .arg("run")
         .arg("--out")
         .arg(&file)
@@ -238,9 +250,11 @@ fn sigint_during_run_detaches_and_still_reports_the_programs_status() {
 
 #[test]
 fn sigint_while_the_program_forks_leaves_nothing_behind() {
+    // Built before the target starts: a first build can outlast it.
+    let bin = agent();
     let dir = tempfile::tempdir().unwrap();
     for delay_ms in [150, 300, 450] {
-        let mut agent = Command::new(agent())
+        let mut agent = Command::new(&bin)
             .arg("run")
             .arg("--out")
             .arg(dir.path().join("f.summary"))
