@@ -300,6 +300,11 @@ fn has_cap_sys_ptrace() -> bool {
 }
 
 fn explain_eperm(pid: Tid) -> String {
+    // A process that has exited but not been reaped yet refuses tracing
+    // with EPERM too.
+    if status_field(pid, "State:").is_some_and(|s| s.starts_with('Z')) {
+        return format!("process {pid} has already exited (a zombie its parent has not reaped)");
+    }
     let tracer = status_field(pid, "TracerPid:").and_then(|v| v.parse::<Tid>().ok());
     if let Some(t) = tracer.filter(|t| *t != 0) {
         let comm = std::fs::read_to_string(format!("/proc/{t}/comm")).unwrap_or_default();

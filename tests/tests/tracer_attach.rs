@@ -143,6 +143,23 @@ fn attach_errors_are_one_clear_line() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("no process with PID 999999999"), "{err}");
 
+    // A process that has exited but is not reaped yet.
+    let mut zombie = Command::new("true").spawn().unwrap();
+    let zpid = zombie.id();
+    for _ in 0..500 {
+        let status = std::fs::read_to_string(format!("/proc/{zpid}/status")).unwrap_or_default();
+        if status.contains("State:\tZ") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = output_timeout(Command::new(&bin).args(["attach", &zpid.to_string()]), 30);
+    let _ = zombie.wait();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("has already exited"), "{err}");
+
     // A process that already has a tracer.
     let mut traced = Command::new("strace")
         .args(["-o", "/dev/null", "sleep", "5"])
