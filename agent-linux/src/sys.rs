@@ -291,26 +291,21 @@ impl WaitStatus {
 /// Waits for any tracee or child (`__WALL`). `Ok(None)` when interrupted by
 /// a signal.
 pub fn wait_any() -> io::Result<Option<(Tid, WaitStatus)>> {
-    let mut status: c_int = 0;
-    // SAFETY: waitpid writes one int to `status`, which lives on our stack.
-    let pid = unsafe { libc::waitpid(-1, &mut status, WALL) };
-    if pid == -1 {
-        let err = io::Error::last_os_error();
-        if err.kind() == io::ErrorKind::Interrupted {
-            return Ok(None);
-        }
-        return Err(err);
-    }
-    COUNTERS.waits.fetch_add(1, Ordering::Relaxed);
-    Ok(Some((pid, WaitStatus(status))))
+    waitpid_any(WALL)
 }
 
 /// Like [`wait_any`], but never sleeps: `Ok(None)` when no tracee has a
 /// report yet (or a signal interrupted the call).
 pub fn try_wait_any() -> io::Result<Option<(Tid, WaitStatus)>> {
+    waitpid_any(WALL | libc::WNOHANG)
+}
+
+/// `waitpid(-1, flags)`: `Ok(None)` when interrupted, or when `WNOHANG`
+/// found nothing to report.
+fn waitpid_any(flags: c_int) -> io::Result<Option<(Tid, WaitStatus)>> {
     let mut status: c_int = 0;
     // SAFETY: waitpid writes one int to `status`, which lives on our stack.
-    let pid = unsafe { libc::waitpid(-1, &mut status, WALL | libc::WNOHANG) };
+    let pid = unsafe { libc::waitpid(-1, &mut status, flags) };
     match pid {
         -1 => {
             let err = io::Error::last_os_error();
