@@ -60,17 +60,25 @@ cross_deps_guest_apt() {
         "$@"
 }
 
-# The first main-archive mirror of the machine's apt sources (deb822 or
-# one-line format); security suites are skipped.
+# The first main-archive mirror of the machine's apt sources: deb822 files
+# (sources.list.d/*.sources) first, then the one-line format (sources.list and
+# sources.list.d/*.list); security suites are skipped. Any of these files may
+# be missing (a fresh Debian 12 machine has only the .sources files): a
+# missing file is skipped, never an error, and no match prints nothing.
 cross_deps_mirror() {
-    {
-        cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '
+    local f
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -r "$f" ] || continue
+        awk '
             /^URIs:/ {u = $2}
             /^Suites:/ {s = $0}
             /^[[:space:]]*$/ {if (u != "" && s !~ /security/) print u; u = ""; s = ""}
-            END {if (u != "" && s !~ /security/) print u}'
-        awk '$1 == "deb" && $2 !~ /^\[/ && $3 !~ /security/ {print $2}' /etc/apt/sources.list 2>/dev/null
-    } | head -n1
+            END {if (u != "" && s !~ /security/) print u}' "$f"
+    done
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+        [ -r "$f" ] || continue
+        awk '$1 == "deb" && $2 !~ /^\[/ && $3 !~ /security/ {print $2}' "$f"
+    done
 }
 
 cross_deps_guest() {
@@ -83,7 +91,7 @@ cross_deps_guest() {
     mkdir -p "$cache/apt/lists/partial" "$cache/apt/archives/partial" "$cache/apt/sources.list.d" "$cache/debs"
     # The same Debian mirror and release the machine's own apt uses.
     local mirror suite
-    mirror=$(cross_deps_mirror)
+    mirror=$(cross_deps_mirror | sed -n 1p)
     suite=$(. /etc/os-release && echo "$VERSION_CODENAME")
     if [ -z "$mirror" ] || [ -z "$suite" ]; then
         echo "cross.sh: cannot find the machine's Debian mirror in /etc/apt" >&2

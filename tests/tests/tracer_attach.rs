@@ -47,10 +47,12 @@ fn sigint_detaches_and_the_program_finishes() {
         .arg(&file)
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    assert_traced_by(worker.id(), agent.id(), 10);
+    std::thread::sleep(Duration::from_millis(400));
     agent_linux::sys::kill(agent.id() as i32, libc::SIGINT).unwrap();
     let st = wait_timeout(&mut agent, 30);
     assert!(st.success(), "agent: {st:?}");
+    assert_eq!(tracer_of(worker.id()), Some(0), "detached on SIGINT");
     finish(worker);
     let summary = Summary::decode(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(summary.run.exit, Exit::Detached);
@@ -77,7 +79,9 @@ fn kill_9_of_the_agent_lets_the_program_run_on() {
         .arg(dir.path().join("x.summary"))
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    // Without this the test would pass if the attach never happened.
+    assert_traced_by(worker.id(), agent.id(), 10);
+    std::thread::sleep(Duration::from_millis(400));
     agent.kill().unwrap();
     agent.wait().unwrap();
     finish(worker);

@@ -51,6 +51,33 @@ pub fn wait_timeout(child: &mut Child, secs: u64) -> ExitStatus {
     }
 }
 
+/// The `TracerPid` of `pid` from `/proc/PID/status` (0: not traced; `None`:
+/// no such process).
+pub fn tracer_of(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("TracerPid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Waits up to `secs` until `pid` is traced by `tracer`, and fails the test
+/// otherwise: a test of what happens to a traced program must not pass
+/// because the attach never happened.
+pub fn assert_traced_by(pid: u32, tracer: u32, secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let seen = tracer_of(pid);
+        if seen == Some(tracer) {
+            return;
+        }
+        if Instant::now() > deadline {
+            panic!("PID {pid} is not traced by the agent (PID {tracer}): TracerPid {seen:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Runs `cmd` with a time limit, capturing its output.
 pub fn output_timeout(cmd: &mut Command, secs: u64) -> Output {
     let mut child = cmd
