@@ -33,8 +33,9 @@ fn parse_rule(line: &str) -> Option<(usize, String, f64)> {
 #[test]
 fn demo_finds_the_tcp_memory_misconfiguration() {
     if !is_root() {
-        eprintln!(
-            "SKIPPED demo_finds_the_tcp_memory_misconfiguration: needs root for network namespaces"
+        edge_tests::skip(
+            "demo_finds_the_tcp_memory_misconfiguration",
+            "needs root for network namespaces",
         );
         return;
     }
