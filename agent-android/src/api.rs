@@ -149,6 +149,18 @@ fn exit_status(code: ExitCode) -> i32 {
         .map_or(1, i32::from)
 }
 
+/// Splits a fact given as `key=value` at the first `=` (the C ABI and JNI
+/// take facts in this form).
+pub fn split_fact(fact: &std::ffi::OsStr) -> Result<(String, String), Error> {
+    let fact = fact.to_string_lossy();
+    match fact.split_once('=') {
+        Some((key, value)) => Ok((key.to_string(), value.to_string())),
+        None => Err(Error::InvalidArgument(format!(
+            "fact {fact:?} is not key=value"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

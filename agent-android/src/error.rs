@@ -1,6 +1,23 @@
 //! The errors of the API, sorted by who is to blame: the caller's arguments
 //! or the operation. The C ABI maps them to codes, JNI to exception classes.
 
+// The C ABI's codes (`include/edge_agent.h`), kept here with the mapping
+// below so that the error type depends on nothing of the C layer.
+/// Success.
+pub const EDGE_AGENT_OK: std::ffi::c_int = 0;
+/// Invalid argument (NULL pointer, empty command, bad fact, small buffer...).
+pub const EDGE_AGENT_EINVAL: std::ffi::c_int = -1;
+/// Tracing failed.
+pub const EDGE_AGENT_ETRACE: std::ffi::c_int = -2;
+/// Not a valid summary.
+pub const EDGE_AGENT_EDECODE: std::ffi::c_int = -3;
+/// The spool refused the summary.
+pub const EDGE_AGENT_ESPOOL: std::ffi::c_int = -4;
+/// The uploader failed.
+pub const EDGE_AGENT_EUPLOAD: std::ffi::c_int = -5;
+/// A bug inside the library (a caught panic).
+pub const EDGE_AGENT_EINTERNAL: std::ffi::c_int = -6;
+
 /// Why a call failed. The message always says what was wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -27,14 +44,14 @@ pub enum Error {
 
 impl Error {
     /// The C ABI's code for this error (see `include/edge_agent.h`).
-    pub fn code(&self) -> i32 {
+    pub fn code(&self) -> std::ffi::c_int {
         match self {
-            Error::InvalidArgument(_) => crate::ffi::EDGE_AGENT_EINVAL,
-            Error::Trace(_) => crate::ffi::EDGE_AGENT_ETRACE,
-            Error::Decode(_) => crate::ffi::EDGE_AGENT_EDECODE,
-            Error::Spool(_) => crate::ffi::EDGE_AGENT_ESPOOL,
-            Error::Upload(_) => crate::ffi::EDGE_AGENT_EUPLOAD,
-            Error::Internal(_) => crate::ffi::EDGE_AGENT_EINTERNAL,
+            Error::InvalidArgument(_) => EDGE_AGENT_EINVAL,
+            Error::Trace(_) => EDGE_AGENT_ETRACE,
+            Error::Decode(_) => EDGE_AGENT_EDECODE,
+            Error::Spool(_) => EDGE_AGENT_ESPOOL,
+            Error::Upload(_) => EDGE_AGENT_EUPLOAD,
+            Error::Internal(_) => EDGE_AGENT_EINTERNAL,
         }
     }
 

@@ -15,20 +15,12 @@ use crate::api::{self, TraceRequest};
 use crate::device::SystemProperties;
 use crate::error::Error;
 
-/// Success.
-pub const EDGE_AGENT_OK: c_int = 0;
-/// Invalid argument (NULL pointer, empty command, bad fact, small buffer...).
-pub const EDGE_AGENT_EINVAL: c_int = -1;
-/// Tracing failed.
-pub const EDGE_AGENT_ETRACE: c_int = -2;
-/// Not a valid summary.
-pub const EDGE_AGENT_EDECODE: c_int = -3;
-/// The spool refused the summary.
-pub const EDGE_AGENT_ESPOOL: c_int = -4;
-/// The uploader failed.
-pub const EDGE_AGENT_EUPLOAD: c_int = -5;
-/// A bug inside the library (a caught panic).
-pub const EDGE_AGENT_EINTERNAL: c_int = -6;
+// The codes live beside the error type that maps to them; C callers find
+// them here, where the header says.
+pub use crate::error::{
+    EDGE_AGENT_EDECODE, EDGE_AGENT_EINTERNAL, EDGE_AGENT_EINVAL, EDGE_AGENT_ESPOOL,
+    EDGE_AGENT_ETRACE, EDGE_AGENT_EUPLOAD, EDGE_AGENT_OK,
+};
 
 /// The library's version, NUL-terminated.
 static VERSION: &CStr =
@@ -82,7 +74,7 @@ pub unsafe extern "C" fn edge_agent_trace(
             only: only.map(|names| names.into_iter().map(lossy).collect()),
             facts: facts
                 .iter()
-                .map(|f| split_fact(f))
+                .map(|f| api::split_fact(f))
                 .collect::<Result<_, _>>()?,
         };
         let bytes = api::trace(&request, &SystemProperties)?;
@@ -306,15 +298,4 @@ unsafe fn optional_strings(
 
 fn lossy(s: OsString) -> String {
     s.to_string_lossy().into_owned()
-}
-
-/// Splits `key=value` at the first `=`.
-pub(crate) fn split_fact(fact: &OsStr) -> Result<(String, String), Error> {
-    let fact = fact.to_string_lossy();
-    match fact.split_once('=') {
-        Some((key, value)) => Ok((key.to_string(), value.to_string())),
-        None => Err(Error::InvalidArgument(format!(
-            "fact {fact:?} is not key=value"
-        ))),
-    }
 }

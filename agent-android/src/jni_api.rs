@@ -18,7 +18,6 @@ use jni::JNIEnv;
 use crate::api::{self, TraceRequest};
 use crate::device::SystemProperties;
 use crate::error::Error;
-use crate::ffi::split_fact;
 
 /// The checked exception of the Java wrapper.
 const EDGE_AGENT_EXCEPTION: &str = "dev/edgeagent/EdgeAgentException";
@@ -125,7 +124,7 @@ pub extern "system" fn Java_dev_edgeagent_EdgeAgent_nativeTrace<'local>(
         let facts = string_array(env, &facts, "facts")?
             .unwrap_or_default()
             .into_iter()
-            .map(|f| split_fact(f.as_ref()))
+            .map(|f| api::split_fact(f.as_ref()))
             .collect::<Result<_, _>>()?;
         let request = TraceRequest {
             argv: argv.into_iter().map(OsString::from).collect(),

@@ -451,7 +451,7 @@ impl Engine {
         }
         match sys::get_regs(tid, &mut self.regs) {
             Ok(len) => {
-                if let Some(r) = Native::decode(&self.regs, len) {
+                if let Some(r) = self.regs.0.get(..len).and_then(Native::decode) {
                     let in_syscall = self.threads.get(&tid).is_some_and(|t| t.in_syscall);
                     if r.at_entry.unwrap_or(!in_syscall) {
                         self.entry(tid, r.arch, r.nr, r.args, now, false);
@@ -483,7 +483,12 @@ impl Engine {
         }
         if call.is_none() {
             if let Ok(len) = sys::get_regs(tid, &mut self.regs) {
-                call = Native::decode(&self.regs, len).map(|r| (r.arch, r.nr, r.args));
+                call = self
+                    .regs
+                    .0
+                    .get(..len)
+                    .and_then(Native::decode)
+                    .map(|r| (r.arch, r.nr, r.args));
             }
         }
         if let Some((arch, nr, args)) = call {

@@ -62,7 +62,7 @@ impl Column {
     /// Row `row`'s value as text (for reports).
     pub fn value_text(&self, row: usize) -> String {
         match self {
-            Column::Numeric(v) => crate::report::format_number(v[row]),
+            Column::Numeric(v) => crate::fmt::format_number(v[row]),
             Column::Categorical { codes, levels } => levels[codes[row] as usize].clone(),
         }
     }

@@ -15,6 +15,7 @@ pub mod attributes;
 pub mod cli;
 pub mod dataset;
 pub mod demo;
+pub mod fmt;
 pub mod input;
 pub mod intersection;
 pub mod label;

@@ -4,7 +4,7 @@
 //! build again, up to `top` times.
 
 use crate::dataset::{Column, Dataset};
-use crate::report::format_number;
+use crate::fmt::format_number;
 use crate::tree::{self, Node, Presorted, Tree, TreeParams};
 
 /// One condition of a path, with consecutive conditions on the same numeric

@@ -7,13 +7,12 @@
 //! first argument is gone at exit: it is read at entry). At a syscall stop
 //! the kernel temporarily sets x7 to 0 (entry) or 1 (exit), which tells the
 //! stops apart exactly (arch/arm64/kernel/ptrace.c, `report_syscall`).
-//! For a 32-bit process the kernel returns the 72-byte ARM layout (see
-//! [`super::arm`]).
+//! For a 32-bit process the kernel returns the 72-byte ARM layout
+//! (`super::arm`).
 
 use agent_core::Arch;
 
-use super::{arm, word64, Abi, SyscallRegs};
-use crate::sys::RegsBuf;
+use super::{word64, Layout, SyscallRegs};
 
 /// Size of the 64-bit regset.
 pub const REGS_LEN: usize = 34 * 8;
@@ -21,61 +20,46 @@ pub const REGS_LEN: usize = 34 * 8;
 const X7: usize = 7;
 const X8: usize = 8;
 
-/// The aarch64 tracer.
-#[derive(Debug)]
-pub struct Aarch64;
+/// The 64-bit layout.
+pub const LAYOUT: Layout = Layout {
+    len: REGS_LEN,
+    decode,
+};
 
-impl Abi for Aarch64 {
-    const NATIVE: Arch = Arch::Aarch64;
-    const ABIS: &'static [Arch] = &[Arch::Aarch64, Arch::Arm];
-
-    fn decode(regs: &RegsBuf, len: usize) -> Option<SyscallRegs> {
-        match len {
-            REGS_LEN => Some(SyscallRegs {
-                arch: Arch::Aarch64,
-                nr: word64(regs, X8) as u32,
-                args: [
-                    word64(regs, 0),
-                    word64(regs, 1),
-                    word64(regs, 2),
-                    word64(regs, 3),
-                    word64(regs, 4),
-                    word64(regs, 5),
-                ],
-                ret: word64(regs, 0) as i64,
-                at_entry: Some(word64(regs, X7) == 0),
-            }),
-            arm::REGS_LEN => arm::decode_arm(regs),
-            _ => None,
-        }
+/// Decodes [`REGS_LEN`] bytes of the 64-bit layout.
+fn decode(regs: &[u8]) -> SyscallRegs {
+    SyscallRegs {
+        arch: Arch::Aarch64,
+        nr: word64(regs, X8) as u32,
+        args: [
+            word64(regs, 0),
+            word64(regs, 1),
+            word64(regs, 2),
+            word64(regs, 3),
+            word64(regs, 4),
+            word64(regs, 5),
+        ],
+        ret: word64(regs, 0) as i64,
+        at_entry: Some(word64(regs, X7) == 0),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arch::testutil::{with_words32, with_words64};
+    use crate::arch::testutil::with_words64;
 
     #[test]
     fn decodes_aarch64() {
         let entry = with_words64(&[(0, 3), (1, 0x1000), (2, 64), (X7, 0), (X8, 63)]);
-        let r = Aarch64::decode(&entry, REGS_LEN).unwrap();
+        let r = decode(&entry[..REGS_LEN]);
         assert_eq!(r.arch, Arch::Aarch64);
         assert_eq!(r.nr, 63);
         assert_eq!(r.args[..3], [3, 0x1000, 64]);
         assert_eq!(r.at_entry, Some(true));
         let exit = with_words64(&[(0, (-4i64) as u64), (X7, 1), (X8, 63)]);
-        let r = Aarch64::decode(&exit, REGS_LEN).unwrap();
+        let r = decode(&exit[..REGS_LEN]);
         assert_eq!(r.ret, -4);
-        assert_eq!(r.at_entry, Some(false));
-    }
-
-    #[test]
-    fn compat_process_uses_the_arm_layout() {
-        let regs = with_words32(&[(0, 1), (7, 4), (12, 1)]);
-        let r = Aarch64::decode(&regs, arm::REGS_LEN).unwrap();
-        assert_eq!(r.arch, Arch::Arm);
-        assert_eq!(r.nr, 4);
         assert_eq!(r.at_entry, Some(false));
     }
 }

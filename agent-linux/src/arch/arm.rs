@@ -11,8 +11,7 @@
 
 use agent_core::Arch;
 
-use super::{word32, Abi, SyscallRegs};
-use crate::sys::RegsBuf;
+use super::{word32, Layout, SyscallRegs};
 
 /// Size of the ARM regset.
 pub const REGS_LEN: usize = 18 * 4;
@@ -20,22 +19,15 @@ pub const REGS_LEN: usize = 18 * 4;
 const R7: usize = 7;
 const IP: usize = 12;
 
-/// The armv7 tracer.
-#[derive(Debug)]
-pub struct Armv7;
+/// The ARM layout.
+pub const LAYOUT: Layout = Layout {
+    len: REGS_LEN,
+    decode,
+};
 
-impl Abi for Armv7 {
-    const NATIVE: Arch = Arch::Arm;
-    const ABIS: &'static [Arch] = &[Arch::Arm];
-
-    fn decode(regs: &RegsBuf, len: usize) -> Option<SyscallRegs> {
-        (len == REGS_LEN).then(|| decode_arm(regs)).flatten()
-    }
-}
-
-/// Decodes the ARM layout (shared with the aarch64 tracer's compat case).
-pub fn decode_arm(regs: &RegsBuf) -> Option<SyscallRegs> {
-    Some(SyscallRegs {
+/// Decodes [`REGS_LEN`] bytes of the ARM layout.
+fn decode(regs: &[u8]) -> SyscallRegs {
+    SyscallRegs {
         arch: Arch::Arm,
         nr: word32(regs, R7),
         args: [
@@ -48,7 +40,7 @@ pub fn decode_arm(regs: &RegsBuf) -> Option<SyscallRegs> {
         ],
         ret: word32(regs, 0) as i32 as i64,
         at_entry: Some(word32(regs, IP) == 0),
-    })
+    }
 }
 
 #[cfg(test)]
@@ -59,15 +51,14 @@ mod tests {
     #[test]
     fn decodes_arm() {
         let entry = with_words32(&[(0, 3), (1, 0x1000), (2, 64), (R7, 3), (IP, 0)]);
-        let r = Armv7::decode(&entry, REGS_LEN).unwrap();
+        let r = decode(&entry[..REGS_LEN]);
         assert_eq!(r.arch, Arch::Arm);
         assert_eq!(r.nr, 3);
         assert_eq!(r.args[..3], [3, 0x1000, 64]);
         assert_eq!(r.at_entry, Some(true));
         let exit = with_words32(&[(0, (-11i32) as u32), (R7, 3), (IP, 1)]);
-        let r = Armv7::decode(&exit, REGS_LEN).unwrap();
+        let r = decode(&exit[..REGS_LEN]);
         assert_eq!(r.ret, -11);
         assert_eq!(r.at_entry, Some(false));
-        assert_eq!(Armv7::decode(&entry, 272), None);
     }
 }

@@ -9,12 +9,11 @@
 //! result), arguments in rdi rsi rdx r10 r8 r9 (preserved across the call),
 //! result in `rax`. Before the entry stop the kernel sets `rax = -ENOSYS`.
 //! For an i386 process the kernel returns the 68-byte i386 layout instead
-//! (see [`super::x86`]).
+//! (`super::x86`).
 
 use agent_core::Arch;
 
-use super::{word64, x86, Abi, SyscallRegs, ENOSYS};
-use crate::sys::RegsBuf;
+use super::{word64, Layout, SyscallRegs, ENOSYS};
 
 /// Size of the 64-bit regset.
 pub const REGS_LEN: usize = 27 * 8;
@@ -28,26 +27,14 @@ const RSI: usize = 13;
 const RDI: usize = 14;
 const ORIG_RAX: usize = 15;
 
-/// The x86_64 tracer.
-#[derive(Debug)]
-pub struct X86_64;
+/// The 64-bit layout.
+pub const LAYOUT: Layout = Layout {
+    len: REGS_LEN,
+    decode,
+};
 
-impl Abi for X86_64 {
-    const NATIVE: Arch = Arch::X86_64;
-    const ABIS: &'static [Arch] = &[Arch::X86_64, Arch::I386];
-
-    fn decode(regs: &RegsBuf, len: usize) -> Option<SyscallRegs> {
-        match len {
-            REGS_LEN => Some(decode_x86_64(regs)),
-            x86::REGS_LEN => x86::decode_i386(regs),
-            _ => None,
-        }
-    }
-}
-
-/// Decodes the 64-bit layout (shared with the i686 tracer, which sees a
-/// 64-bit child's registers in this layout on an x86_64 kernel).
-pub fn decode_x86_64(regs: &RegsBuf) -> SyscallRegs {
+/// Decodes [`REGS_LEN`] bytes of the 64-bit layout.
+fn decode(regs: &[u8]) -> SyscallRegs {
     let ret = word64(regs, RAX) as i64;
     SyscallRegs {
         arch: Arch::X86_64,
@@ -68,7 +55,7 @@ pub fn decode_x86_64(regs: &RegsBuf) -> SyscallRegs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arch::testutil::{with_words32, with_words64};
+    use crate::arch::testutil::with_words64;
 
     #[test]
     fn decodes_64bit_entry_and_exit() {
@@ -82,25 +69,14 @@ mod tests {
             (R8, 5),
             (R9, 6),
         ]);
-        let r = X86_64::decode(&entry, REGS_LEN).unwrap();
+        let r = decode(&entry[..REGS_LEN]);
         assert_eq!(r.arch, Arch::X86_64);
         assert_eq!(r.nr, 0);
         assert_eq!(r.args, [3, 0x1000, 64, 4, 5, 6]);
         assert_eq!(r.at_entry, None);
         let exit = with_words64(&[(ORIG_RAX, 0), (RAX, (-11i64) as u64)]);
-        let r = X86_64::decode(&exit, REGS_LEN).unwrap();
+        let r = decode(&exit[..REGS_LEN]);
         assert_eq!(r.ret, -11);
         assert_eq!(r.at_entry, Some(false));
-    }
-
-    #[test]
-    fn compat_process_uses_the_i386_layout() {
-        let regs = with_words32(&[(0, 7), (6, (-2i32) as u32), (11, 5)]);
-        let r = X86_64::decode(&regs, x86::REGS_LEN).unwrap();
-        assert_eq!(r.arch, Arch::I386);
-        assert_eq!(r.nr, 5);
-        assert_eq!(r.args[0], 7);
-        assert_eq!(r.ret, -2);
-        assert_eq!(X86_64::decode(&regs, 100), None);
     }
 }
