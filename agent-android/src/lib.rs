@@ -18,7 +18,14 @@
 pub mod api;
 pub mod device;
 pub mod error;
+// The C ABI takes raw pointers: the one module of this crate that may use
+// `unsafe` (workspace lint `unsafe_code = "deny"`), besides the bionic
+// property call in `device`.
+#[allow(unsafe_code)]
 pub mod ffi;
+// JNI exports are `#[no_mangle]` functions, which the `unsafe_code` lint
+// counts; the module itself holds no `unsafe` block.
+#[allow(unsafe_code)]
 pub mod jni_api;
 mod stack;
 

@@ -16,6 +16,9 @@ pub mod facts;
 pub mod fdcache;
 pub mod seccomp;
 pub mod signals;
+// The one module of this crate that may use `unsafe` (workspace lint
+// `unsafe_code = "deny"`): thin, safe wrappers of the system calls.
+#[allow(unsafe_code)]
 pub mod sys;
 pub mod trace;
 pub mod wait;

@@ -17,7 +17,6 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -242,12 +241,9 @@ impl FileServer {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
         let stop_flag = stop.clone();
         let thread = std::thread::spawn(move || {
-            // SAFETY: setns(2) with a valid open namespace fd moves only this
-            // thread into the server's network namespace; the fd stays open
-            // for the call, and no memory is shared with the kernel.
-            let rc = unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) };
-            if rc != 0 {
-                let err = std::io::Error::last_os_error();
+            // setns(2) moves only this thread into the server's network
+            // namespace.
+            if let Err(err) = nix::sched::setns(&netns, nix::sched::CloneFlags::CLONE_NEWNET) {
                 let _ = ready_tx.send(Err(anyhow::anyhow!(
                     "cannot enter the server namespace: {err}"
                 )));

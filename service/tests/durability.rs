@@ -21,9 +21,8 @@ fn a_restart_keeps_everything() {
         assert_eq!(accepted(&json).len(), 10);
         let (_, runs) = get(&server.url, "/v1/runs", Some(TOKEN));
         // A clean stop (SIGTERM) finishes in flight and exits 0.
-        let pid = server.child.id() as libc::pid_t;
-        // SAFETY: signalling our own child process.
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        let pid = nix::unistd::Pid::from_raw(server.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
         let mut server = server;
         let status = server.child.wait().unwrap();
         assert!(status.success(), "{status}");

@@ -287,6 +287,9 @@ int main(void) {
 /// under the agent, which handles SIGINT itself; and one started with the
 /// default action must find the default.
 #[test]
+// `pre_exec` is unsafe by nature; setting a disposition in the child is the
+// point of the test.
+#[allow(unsafe_code)]
 fn inherited_signal_dispositions_reach_the_program() {
     use std::os::unix::process::CommandExt;
 

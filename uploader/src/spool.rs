@@ -19,12 +19,13 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use agent_core::summary::MAX_ENCODED_LEN;
 use agent_core::Summary;
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 
 /// Most summaries kept by [`Spool::open`].
 pub const DEFAULT_MAX_FILES: usize = 1000;
@@ -123,11 +124,10 @@ pub struct Listing {
     pub set_aside: Vec<SetAside>,
 }
 
-/// An exclusive flock on a file in the spool, released on drop (by closing
-/// the file).
+/// An exclusive flock on a file in the spool, released on drop.
 #[derive(Debug)]
 pub struct SpoolLock {
-    _file: File,
+    _lock: Flock<File>,
 }
 
 /// The file name of a summary with this id.
@@ -303,22 +303,19 @@ impl Spool {
             .open(&path)
             .map_err(|e| SpoolError::io(&path, "open the lock file", e))?;
         let op = if wait {
-            libc::LOCK_EX
+            FlockArg::LockExclusive
         } else {
-            libc::LOCK_EX | libc::LOCK_NB
+            FlockArg::LockExclusiveNonblock
         };
+        let mut file = file;
         loop {
-            // SAFETY: flock on a file descriptor we own and keep open for the
-            // lifetime of the returned guard.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
-            if rc == 0 {
-                return Ok(Some(SpoolLock { _file: file }));
-            }
-            let err = io::Error::last_os_error();
-            match err.kind() {
-                io::ErrorKind::Interrupted => continue,
-                io::ErrorKind::WouldBlock => return Ok(None),
-                _ => return Err(SpoolError::io(&path, "lock", err)),
+            match Flock::lock(file, op) {
+                Ok(lock) => return Ok(Some(SpoolLock { _lock: lock })),
+                Err((back, Errno::EINTR)) => file = back,
+                Err((_, Errno::EWOULDBLOCK)) => return Ok(None),
+                Err((_, errno)) => {
+                    return Err(SpoolError::io(&path, "lock", io::Error::from(errno)))
+                }
             }
         }
     }

@@ -121,23 +121,13 @@ pub fn spread_delay(remaining: Duration) -> Duration {
     Duration::from_millis(ms)
 }
 
-/// Local time of day, seconds since midnight (UTC if the zone is unknown).
+/// Local time of day, seconds since midnight: the zone from `TZ`, else the
+/// system's (`/etc/localtime`; on Android the `persist.sys.timezone`
+/// property with the platform's tzdata); UTC if none is known.
 pub fn local_secs_of_day() -> u32 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs() as libc::time_t;
-    // SAFETY: an all-zero `tm` is a valid value to be overwritten.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    // SAFETY: both pointers are valid for the call; localtime_r is the
-    // thread-safe variant and reads the zone from TZ or /etc/localtime
-    // (bionic: the persist.sys.timezone property).
-    let ok = unsafe { !libc::localtime_r(&now, &mut tm).is_null() };
-    if ok {
-        (tm.tm_hour as u32) * 3600 + (tm.tm_min as u32) * 60 + (tm.tm_sec as u32).min(59)
-    } else {
-        (now.rem_euclid(DAY_SECS as libc::time_t)) as u32
-    }
+    let time = jiff::Zoned::now().time();
+    // A leap second reads as :59, so the day never has more than DAY_SECS.
+    (time.hour() as u32) * 3600 + (time.minute() as u32) * 60 + (time.second() as u32).min(59)
 }
 
 #[cfg(test)]

@@ -13,6 +13,8 @@ use agent_core::facts::{truncated, FACT_VALUE_MAX, MAX_FACTS};
 use agent_linux::PlatformFacts;
 
 #[cfg(target_os = "android")]
+// One FFI call into bionic (`__system_property_get`).
+#[allow(unsafe_code)]
 mod android;
 #[cfg(target_os = "android")]
 pub use android::SystemProperties;

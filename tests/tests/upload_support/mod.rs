@@ -8,7 +8,6 @@
 use std::collections::{HashSet, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -406,16 +405,7 @@ pub fn reset(tcp: &TcpStream) {
         l_onoff: 1,
         l_linger: 0,
     };
-    // SAFETY: setsockopt on a socket we own, with a correctly sized value.
-    unsafe {
-        libc::setsockopt(
-            tcp.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        );
-    }
+    let _ = nix::sys::socket::setsockopt(tcp, nix::sys::socket::sockopt::Linger, &linger);
 }
 
 /// Items in a summaries body: LEB128 length, then that many bytes.
