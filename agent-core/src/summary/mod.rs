@@ -19,8 +19,11 @@ pub(crate) use merge::top_errnos;
 use crate::histogram::Histogram;
 use crate::{Arch, Facts, Key, SyscallId};
 
-/// The version written first in every summary. Bumped for any change a
-/// version-1 decoder cannot read; decoders refuse versions they do not know.
+/// The version written first in every summary; decoders refuse versions they
+/// do not know. Bumped for any change of layout (docs/summary-format.md,
+/// "Versioning rule"); a value appended to an enum does not bump it: an
+/// older decoder refuses only the summaries that use the new value, as
+/// malformed.
 pub const FORMAT_VERSION: u16 = 1;
 /// Hard cap on an encoded summary, bytes.
 pub const MAX_ENCODED_LEN: usize = 2048;
