@@ -16,7 +16,7 @@ use std::rc::Rc;
 use agent_core::{Arch, Collector, Exit, Facts, FdKind, SyscallEvent, SyscallId};
 
 use crate::arch::{arch_from_audit, Abi, Native};
-use crate::fdcache::{new_table, FdRole, FdRoles, SharedFds};
+use crate::fd::{new_table, FdRole, FdRoles, SharedFds};
 use crate::signals;
 use crate::sys::{self, RegsBuf, SyscallInfo, Tid, WaitStatus};
 use crate::wait::WaitPolicy;

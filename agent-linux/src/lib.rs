@@ -13,7 +13,7 @@
 pub mod arch;
 pub mod engine;
 pub mod facts;
-pub mod fdcache;
+pub mod fd;
 pub mod seccomp;
 pub mod signals;
 // The one module of this crate that may use `unsafe` (workspace lint

@@ -13,7 +13,7 @@ use anyhow::{anyhow, bail, Context};
 use crate::arch::{Abi, Native};
 use crate::engine::{ptrace_options, Engine, Observer, Session};
 use crate::facts::{self, PlatformFacts};
-use crate::fdcache::FdRoles;
+use crate::fd::FdRoles;
 use crate::seccomp;
 use crate::sys::{self, Tid};
 use crate::wait::WaitPolicy;

@@ -1,0 +1,24 @@
+//! What each fd refers to, resolved once per (fd table, fd) and cached
+//! until the fd can have changed: on close, close_range, dup2/dup3 onto it,
+//! a syscall returning it as a new fd, and exec (the table is replaced).
+//! Tasks that share a table (CLONE_FILES) share one cache.
+//!
+//! Most kinds are known without asking `/proc`: `socket(domain, type, _)`
+//! says TCP, UDP or Unix from its arguments, and accept/dup/dup2/F_DUPFD
+//! give the new fd the kind of the one they copy. An fd opened by path
+//! (open, openat, creat) is a file unless a `stat` of `/proc/TID/fd/N`
+//! says FIFO. Anything else is resolved from `readlink /proc/TID/fd/N`;
+//! a `socket:[INODE]` is looked up by its inode in the tracee's
+//! `/proc/TID/net/{tcp,tcp6,udp,udp6,unix}` (the tracee's network
+//! namespace), and a socket found in none of them stays `socket`.
+//!
+//! [`cache`] keeps the per-table kinds, [`resolve`] asks `/proc`, and
+//! [`roles`] says what each syscall does to the table (the syscall
+//! semantics, like the flags of strace's syscall tables).
+
+pub mod cache;
+pub mod resolve;
+pub mod roles;
+
+pub use cache::{new_table, FdTable, SharedFds};
+pub use roles::{FdRole, FdRoles};

@@ -1,0 +1,373 @@
+//! What each syscall does to an fd table: which argument is an fd (the
+//! kind a call is filed under), and which calls make, copy or close fds
+//! (how the cache is kept right). Built once per run from canonical
+//! syscall names.
+
+use agent_core::{FdKind, SyscallId};
+
+use super::cache::FdTable;
+
+/// How a syscall involves fds: which argument is one, and what it does to
+/// the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FdRole {
+    /// No fd argument.
+    #[default]
+    None,
+    /// Argument `n` is an fd.
+    Uses(u8),
+    /// Argument 0 is an fd, and a success returns a new fd of its kind
+    /// (accept, dup).
+    UsesReturnsNew,
+    /// A success returns a new fd opened by path (open, openat, creat).
+    OpensPath,
+    /// socket(domain, type, protocol): the arguments tell the kind.
+    Socket,
+    /// A success returns a new fd (epoll_create, eventfd, ...).
+    ReturnsNew,
+    /// close(fd).
+    Close,
+    /// dup2/dup3(old, new): `new` is replaced.
+    Dup2,
+    /// close_range(first, last, flags).
+    CloseRange,
+    /// fcntl: F_DUPFD and F_DUPFD_CLOEXEC return a new fd.
+    Fcntl,
+}
+
+const USES_ARG0: &[&str] = &[
+    "read",
+    "write",
+    "pread64",
+    "pwrite64",
+    "readv",
+    "writev",
+    "preadv",
+    "pwritev",
+    "preadv2",
+    "pwritev2",
+    "recvfrom",
+    "sendto",
+    "recvmsg",
+    "sendmsg",
+    "recvmmsg",
+    "sendmmsg",
+    "recv",
+    "send",
+    "fstat",
+    "fstat64",
+    "fstatfs",
+    "fstatfs64",
+    "fsync",
+    "fdatasync",
+    "lseek",
+    "_llseek",
+    "ioctl",
+    "connect",
+    "bind",
+    "listen",
+    "getsockopt",
+    "setsockopt",
+    "getsockname",
+    "getpeername",
+    "shutdown",
+    "epoll_wait",
+    "epoll_pwait",
+    "epoll_pwait2",
+    "epoll_ctl",
+    "getdents",
+    "getdents64",
+    "ftruncate",
+    "ftruncate64",
+    "fchmod",
+    "fchown",
+    "fchown32",
+    "flock",
+    "fadvise64",
+    "fadvise64_64",
+    "arm_fadvise64_64",
+    "fallocate",
+    "sync_file_range",
+    "syncfs",
+    "fgetxattr",
+    "fsetxattr",
+    "flistxattr",
+    "fremovexattr",
+    "fchdir",
+    "splice",
+    "tee",
+    "sendfile",
+    "sendfile64",
+    "copy_file_range",
+    "readahead",
+    "timerfd_settime",
+    "timerfd_gettime",
+    "io_uring_enter",
+    "vmsplice",
+];
+const OPENS_PATH: &[&str] = &["open", "openat", "openat2", "creat", "open_by_handle_at"];
+const RETURNS_NEW: &[&str] = &[
+    "epoll_create",
+    "epoll_create1",
+    "eventfd",
+    "eventfd2",
+    "timerfd_create",
+    "signalfd",
+    "signalfd4",
+    "memfd_create",
+    "inotify_init",
+    "inotify_init1",
+    "fanotify_init",
+    "pidfd_open",
+    "pidfd_getfd",
+    "perf_event_open",
+    "userfaultfd",
+    "io_uring_setup",
+    "fsopen",
+    "fsmount",
+    "open_tree",
+    "memfd_secret",
+];
+
+/// The role of every syscall id, built once.
+#[derive(Debug)]
+pub struct FdRoles(Vec<FdRole>);
+
+impl FdRoles {
+    /// The table for this build's syscall ids.
+    pub fn new() -> FdRoles {
+        let mut roles = vec![FdRole::None; SyscallId::COUNT];
+        let mut set = |name: &str, role: FdRole| {
+            if let Some(id) = SyscallId::from_name(name) {
+                if let Some(r) = roles.get_mut(id.0 as usize) {
+                    *r = role;
+                }
+            }
+        };
+        for n in USES_ARG0 {
+            set(n, FdRole::Uses(0));
+        }
+        for n in RETURNS_NEW {
+            set(n, FdRole::ReturnsNew);
+        }
+        for n in OPENS_PATH {
+            set(n, FdRole::OpensPath);
+        }
+        set("socket", FdRole::Socket);
+        for n in ["accept", "accept4", "dup"] {
+            set(n, FdRole::UsesReturnsNew);
+        }
+        for n in ["dup2", "dup3"] {
+            set(n, FdRole::Dup2);
+        }
+        for n in ["fcntl", "fcntl64"] {
+            set(n, FdRole::Fcntl);
+        }
+        set("close", FdRole::Close);
+        set("close_range", FdRole::CloseRange);
+        FdRoles(roles)
+    }
+
+    /// The role of `id`.
+    #[inline]
+    pub fn get(&self, id: SyscallId) -> FdRole {
+        self.0.get(id.0 as usize).copied().unwrap_or_default()
+    }
+
+    /// Syscalls that change fd tables: the seccomp prefilter must stop on
+    /// them too (without recording them) so the cache stays right.
+    pub fn invalidating() -> Vec<SyscallId> {
+        ["close", "close_range", "dup2", "dup3"]
+            .iter()
+            .filter_map(|n| SyscallId::from_name(n))
+            .collect()
+    }
+}
+
+impl Default for FdRoles {
+    fn default() -> Self {
+        FdRoles::new()
+    }
+}
+
+impl FdRole {
+    /// The fd argument whose kind the call is filed under.
+    #[inline]
+    pub fn fd_arg(self) -> Option<usize> {
+        match self {
+            FdRole::Uses(n) => Some(n as usize),
+            FdRole::UsesReturnsNew | FdRole::Close | FdRole::Dup2 | FdRole::Fcntl => Some(0),
+            FdRole::None
+            | FdRole::ReturnsNew
+            | FdRole::OpensPath
+            | FdRole::Socket
+            | FdRole::CloseRange => None,
+        }
+    }
+
+    /// Updates the cache after a call with arguments `args` returned `ret`;
+    /// `arg_kind` is the kind of its fd argument, resolved at entry.
+    #[inline]
+    pub fn after(self, fds: &mut FdTable, args: &[u64; 6], ret: i64, arg_kind: FdKind) {
+        const F_DUPFD: u64 = 0;
+        const F_DUPFD_CLOEXEC: u64 = 1030;
+        let ok = ret >= 0;
+        // A copy of an fd is of the original's kind (when that was known).
+        let copy_of_arg = |fds: &mut FdTable, new_fd: i64| match arg_kind {
+            FdKind::None => fds.invalidate(new_fd),
+            kind => fds.set(new_fd, kind),
+        };
+        match self {
+            FdRole::None | FdRole::Uses(_) => {}
+            FdRole::ReturnsNew => {
+                if ok {
+                    fds.invalidate(ret);
+                }
+            }
+            FdRole::OpensPath => {
+                if ok {
+                    fds.set_opened_by_path(ret);
+                }
+            }
+            FdRole::Socket => {
+                if ok {
+                    fds.set(ret, socket_kind_from_args(args[0], args[1], args[2]));
+                }
+            }
+            FdRole::UsesReturnsNew => {
+                if ok {
+                    copy_of_arg(fds, ret);
+                }
+            }
+            // The fd is gone even when close fails with EINTR or EIO.
+            FdRole::Close => fds.invalidate(args[0] as i32 as i64),
+            FdRole::Dup2 => {
+                if ok {
+                    copy_of_arg(fds, args[1] as i32 as i64);
+                }
+            }
+            FdRole::CloseRange => {
+                if ok {
+                    fds.invalidate_range(args[0] as u32 as u64, args[1] as u32 as u64);
+                }
+            }
+            FdRole::Fcntl => {
+                let cmd = args[1] as u32 as u64;
+                if ok && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {
+                    copy_of_arg(fds, ret);
+                }
+            }
+        }
+    }
+}
+
+/// The kind of a socket from `socket(domain, type, protocol)`'s arguments
+/// (the UAPI values, the same on every architecture the agent supports).
+pub fn socket_kind_from_args(domain: u64, ty: u64, protocol: u64) -> FdKind {
+    const AF_UNIX: u64 = 1;
+    const AF_INET: u64 = 2;
+    const AF_INET6: u64 = 10;
+    const SOCK_STREAM: u64 = 1;
+    const SOCK_DGRAM: u64 = 2;
+    const IPPROTO_TCP: u64 = 6;
+    const IPPROTO_UDP: u64 = 17;
+    // The type's low bits; SOCK_NONBLOCK and SOCK_CLOEXEC sit above them.
+    const SOCK_TYPE_MASK: u64 = 0xf;
+    let (domain, ty, protocol) = (
+        domain as u32 as u64,
+        ty as u32 as u64,
+        protocol as u32 as u64,
+    );
+    match (domain, ty & SOCK_TYPE_MASK, protocol) {
+        (AF_UNIX, _, _) => FdKind::Unix,
+        (AF_INET | AF_INET6, SOCK_STREAM, 0 | IPPROTO_TCP) => FdKind::Tcp,
+        (AF_INET | AF_INET6, SOCK_DGRAM, 0 | IPPROTO_UDP) => FdKind::Udp,
+        _ => FdKind::Socket,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::cache::OPENED_BY_PATH;
+    use super::*;
+    use crate::sys::Tid;
+
+    #[test]
+    fn socket_kinds_from_arguments() {
+        const NONBLOCK_CLOEXEC: u64 = 0o4000 | 0o2000000;
+        assert_eq!(socket_kind_from_args(2, 1, 0), FdKind::Tcp);
+        assert_eq!(
+            socket_kind_from_args(10, 1 | NONBLOCK_CLOEXEC, 6),
+            FdKind::Tcp
+        );
+        assert_eq!(socket_kind_from_args(2, 2, 17), FdKind::Udp);
+        assert_eq!(
+            socket_kind_from_args(10, 2 | NONBLOCK_CLOEXEC, 0),
+            FdKind::Udp
+        );
+        assert_eq!(socket_kind_from_args(1, 5, 0), FdKind::Unix);
+        // ICMP "ping" sockets, SCTP, netlink, raw: no finer kind.
+        assert_eq!(socket_kind_from_args(2, 2, 1), FdKind::Socket);
+        assert_eq!(socket_kind_from_args(2, 1, 132), FdKind::Socket);
+        assert_eq!(socket_kind_from_args(16, 3, 0), FdKind::Socket);
+        assert_eq!(socket_kind_from_args(2, 3, 6), FdKind::Socket);
+    }
+
+    #[test]
+    fn cache_invalidation() {
+        let me = std::process::id() as Tid;
+        let roles = FdRoles::new();
+        let close = roles.get(SyscallId::from_name("close").unwrap());
+        let mut t = FdTable::default();
+        let (r, _w) = std::io::pipe().unwrap();
+        use std::os::fd::AsRawFd;
+        let fd = r.as_raw_fd() as i64;
+        assert_eq!(t.kind(me, fd), FdKind::Pipe);
+        assert_eq!(t.kinds[fd as usize], FdKind::Pipe as u8 + 1);
+        close.after(&mut t, &[fd as u64, 0, 0, 0, 0, 0], 0, FdKind::Pipe);
+        assert_eq!(t.kinds[fd as usize], 0);
+        t.kind(me, fd);
+        roles.get(SyscallId::from_name("dup2").unwrap()).after(
+            &mut t,
+            &[0, fd as u64, 0, 0, 0, 0],
+            fd,
+            FdKind::None,
+        );
+        assert_eq!(t.kinds[fd as usize], 0);
+        // A copy of a known fd takes its kind without asking /proc.
+        roles.get(SyscallId::from_name("dup").unwrap()).after(
+            &mut t,
+            &[0, 0, 0, 0, 0, 0],
+            fd,
+            FdKind::Tcp,
+        );
+        assert_eq!(t.kind(me, fd), FdKind::Tcp);
+        roles.get(SyscallId::from_name("socket").unwrap()).after(
+            &mut t,
+            &[1, 1, 0, 0, 0, 0],
+            fd,
+            FdKind::None,
+        );
+        assert_eq!(t.kind(me, fd), FdKind::Unix);
+        roles.get(SyscallId::from_name("openat").unwrap()).after(
+            &mut t,
+            &[0, 0, 0, 0, 0, 0],
+            fd,
+            FdKind::None,
+        );
+        assert_eq!(t.kinds[fd as usize], OPENED_BY_PATH);
+        // (fd is really our pipe's read end: the stat says FIFO.)
+        assert_eq!(t.kind(me, fd), FdKind::Pipe);
+        t.kind(me, fd);
+        t.invalidate_range(0, u32::MAX as u64);
+        assert!(t.kinds.iter().all(|k| *k == 0));
+        assert_eq!(
+            roles.get(SyscallId::from_name("read").unwrap()).fd_arg(),
+            Some(0)
+        );
+        assert_eq!(
+            roles.get(SyscallId::from_name("openat").unwrap()).fd_arg(),
+            None
+        );
+    }
+}
