@@ -1,21 +1,18 @@
-//! `diagnose` and `demo` without the service binary, for development:
-//! `cargo run -p diagnose --example standalone -- diagnose DIR...` or
-//! `... -- demo --no-service --agent target/debug/edge-agent`. The real
-//! commands are `edge-service diagnose` and `edge-service demo`.
+//! `diagnose` without the service binary, for development:
+//! `cargo run -p diagnose --example standalone -- diagnose DIR...`. The real
+//! command is `edge-service diagnose`.
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use agent_core::Summary;
 use clap::Parser;
-use diagnose::cli::{DemoArgs, DiagnoseArgs, RunFilter, SummarySource};
+use diagnose::cli::{DiagnoseArgs, RunFilter, SummarySource};
 
 #[derive(Parser, Debug)]
 enum Command {
     /// Diagnose summary files (no store).
     Diagnose(DiagnoseArgs),
-    /// The demo.
-    Demo(DemoArgs),
 }
 
 /// No store here: only files.
@@ -33,7 +30,6 @@ impl SummarySource for NoStore {
 fn main() -> ExitCode {
     let result = match Command::parse() {
         Command::Diagnose(args) => diagnose::cli::run(args, &NoStore),
-        Command::Demo(args) => diagnose::cli::demo(args),
     };
     result.unwrap_or_else(|e| {
         eprintln!("error: {e:#}");

@@ -1,5 +1,4 @@
-//! The `edge-service diagnose` command (and `edge-service demo`, in
-//! [`crate::demo`]).
+//! The `edge-service diagnose` command.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -15,8 +14,6 @@ use crate::label::{self, ClusterBy, Labelling};
 use crate::mapping::Mapping;
 use crate::report;
 use crate::tree::TreeParams;
-
-pub use crate::demo::{demo, DemoArgs};
 
 /// `edge-service diagnose`: which runs are slow, and rules saying why.
 ///

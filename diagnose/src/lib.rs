@@ -7,14 +7,13 @@
 //! run made ([`intersection`]), and decision trees ([`tree`]) are built and
 //! read as rules ([`rules`]) again and again, each time without the previous
 //! root attribute. [`analysis`] runs these steps; [`report`] prints the
-//! result as text, JSON or HTML; [`cli`] is `edge-service diagnose` and
-//! `edge-service demo` ([`demo`]).
+//! result as text, JSON or HTML; [`cli`] is `edge-service diagnose`. (The
+//! demo that drives it end to end lives in the `lab` crate.)
 
 pub mod analysis;
 pub mod attributes;
 pub mod cli;
 pub mod dataset;
-pub mod demo;
 pub mod fmt;
 pub mod input;
 pub mod intersection;

@@ -32,7 +32,7 @@ pub enum Command {
     /// Explain with rules why some runs are slow (from the store or files).
     Diagnose(diagnose::cli::DiagnoseArgs),
     /// The research's case study end to end.
-    Demo(diagnose::cli::DemoArgs),
+    Demo(lab::DemoArgs),
 }
 
 /// The database file.
@@ -127,7 +127,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Directive(d) => directive(d),
         Command::Diagnose(args) => diagnose::cli::run(args, &crate::source::SqliteSource),
-        Command::Demo(args) => diagnose::cli::demo(args),
+        Command::Demo(args) => lab::demo(args),
     }
 }
 

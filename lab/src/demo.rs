@@ -15,21 +15,20 @@
 //! interrupted demo are deleted by the next.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use diagnose::analysis::{self, Options};
+use diagnose::input;
+use diagnose::label::{self, ClusterBy};
+use diagnose::report;
 
-use crate::analysis::{self, Options};
-use crate::input;
-use crate::label::{self, ClusterBy};
-use crate::report;
+use crate::http::{FileServer, FILE_PATH, HTTP_PORT};
+use crate::netns::{Namespaces, SERVER_IP};
+use crate::procs::{find_agent, healthy, is_root, Service};
 
 /// `edge-service demo`: the TCP-memory case study end to end (needs root).
 #[derive(clap::Args, Debug, Clone)]
@@ -75,328 +74,8 @@ pub struct DemoArgs {
     pub html: Option<PathBuf>,
 }
 
-/// Namespace names start with this, then the demo's pid.
-const NS_PREFIX: &str = "edgedemo";
-/// The server's address inside the demo's namespaces.
-const SERVER_IP: &str = "10.213.0.1";
-const HTTP_PORT: u16 = 8080;
-const FILE_PATH: &str = "/demo.bin";
+/// The ingest token of the demo's local service.
 const TOKEN: &str = "edge-demo-token-0123456789abcdef";
-
-/// Whether this process runs with effective uid 0.
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
-        })
-        .unwrap_or(false)
-}
-
-/// Runs a command to completion; fails with its stderr.
-fn sh(program: &str, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("cannot run {program}"))?;
-    if !out.status.success() {
-        bail!(
-            "`{program} {}` failed ({}): {}",
-            args.join(" "),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// The demo's network namespaces; deleted on drop.
-#[derive(Debug)]
-struct Namespaces {
-    server: String,
-    clients: Vec<String>,
-}
-
-impl Namespaces {
-    /// Deletes namespaces left by demos that no longer run.
-    fn remove_stale() {
-        let Ok(list) = sh("ip", &["netns", "list"]) else {
-            return;
-        };
-        for line in list.lines() {
-            let name = line.split_whitespace().next().unwrap_or("");
-            let Some(rest) = name.strip_prefix(NS_PREFIX) else {
-                continue;
-            };
-            let pid: String = rest.chars().take_while(char::is_ascii_digit).collect();
-            if !pid.is_empty() && !Path::new(&format!("/proc/{pid}")).exists() {
-                let _ = sh("ip", &["netns", "del", name]);
-            }
-        }
-    }
-
-    /// Creates the server namespace with a bridge and `clients` client
-    /// namespaces, each joined to the bridge by a veth pair.
-    fn create(clients: u32) -> anyhow::Result<Namespaces> {
-        let pid = std::process::id();
-        let mut ns = Namespaces {
-            server: format!("{NS_PREFIX}{pid}s"),
-            clients: Vec::new(),
-        };
-        let server = ns.server.clone();
-        sh("ip", &["netns", "add", &server])?;
-        sh("ip", &["-n", &server, "link", "set", "lo", "up"])?;
-        sh(
-            "ip",
-            &["-n", &server, "link", "add", "br0", "type", "bridge"],
-        )?;
-        sh(
-            "ip",
-            &[
-                "-n",
-                &server,
-                "addr",
-                "add",
-                &format!("{SERVER_IP}/24"),
-                "dev",
-                "br0",
-            ],
-        )?;
-        sh("ip", &["-n", &server, "link", "set", "br0", "up"])?;
-        for i in 1..=clients {
-            let name = format!("{NS_PREFIX}{pid}c{i}");
-            sh("ip", &["netns", "add", &name])?;
-            ns.clients.push(name.clone());
-            let (inside, port) = (format!("eth{i}"), format!("vb{i}"));
-            sh(
-                "ip",
-                &[
-                    "link", "add", &inside, "netns", &name, "type", "veth", "peer", "name", &port,
-                    "netns", &server,
-                ],
-            )?;
-            sh(
-                "ip",
-                &["-n", &server, "link", "set", &port, "master", "br0"],
-            )?;
-            sh("ip", &["-n", &server, "link", "set", &port, "up"])?;
-            sh("ip", &["-n", &name, "link", "set", "lo", "up"])?;
-            sh(
-                "ip",
-                &[
-                    "-n",
-                    &name,
-                    "addr",
-                    "add",
-                    &format!("10.213.0.{}/24", 10 + i),
-                    "dev",
-                    &inside,
-                ],
-            )?;
-            sh("ip", &["-n", &name, "link", "set", &inside, "up"])?;
-        }
-        Ok(ns)
-    }
-
-    fn set_rmem(&self, client: usize, rmem: &str) -> anyhow::Result<()> {
-        sh(
-            "ip",
-            &[
-                "netns",
-                "exec",
-                &self.clients[client],
-                "sysctl",
-                "-q",
-                "-w",
-                &format!("net.ipv4.tcp_rmem={rmem}"),
-            ],
-        )
-        .map(|_| ())
-    }
-}
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        for name in self.clients.iter().chain(std::iter::once(&self.server)) {
-            let _ = sh("ip", &["netns", "del", name]);
-        }
-    }
-}
-
-/// A tiny HTTP server serving one file from memory, in the server namespace.
-#[derive(Debug)]
-struct FileServer {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl FileServer {
-    fn start(namespace: &str, size: usize) -> anyhow::Result<FileServer> {
-        let netns = std::fs::File::open(format!("/run/netns/{namespace}"))
-            .with_context(|| format!("cannot open network namespace {namespace}"))?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
-        let stop_flag = stop.clone();
-        let thread = std::thread::spawn(move || {
-            // setns(2) moves only this thread into the server's network
-            // namespace.
-            if let Err(err) = nix::sched::setns(&netns, nix::sched::CloneFlags::CLONE_NEWNET) {
-                let _ = ready_tx.send(Err(anyhow::anyhow!(
-                    "cannot enter the server namespace: {err}"
-                )));
-                return;
-            }
-            let listener = match TcpListener::bind((SERVER_IP, HTTP_PORT)) {
-                Ok(l) => l,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(anyhow::anyhow!(
-                        "cannot listen on {SERVER_IP}:{HTTP_PORT}: {e}"
-                    )));
-                    return;
-                }
-            };
-            if listener.set_nonblocking(true).is_err() {
-                return;
-            }
-            let body = pseudo_random_bytes(size);
-            let _ = ready_tx.send(Ok(()));
-            while !stop_flag.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((conn, _)) => {
-                        let _ = serve_one(conn, &body);
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
-                }
-            }
-        });
-        match ready_rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(Ok(())) => Ok(FileServer {
-                stop,
-                thread: Some(thread),
-            }),
-            Ok(Err(e)) => Err(e),
-            Err(_) => bail!("the demo's HTTP server did not start"),
-        }
-    }
-}
-
-impl Drop for FileServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// Bytes that do not compress (xorshift).
-fn pseudo_random_bytes(n: usize) -> Vec<u8> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut out = Vec::with_capacity(n + 8);
-    while out.len() < n {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(n);
-    out
-}
-
-/// Answers one HTTP/1.x request: the file for `GET /demo.bin`, 404 else.
-fn serve_one(conn: TcpStream, body: &[u8]) -> std::io::Result<()> {
-    conn.set_nonblocking(false)?;
-    conn.set_read_timeout(Some(Duration::from_secs(30)))?;
-    conn.set_write_timeout(Some(Duration::from_secs(120)))?;
-    let mut reader = BufReader::new(conn.try_clone()?);
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line)?;
-    // Skip the headers.
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 || line == "\r\n" || line == "\n" {
-            break;
-        }
-    }
-    let mut conn = conn;
-    let path = request_line.split_whitespace().nth(1).unwrap_or("");
-    if request_line.starts_with("GET ") && path == FILE_PATH {
-        write!(
-            conn,
-            "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            body.len()
-        )?;
-        conn.write_all(body)?;
-    } else {
-        conn.write_all(
-            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-        )?;
-    }
-    conn.flush()
-}
-
-/// A child process killed on drop.
-#[derive(Debug)]
-struct Service(Child);
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Whether `GET /healthz` on `addr` answers 200.
-fn healthy(addr: SocketAddr) -> bool {
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
-    let mut head = [0u8; 12];
-    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
-}
-
-/// The edge-agent binary to use: the one given, else the one next to this
-/// program, else the one on PATH.
-fn find_agent(given: Option<&Path>) -> anyhow::Result<PathBuf> {
-    if let Some(p) = given {
-        if !p.is_file() {
-            bail!("--agent {}: no such file", p.display());
-        }
-        return Ok(p.to_path_buf());
-    }
-    let sibling = std::env::current_exe()
-        .ok()
-        .and_then(|e| e.parent().map(|d| d.join("edge-agent")));
-    let on_path = std::env::var_os("PATH")
-        .map(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join("edge-agent"))
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    sibling
-        .into_iter()
-        .chain(on_path)
-        .find(|p| p.is_file())
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "edge-agent not found next to this program or on PATH: build it \
-                 (cargo build --release -p agent-linux) or give --agent PATH"
-            )
-        })
-}
 
 /// One traced fetch.
 #[derive(Debug)]
@@ -531,7 +210,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     for (c, s) in spools.iter().enumerate() {
         for f in input::summary_files(s)? {
             let summary = input::read_summary(&f)?;
-            client_of.insert(hex(&summary.id), c);
+            client_of.insert(hex::encode(summary.id), c);
         }
     }
     let expected = (args.clients * args.runs) as usize;
@@ -677,10 +356,6 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     drop(ns);
     println!("Demo finished in {:.1} s", started.elapsed().as_secs_f64());
     Ok(ExitCode::SUCCESS)
-}
-
-fn hex(id: &[u8; 16]) -> String {
-    id.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Run id -> label from a JSON report.

@@ -1,0 +1,17 @@
+//! The lab: testbeds made of real programs on this machine, for the demo and
+//! the end-to-end tests. Nothing here is diagnosis; it drives the agent, the
+//! service and the diagnosis from outside, as a user would.
+//!
+//! - [`demo`]: `edge-service demo`, the research's first case study (TCP
+//!   memory misconfiguration) end to end;
+//! - [`netns`]: network namespaces joined by veth pairs on a bridge;
+//! - [`http`]: a tiny HTTP server serving one file, inside a namespace;
+//! - [`procs`]: child processes (commands run to completion, the local
+//!   service killed on drop, finding the `edge-agent` binary).
+
+pub mod demo;
+pub mod http;
+pub mod netns;
+pub mod procs;
+
+pub use demo::{demo, DemoArgs};

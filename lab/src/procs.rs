@@ -1,0 +1,97 @@
+//! Child processes of a testbed: commands run to completion, a service
+//! killed on drop, and finding the `edge-agent` binary.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+/// Whether this process runs with effective uid 0.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Runs a command to completion; fails with its stderr.
+pub fn sh(program: &str, args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {program}"))?;
+    if !out.status.success() {
+        bail!(
+            "`{program} {}` failed ({}): {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A child process killed on drop.
+#[derive(Debug)]
+pub struct Service(pub Child);
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether `GET /healthz` on `addr` answers 200.
+pub fn healthy(addr: SocketAddr) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
+}
+
+/// The edge-agent binary to use: the one given, else the one next to this
+/// program, else the one on PATH.
+pub fn find_agent(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = given {
+        if !p.is_file() {
+            bail!("--agent {}: no such file", p.display());
+        }
+        return Ok(p.to_path_buf());
+    }
+    let sibling = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join("edge-agent")));
+    let on_path = std::env::var_os("PATH")
+        .map(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join("edge-agent"))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    sibling
+        .into_iter()
+        .chain(on_path)
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "edge-agent not found next to this program or on PATH: build it \
+                 (cargo build --release -p agent-linux) or give --agent PATH"
+            )
+        })
+}
