@@ -58,10 +58,6 @@ impl Default for Options {
     }
 }
 
-fn hex(id: &[u8; 16]) -> String {
-    id.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Diagnoses `summaries`, labelled by `labelling` (one label per summary).
 pub fn diagnose(
     summaries: &[Summary],
@@ -116,7 +112,7 @@ pub fn diagnose(
     Ok(Diagnosis {
         labelling,
         programs,
-        run_ids: summaries.iter().map(|s| hex(&s.id)).collect(),
+        run_ids: summaries.iter().map(|s| hex::encode(s.id)).collect(),
         program,
         dataset,
         common,

@@ -20,21 +20,13 @@ pub fn errno_name(errno: u16) -> String {
 
 /// A summary id as 32 lowercase hex digits.
 pub fn id_hex(id: &[u8; 16]) -> String {
-    id.iter().fold(String::with_capacity(32), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    hex::encode(id)
 }
 
 /// Parses 32 hex digits into an id.
 pub fn id_from_hex(text: &str) -> Option<[u8; 16]> {
-    if text.len() != 32 || !text.is_ascii() {
-        return None;
-    }
     let mut id = [0u8; 16];
-    for (i, byte) in id.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
-    }
+    hex::decode_to_slice(text, &mut id).ok()?;
     Some(id)
 }
 

@@ -108,7 +108,7 @@ impl Drop for Service {
 }
 
 pub fn hex_id(id: &[u8; 16]) -> String {
-    id.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(id)
 }
 
 /// A plain-HTTP GET with the test token; the body when the status is 200.
