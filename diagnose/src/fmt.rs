@@ -29,3 +29,18 @@ pub fn format_number(x: f64) -> String {
         _ => s,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(format_number(23631.5), "23631.5");
+        assert_eq!(format_number(2.125), "2.125");
+        assert_eq!(format_number(10823.0), "10823");
+        assert_eq!(format_number(0.0734523456), "0.0734523");
+        assert_eq!(format_number(0.000351), "3.51e-4");
+        assert_eq!(format_number(-1.5), "-1.5");
+    }
+}
