@@ -38,7 +38,8 @@ pub enum Command {
 /// The database file.
 #[derive(Debug, Args)]
 pub struct DbArg {
-    /// SQLite database file (created if missing).
+    /// SQLite database file (`serve` creates it if missing; the other
+    /// commands refuse a file that does not exist).
     #[arg(long, env = "EDGE_SERVICE_DB", default_value = "edge-service.db")]
     pub db: PathBuf,
 }
@@ -131,7 +132,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Opens an existing database: a mistyped `--db` must not create a new,
+/// empty one that the server never reads (only `serve` creates it).
 fn open(db: &DbArg) -> anyhow::Result<SqliteStore> {
+    if !db.db.exists() {
+        anyhow::bail!(
+            "database {} does not exist (edge-service serve creates it; check --db or EDGE_SERVICE_DB)",
+            db.db.display()
+        );
+    }
     SqliteStore::open(&db.db, Duration::from_secs(5))
 }
 
