@@ -269,7 +269,7 @@ pub async fn serve(
     let registry = Arc::new(Registry::default());
     let (stop_tx, stop_rx) = watch::channel(false);
     let refusal = refusal_response(limits.max_connections);
-    let admit = Admit {
+    let admit = Arc::new(Admit {
         permits: Arc::clone(&permits),
         refusals,
         registry,
@@ -279,7 +279,7 @@ pub async fn serve(
         metrics: metrics.clone(),
         stop: stop_rx,
         refusal,
-    };
+    });
     tokio::pin!(shutdown);
     let mut backoff = Duration::ZERO;
     loop {
@@ -288,7 +288,7 @@ pub async fn serve(
             accepted = tcp.accept() => match accepted {
                 Ok((stream, peer)) => {
                     backoff = Duration::ZERO;
-                    admit.admit(stream, peer).await;
+                    admit.admit(stream, peer);
                 }
                 Err(e) => {
                     // EMFILE and the like: the process is out of something
@@ -345,24 +345,39 @@ struct Admit {
 impl Admit {
     /// Serves `stream` on a task of its own, or refuses it when the cap is
     /// reached and no idle connection can make room.
-    async fn admit(&self, stream: TcpStream, _peer: SocketAddr) {
+    fn admit(self: &Arc<Self>, stream: TcpStream, _peer: SocketAddr) {
         let _ = stream.set_nodelay(true);
-        let permit = match Arc::clone(&self.permits).try_acquire_owned() {
-            Ok(p) => Some(p),
+        match Arc::clone(&self.permits).try_acquire_owned() {
+            Ok(permit) => self.start(stream, permit),
             Err(_) if self.registry.evict_oldest_idle() => {
+                // Wait for the evicted connection's permit on a task of
+                // its own: the accept loop goes on at once. There are at
+                // most as many such waits as idle connections asked to go.
                 self.metrics.count_evicted();
-                timeout(EVICTION_WAIT, Arc::clone(&self.permits).acquire_owned())
-                    .await
-                    .ok()
-                    .and_then(Result::ok)
+                let admit = Arc::clone(self);
+                tokio::spawn(async move {
+                    let permit = timeout(EVICTION_WAIT, Arc::clone(&admit.permits).acquire_owned())
+                        .await
+                        .ok()
+                        .and_then(Result::ok);
+                    match permit {
+                        Some(permit) => admit.start(stream, permit),
+                        None => {
+                            admit.metrics.count_refused();
+                            admit.refuse(stream);
+                        }
+                    }
+                });
             }
-            Err(_) => None,
-        };
-        let Some(permit) = permit else {
-            self.metrics.count_refused();
-            self.refuse(stream);
-            return;
-        };
+            Err(_) => {
+                self.metrics.count_refused();
+                self.refuse(stream);
+            }
+        }
+    }
+
+    /// Serves an admitted connection on a task of its own.
+    fn start(&self, stream: TcpStream, permit: OwnedSemaphorePermit) {
         let first = if self.tls.is_some() {
             Phase::Handshake
         } else {
