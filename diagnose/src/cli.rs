@@ -74,6 +74,10 @@ pub struct DiagnoseArgs {
     /// Choose splits by C4.5's gain ratio instead of information gain.
     #[arg(long)]
     pub gain_ratio: bool,
+    /// Leave out files that are not summaries (empty, corrupt, too large,
+    /// unreadable), naming each on stderr, instead of stopping at the first.
+    #[arg(long)]
+    pub skip_bad: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -160,6 +164,32 @@ fn filter_of(args: &DiagnoseArgs) -> anyhow::Result<RunFilter> {
     })
 }
 
+/// The summaries under `paths`. A file that is not a summary stops the
+/// diagnosis, unless `skip_bad`: then each is named on stderr and left out.
+fn read_files(paths: &[PathBuf], skip_bad: bool) -> anyhow::Result<Vec<Summary>> {
+    let (runs, bad) = input::read_all(paths)?;
+    if !skip_bad {
+        if let Some(first) = bad.first() {
+            let more = match bad.len() {
+                1 => String::new(),
+                n => format!(" ({} more bad files)", n - 1),
+            };
+            bail!("{first}{more}; use --skip-bad to leave out files that are not summaries");
+        }
+    }
+    for b in &bad {
+        eprintln!("diagnose: skipped {b}");
+    }
+    if !bad.is_empty() {
+        eprintln!(
+            "diagnose: skipped {} file(s) that are not summaries; {} read",
+            bad.len(),
+            runs.len()
+        );
+    }
+    Ok(runs)
+}
+
 /// Loads the runs and their labels as the arguments say.
 fn load_and_label(
     args: &DiagnoseArgs,
@@ -167,8 +197,8 @@ fn load_and_label(
 ) -> anyhow::Result<(Vec<Summary>, Labelling)> {
     let filter = filter_of(args)?;
     if let (Some(good), Some(bad)) = (&args.good, &args.bad) {
-        let mut good_runs = input::read_all(std::slice::from_ref(good))?;
-        let mut bad_runs = input::read_all(std::slice::from_ref(bad))?;
+        let mut good_runs = read_files(std::slice::from_ref(good), args.skip_bad)?;
+        let mut bad_runs = read_files(std::slice::from_ref(bad), args.skip_bad)?;
         good_runs.retain(|s| input::passes(s, &filter));
         bad_runs.retain(|s| input::passes(s, &filter));
         let mut labels = vec![0u32; good_runs.len()];
@@ -213,7 +243,7 @@ fn load_and_label(
         from.push(db.display().to_string());
     }
     if !args.inputs.is_empty() {
-        let mut files = input::read_all(&args.inputs)?;
+        let mut files = read_files(&args.inputs, args.skip_bad)?;
         files.retain(|s| input::passes(s, &filter));
         runs.extend(files);
         from.extend(args.inputs.iter().map(|p| p.display().to_string()));

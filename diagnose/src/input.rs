@@ -1,34 +1,64 @@
 //! Reading summary files and folders, and filtering runs.
 
 use std::collections::HashSet;
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use agent_core::{Summary, MAX_ENCODED_LEN};
-use anyhow::{bail, Context};
+use anyhow::Context;
 
 use crate::cli::RunFilter;
 
-/// Reads one summary file (exactly the bytes of `Summary::encode`).
-pub fn read_summary(path: &Path) -> anyhow::Result<Summary> {
-    let meta = std::fs::metadata(path)
-        .with_context(|| format!("cannot read summary file {}", path.display()))?;
-    // A summary is at most MAX_ENCODED_LEN bytes: do not read a big file
-    // given by mistake.
-    if meta.len() > MAX_ENCODED_LEN as u64 {
-        bail!(
-            "{} is not a summary: {} bytes, a summary has at most {MAX_ENCODED_LEN}",
-            path.display(),
-            meta.len()
-        );
+/// Reads at most `cap` bytes of `path`, plus one more if the file has them:
+/// a result longer than `cap` means "too long", and a huge file, a device
+/// like `/dev/zero` or a pipe given by mistake costs at most `cap + 1`
+/// bytes of memory.
+pub fn read_capped(path: &Path, cap: usize) -> std::io::Result<Vec<u8>> {
+    let file = std::fs::File::open(path)?;
+    let mut bytes = Vec::new();
+    file.take(cap as u64 + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// A file that is not a summary, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadFile {
+    /// The file.
+    pub path: PathBuf,
+    /// What is wrong with it (the decoder's words for a corrupt summary).
+    pub reason: String,
+}
+
+impl std::fmt::Display for BadFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.reason)
     }
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("cannot read summary file {}", path.display()))?;
+}
+
+impl std::error::Error for BadFile {}
+
+/// Reads one summary file (exactly the bytes of `Summary::encode`).
+pub fn read_summary(path: &Path) -> Result<Summary, BadFile> {
+    let bad = |reason: String| BadFile {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let bytes =
+        read_capped(path, MAX_ENCODED_LEN).map_err(|e| bad(format!("cannot read it: {e}")))?;
+    if bytes.len() > MAX_ENCODED_LEN {
+        return Err(bad(format!(
+            "larger than {MAX_ENCODED_LEN} bytes: not a summary"
+        )));
+    }
+    if bytes.is_empty() {
+        return Err(bad("empty file (0 bytes): not a summary".into()));
+    }
     let summary = Summary::decode(&bytes)
-        .map_err(|e| anyhow::anyhow!("{} is not a valid summary: {e}", path.display()))?;
+        .map_err(|e| bad(format!("not a valid summary ({} bytes): {e}", bytes.len())))?;
     summary
         .facts
         .validate()
-        .map_err(|e| anyhow::anyhow!("{} has invalid facts: {e}", path.display()))?;
+        .map_err(|e| bad(format!("invalid facts: {e}")))?;
     Ok(summary)
 }
 
@@ -65,15 +95,21 @@ pub fn summary_files(path: &Path) -> anyhow::Result<Vec<PathBuf>> {
 /// How summary files in a folder are named (as in a spool).
 pub const SUMMARY_SUFFIX: &str = ".summary";
 
-/// Reads every summary under `paths`.
-pub fn read_all(paths: &[PathBuf]) -> anyhow::Result<Vec<Summary>> {
+/// Reads every summary under `paths`; the files that are not summaries are
+/// returned apart, for the caller to refuse or skip. A path that cannot be
+/// listed is an error.
+pub fn read_all(paths: &[PathBuf]) -> anyhow::Result<(Vec<Summary>, Vec<BadFile>)> {
     let mut out = Vec::new();
+    let mut bad = Vec::new();
     for p in paths {
         for f in summary_files(p)? {
-            out.push(read_summary(&f)?);
+            match read_summary(&f) {
+                Ok(s) => out.push(s),
+                Err(b) => bad.push(b),
+            }
         }
     }
-    Ok(out)
+    Ok((out, bad))
 }
 
 /// Whether a run passes the filter (group is the free fact `group`).

@@ -421,10 +421,81 @@ fn bad_files_are_named_in_the_error() {
     let big = dir.path().join("big");
     std::fs::write(&big, vec![0u8; 5000]).unwrap();
     let err = diagnose::input::read_summary(&big).unwrap_err();
-    assert!(err.to_string().contains("at most 2048"), "{err}");
+    assert_eq!(
+        err.to_string(),
+        format!("{}: larger than 2048 bytes: not a summary", big.display())
+    );
     let map = dir.path().join("map.toml");
     std::fs::write(&map, "[merge]\nx = 3\n").unwrap();
     let a = args(&[dir.path().to_str().unwrap(), "--map", map.to_str().unwrap()]);
     let err = diagnose::cli::run(a, &FakeStore(vec![])).unwrap_err();
     assert!(format!("{err:#}").contains("map.toml"), "{err:#}");
+}
+
+#[test]
+fn bad_files_stop_the_diagnosis_unless_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    write_runs(dir.path(), &tcp_memory_runs());
+    // A 0-byte file (a spool's write cut short), a corrupt one, one too big.
+    std::fs::write(dir.path().join("a-empty.summary"), b"").unwrap();
+    let mut buf = [0u8; agent_core::MAX_ENCODED_LEN];
+    let mut corrupt = tcp_memory_runs()[0].encode(&mut buf).unwrap().to_vec();
+    corrupt.truncate(corrupt.len() / 2);
+    std::fs::write(dir.path().join("b-corrupt.summary"), &corrupt).unwrap();
+    std::fs::write(dir.path().join("c-big.summary"), vec![7u8; 3000]).unwrap();
+    let folder = dir.path().to_str().unwrap();
+
+    let err = diagnose::cli::run(args(&[folder]), &FakeStore(vec![])).unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("a-empty.summary: empty file (0 bytes): not a summary")
+            && msg.contains("2 more bad files")
+            && msg.contains("--skip-bad"),
+        "{msg}"
+    );
+
+    // Each is named with what is wrong; the corrupt one in the decoder's words.
+    let (runs, bad) = diagnose::input::read_all(&[dir.path().to_path_buf()]).unwrap();
+    assert_eq!(runs.len(), tcp_memory_runs().len());
+    let decoder_words = Summary::decode(&corrupt).unwrap_err().to_string();
+    let reasons: Vec<String> = bad.iter().map(ToString::to_string).collect();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert!(reasons[0].ends_with("a-empty.summary: empty file (0 bytes): not a summary"));
+    assert!(
+        reasons[1].ends_with(&format!(
+            "b-corrupt.summary: not a valid summary ({} bytes): {decoder_words}",
+            corrupt.len()
+        )),
+        "{reasons:?}"
+    );
+    assert!(reasons[2].ends_with("c-big.summary: larger than 2048 bytes: not a summary"));
+
+    assert_eq!(
+        diagnose::cli::run(args(&[folder, "--skip-bad"]), &FakeStore(vec![])).unwrap(),
+        ExitCode::SUCCESS
+    );
+}
+
+#[test]
+fn reads_are_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    std::fs::write(&path, vec![1u8; 10_000]).unwrap();
+    assert_eq!(
+        diagnose::input::read_capped(&path, 2048).unwrap().len(),
+        2049
+    );
+    std::fs::write(&path, vec![1u8; 100]).unwrap();
+    assert_eq!(
+        diagnose::input::read_capped(&path, 2048).unwrap().len(),
+        100
+    );
+    // A device without end: at most cap + 1 bytes, at once.
+    let zero = Path::new("/dev/zero");
+    assert_eq!(
+        diagnose::input::read_capped(zero, 2048).unwrap().len(),
+        2049
+    );
+    let err = diagnose::input::read_summary(zero).unwrap_err();
+    assert_eq!(err.reason, "larger than 2048 bytes: not a summary");
 }

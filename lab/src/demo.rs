@@ -224,7 +224,10 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let labels_by_id: BTreeMap<String, String>;
     if args.no_service {
         println!("\nDiagnosing the spooled summaries directly (--no-service)\n");
-        let runs = input::read_all(&spools)?;
+        let (runs, bad) = input::read_all(&spools)?;
+        if let Some(b) = bad.first() {
+            bail!("{b}");
+        }
         let labelling = label::by_cluster(&runs, ClusterBy::Duration)?;
         let diagnosis = analysis::diagnose(&runs, labelling, &Options::default())?;
         print!("{}", report::text(&diagnosis));

@@ -38,7 +38,8 @@ pub enum Command {
 /// The database file.
 #[derive(Debug, Args)]
 pub struct DbArg {
-    /// SQLite database file (created if missing).
+    /// SQLite database file (`serve` creates it if missing; the other
+    /// commands refuse a file that does not exist).
     #[arg(long, env = "EDGE_SERVICE_DB", default_value = "edge-service.db")]
     pub db: PathBuf,
 }
@@ -68,6 +69,26 @@ pub struct ServeArgs {
     /// before the request is answered 503.
     #[arg(long, default_value_t = 5000)]
     pub busy_timeout_ms: u64,
+    /// A request's head (and a TLS handshake) must arrive within this many
+    /// ms of its first byte (of accept); else the connection is closed.
+    #[arg(long, default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+    /// A request's body must arrive within this many ms of its head.
+    #[arg(long, default_value_t = 60_000)]
+    pub body_timeout_ms: u64,
+    /// A connection waiting this many ms for its next request (or not
+    /// reading its response) is closed.
+    #[arg(long, default_value_t = 30_000)]
+    pub idle_timeout_ms: u64,
+    /// Connections open at once; beyond, the idle one waiting longest is
+    /// closed to make room, or the new one is refused (503 + Connection:
+    /// close; TLS: closed).
+    #[arg(long, default_value_t = 1000)]
+    pub max_connections: u32,
+    /// After SIGINT/SIGTERM, requests in flight have this many ms to finish;
+    /// then the remaining connections are closed and the server exits.
+    #[arg(long, default_value_t = 10_000)]
+    pub shutdown_timeout_ms: u64,
 }
 
 /// `edge-service directive ...`.
@@ -122,6 +143,13 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 insecure_no_auth: a.insecure_no_auth,
                 tls: a.tls_cert.zip(a.tls_key),
                 busy_timeout: Duration::from_millis(a.busy_timeout_ms),
+                limits: crate::conn::Limits {
+                    header_timeout: Duration::from_millis(a.header_timeout_ms),
+                    body_timeout: Duration::from_millis(a.body_timeout_ms),
+                    idle_timeout: Duration::from_millis(a.idle_timeout_ms),
+                    max_connections: a.max_connections,
+                    shutdown_timeout: Duration::from_millis(a.shutdown_timeout_ms),
+                },
             })?;
             Ok(ExitCode::SUCCESS)
         }
@@ -131,7 +159,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Opens an existing database: a mistyped `--db` must not create a new,
+/// empty one that the server never reads (only `serve` creates it).
 fn open(db: &DbArg) -> anyhow::Result<SqliteStore> {
+    if !db.db.exists() {
+        anyhow::bail!(
+            "database {} does not exist (edge-service serve creates it; check --db or EDGE_SERVICE_DB)",
+            db.db.display()
+        );
+    }
     SqliteStore::open(&db.db, Duration::from_secs(5))
 }
 

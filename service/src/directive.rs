@@ -38,10 +38,11 @@ impl Directive {
         only: Option<&str>,
         window: Option<&str>,
     ) -> anyhow::Result<Directive> {
-        if !agent_core::facts::valid_value(group, agent_core::facts::FACT_VALUE_MAX)
-            || group.is_empty()
-        {
-            bail!("group `{group}` must be 1-40 bytes without control characters");
+        if !crate::tokens::valid_group(group) {
+            bail!(
+                "group `{group}` cannot be named by any token: {}",
+                crate::tokens::GROUP_RULE
+            );
         }
         if let Some(m) = match_text {
             if m.is_empty() || m.chars().any(char::is_control) {
@@ -50,18 +51,25 @@ impl Directive {
         }
         let only = only
             .map(|list| -> anyhow::Result<Vec<String>> {
-                let names: Vec<String> = list
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|n| !n.is_empty())
-                    .map(str::to_string)
-                    .collect();
-                if names.is_empty() {
-                    bail!("--only needs at least one syscall name");
+                let mut names: Vec<String> = Vec::new();
+                for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                    // `<other>` and `<unknown>` are names of agent-core's
+                    // table too, but no device can trace them.
+                    match agent_core::SyscallId::from_name(name) {
+                        Some(id)
+                            if id != agent_core::SyscallId::OTHER
+                                && id != agent_core::SyscallId::UNKNOWN => {}
+                        _ => bail!(
+                            "--only: unknown syscall `{name}` (names are Linux syscall names as agent-core knows them, e.g. read,write,openat)"
+                        ),
+                    }
+                    // A repeated name would be sent to every device as is.
+                    if !names.iter().any(|n| n == name) {
+                        names.push(name.to_string());
+                    }
                 }
-                for name in &names {
-                    agent_core::SyscallId::from_name(name)
-                        .with_context(|| format!("--only: unknown syscall `{name}`"))?;
+                if names.is_empty() {
+                    bail!("--only needs at least one syscall name (an empty set would trace nothing)");
                 }
                 Ok(names)
             })
@@ -147,5 +155,21 @@ mod tests {
         );
         assert!(err(Directive::parse("g", None, None, Some("01:00-01:00"))).contains("empty"));
         assert!(err(Directive::parse("", None, None, None)).contains("group"));
+        for bad_group in ["al pha", "a#b", "x\ty"] {
+            assert!(
+                err(Directive::parse(bad_group, None, None, None))
+                    .contains(crate::tokens::GROUP_RULE),
+                "{bad_group:?}"
+            );
+        }
+        for bad in ["<other>", "<unknown>", "read,<other>"] {
+            assert!(
+                err(Directive::parse("g", None, Some(bad), None)).contains("unknown syscall"),
+                "{bad}"
+            );
+        }
+        assert!(err(Directive::parse("g", None, Some(""), None)).contains("at least one"));
+        let d = Directive::parse("g", None, Some("read,write,read"), None).unwrap();
+        assert_eq!(d.only.unwrap(), ["read", "write"]);
     }
 }

@@ -8,6 +8,7 @@
 //! transaction of the [`store`] before anyone is acknowledged.
 
 pub mod cli;
+pub mod conn;
 pub mod directive;
 pub mod framing;
 pub mod ingest;

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry,
-    TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
 };
 
 /// The service's metrics; cheap to clone (shared counters).
@@ -20,6 +20,11 @@ pub struct Metrics {
     commit_runs: Histogram,
     commit_failures: IntCounter,
     housekeeping_failures: IntCounter,
+    connections_open: IntGauge,
+    connections_refused: IntCounter,
+    connections_evicted: IntCounter,
+    connection_timeouts: IntCounterVec,
+    accept_errors: IntCounter,
 }
 
 fn counter(name: &str, help: &str) -> IntCounter {
@@ -92,6 +97,34 @@ impl Metrics {
             "edge_service_store_housekeeping_failures_total",
             "Store housekeeping runs (checkpoints) that failed",
         );
+        let connections_open = IntGauge::new(
+            "edge_service_connections_open",
+            "Client connections open now",
+        )
+        .expect("static metric definition");
+        let connections_refused = counter(
+            "edge_service_connections_refused_total",
+            "Connections refused because --max-connections were open (503, or closed for TLS)",
+        );
+        let connections_evicted = counter(
+            "edge_service_connections_evicted_total",
+            "Idle keep-alive connections closed to make room for a new one at --max-connections",
+        );
+        let connection_timeouts = IntCounterVec::new(
+            Opts::new(
+                "edge_service_connection_timeouts_total",
+                "Connections closed by a timeout, by kind (handshake, header, body, idle)",
+            ),
+            &["kind"],
+        )
+        .expect("static metric definition");
+        for kind in ["handshake", "header", "body", "idle"] {
+            connection_timeouts.with_label_values(&[kind]);
+        }
+        let accept_errors = counter(
+            "edge_service_accept_errors_total",
+            "Failed accepts (out of file descriptors, ...); the server backs off and retries",
+        );
         let registry = Registry::new();
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
@@ -103,6 +136,11 @@ impl Metrics {
             Box::new(commit_runs.clone()),
             Box::new(commit_failures.clone()),
             Box::new(housekeeping_failures.clone()),
+            Box::new(connections_open.clone()),
+            Box::new(connections_refused.clone()),
+            Box::new(connections_evicted.clone()),
+            Box::new(connection_timeouts.clone()),
+            Box::new(accept_errors.clone()),
         ] {
             registry.register(c).expect("metric names are unique");
         }
@@ -117,7 +155,42 @@ impl Metrics {
             commit_runs,
             commit_failures,
             housekeeping_failures,
+            connections_open,
+            connections_refused,
+            connections_evicted,
+            connection_timeouts,
+            accept_errors,
         }
+    }
+
+    /// A connection was admitted.
+    pub fn connection_opened(&self) {
+        self.connections_open.inc();
+    }
+
+    /// An admitted connection closed.
+    pub fn connection_closed(&self) {
+        self.connections_open.dec();
+    }
+
+    /// A connection was refused at the cap.
+    pub fn count_refused(&self) {
+        self.connections_refused.inc();
+    }
+
+    /// An idle connection was closed to make room.
+    pub fn count_evicted(&self) {
+        self.connections_evicted.inc();
+    }
+
+    /// A connection was closed by a timeout of this kind.
+    pub fn count_timeout(&self, kind: &str) {
+        self.connection_timeouts.with_label_values(&[kind]).inc();
+    }
+
+    /// An accept failed.
+    pub fn count_accept_error(&self) {
+        self.accept_errors.inc();
     }
 
     /// Counts a failed housekeeping run.

@@ -1,5 +1,6 @@
 //! `edge-service serve`: binds, prints where it listens, serves until
-//! SIGINT/SIGTERM, then finishes the requests in flight.
+//! SIGINT/SIGTERM, then finishes the requests in flight (for at most
+//! `--shutdown-timeout-ms`; the connections themselves are [`crate::conn`]'s).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -7,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
+use crate::conn::Limits;
 use crate::metrics::Metrics;
 use crate::server::{router, App, Auth};
 use crate::store::{SqliteStore, Store, StoreError, StoreOpener};
@@ -24,6 +25,8 @@ pub struct ServeOptions {
     pub insecure_no_auth: bool,
     pub tls: Option<(PathBuf, PathBuf)>,
     pub busy_timeout: Duration,
+    /// Connection timeouts, cap and shutdown bound.
+    pub limits: Limits,
 }
 
 /// Opens the server's connections to the SQLite file at `db`. Checkpoints
@@ -55,6 +58,7 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         Some((cert, key)) => Some(crate::tls::server_config(cert, key)?),
         None => None,
     };
+    check_limits(&opts.limits)?;
     let app = App::new(
         sqlite_opener(opts.db.clone(), opts.busy_timeout),
         auth,
@@ -76,26 +80,52 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             "edge-service listening on {scheme}://{local} (db {})",
             opts.db.display()
         );
+        let metrics = app.metrics().clone();
         let routes = router(app);
-        match tls {
-            Some(config) => {
-                let listener = crate::tls::TlsListener::new(tcp, config)?;
-                axum::serve(listener, routes)
-                    .with_graceful_shutdown(shutdown_signal())
-                    .await?;
-            }
-            None => {
-                let listener = tcp.tap_io(|stream| {
-                    let _ = stream.set_nodelay(true);
-                });
-                axum::serve(listener, routes)
-                    .with_graceful_shutdown(shutdown_signal())
-                    .await?;
-            }
-        }
+        let tls = tls.map(tokio_rustls::TlsAcceptor::from);
+        let drained =
+            crate::conn::serve(tcp, tls, routes, opts.limits, metrics, shutdown_signal()).await;
+        eprintln!(
+            "edge-service: shutdown took {:.2} s: {} connection(s) open at the signal, {} closed unfinished at --shutdown-timeout-ms",
+            drained.took.as_secs_f64(),
+            drained.open_at_stop,
+            drained.cut
+        );
         anyhow::Ok(())
     })?;
+    // Tasks still running (cut connections) are dropped with the runtime,
+    // without waiting for them.
+    runtime.shutdown_background();
     eprintln!("edge-service stopped");
+    Ok(())
+}
+
+/// Refuses limits that would make the server useless, and warns when the
+/// open-file limit is below the connection cap.
+fn check_limits(limits: &Limits) -> anyhow::Result<()> {
+    for (name, value) in [
+        ("--header-timeout-ms", limits.header_timeout),
+        ("--body-timeout-ms", limits.body_timeout),
+        ("--idle-timeout-ms", limits.idle_timeout),
+    ] {
+        if value.is_zero() {
+            bail!("{name} must be at least 1");
+        }
+    }
+    if limits.max_connections == 0 {
+        bail!("--max-connections must be at least 1");
+    }
+    // Besides the connections: the database, its WAL, readers, stdio.
+    const SPARE_FILES: u64 = 64;
+    if let Some(files) = crate::conn::open_files_limit() {
+        if files < u64::from(limits.max_connections) + SPARE_FILES {
+            eprintln!(
+                "edge-service: warning: --max-connections {} but only {files} open files are allowed (ulimit -n); raise ulimit -n to at least {} or lower --max-connections (accepts failing for lack of file descriptors are retried)",
+                limits.max_connections,
+                u64::from(limits.max_connections) + SPARE_FILES
+            );
+        }
+    }
     Ok(())
 }
 

@@ -116,22 +116,25 @@ impl App {
                 "missing Authorization: Bearer token",
             )
         })?;
-        let token = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .ok_or_else(|| {
-                ApiError::new(
-                    StatusCode::UNAUTHORIZED,
-                    "Authorization must be `Bearer <token>`",
-                )
-            })?;
+        let token = value.to_str().ok().and_then(bearer_token).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "Authorization must be `Bearer <token>`",
+            )
+        })?;
         tokens
             .group_of(token)
             .map(|g| Some(g.to_string()))
             .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "unknown token"))
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` value. The scheme is
+/// case-insensitive (RFC 9110, 11.1): `bearer` and `BEARER` are the same.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once([' ', '\t'])?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// How often the housekeeping thread runs.

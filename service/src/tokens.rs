@@ -12,6 +12,19 @@ use anyhow::{bail, Context};
 /// Shortest token accepted, characters.
 pub const MIN_TOKEN_LEN: usize = 16;
 
+/// What a group name must be, in words (error messages quote it).
+pub const GROUP_RULE: &str = "a group is 1-40 bytes without whitespace, `#` or control characters";
+
+/// Whether `group` could be written in a tokens file: a valid fact value (it
+/// is compared with the summaries' free fact `group`), non-empty, and one
+/// word that no `#` cuts short. A directive for any other name could never
+/// be fetched, because no token can name its group.
+pub fn valid_group(group: &str) -> bool {
+    !group.is_empty()
+        && agent_core::facts::valid_value(group, agent_core::facts::FACT_VALUE_MAX)
+        && !group.chars().any(|c| c.is_whitespace() || c == '#')
+}
+
 /// The tokens a server accepts.
 #[derive(Clone, Debug, Default)]
 pub struct Tokens {
@@ -40,10 +53,8 @@ impl Tokens {
             else {
                 bail!("line {line_no}: expected `GROUP TOKEN`");
             };
-            if !agent_core::facts::valid_value(group, agent_core::facts::FACT_VALUE_MAX) {
-                bail!(
-                    "line {line_no}: group `{group}` is not a valid fact value (at most 40 bytes)"
-                );
+            if !valid_group(group) {
+                bail!("line {line_no}: group `{group}` is not valid: {GROUP_RULE}");
             }
             if token.len() < MIN_TOKEN_LEN || !token.bytes().all(|b| b.is_ascii_graphic()) {
                 bail!(
@@ -118,6 +129,16 @@ mod tests {
             err("g 0123456789abcdef\nh 0123456789abcdef\n").contains("line 2: token given twice")
         );
         let long_group = "g".repeat(41);
-        assert!(err(&format!("{long_group} 0123456789abcdef\n")).contains("not a valid fact value"));
+        assert!(err(&format!("{long_group} 0123456789abcdef\n")).contains(GROUP_RULE));
+    }
+
+    #[test]
+    fn group_rule() {
+        for good in ["phones", "eu-west.1", "g", &"g".repeat(40)] {
+            assert!(valid_group(good), "{good}");
+        }
+        for bad in ["", "al pha", "a\tb", "a#b", "a\u{7}", &"g".repeat(41)] {
+            assert!(!valid_group(bad), "{bad:?}");
+        }
     }
 }

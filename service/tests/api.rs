@@ -291,7 +291,9 @@ fn refused_requests_store_nothing() {
 #[test]
 fn directives_set_by_the_operator_reach_the_group() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("service.db");
+    // `serve` creates the database; `directive` only opens an existing one.
+    let server = start(dir.path(), &[]);
+    let db = server.db.clone();
     let run = |args: &[&str]| {
         std::process::Command::new(bin())
             .args(args)
@@ -329,8 +331,6 @@ fn directives_set_by_the_operator_reach_the_group() {
     let out = run(&["directive", "show"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"match\":\"curl\""));
 
-    let server = start(dir.path(), &[]);
-    assert_eq!(server.db, db);
     let (status, d) = get(&server.url, "/v1/directives", Some(TOKEN));
     assert_eq!(status, 200);
     assert_eq!(
@@ -350,6 +350,106 @@ fn directives_set_by_the_operator_reach_the_group() {
     assert!(out.status.success());
     let (_, d) = get(&server.url, "/v1/directives", Some(TOKEN));
     assert_eq!(d["match"], serde_json::Value::Null);
+}
+
+#[test]
+fn directive_refuses_a_missing_database_and_sets_no_device_could_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(bin())
+            .args(args)
+            .env_remove("EDGE_SERVICE_DB")
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // A mistyped --db names the path and creates nothing.
+    let typo = dir.path().join("servcie.db");
+    let typo_arg = typo.display().to_string();
+    for cmd in [
+        vec!["directive", "set", "--group", "phones", "--db", &typo_arg],
+        vec!["directive", "show", "--db", &typo_arg],
+        vec!["directive", "clear", "--group", "phones", "--db", &typo_arg],
+        vec!["diagnose", "--db", &typo_arg],
+    ] {
+        let (code, err) = run(&cmd);
+        assert_eq!(code, Some(2), "{cmd:?}: {err}");
+        assert!(
+            err.contains(&typo_arg) && err.contains("does not exist"),
+            "{cmd:?}: {err}"
+        );
+        assert!(!typo.exists(), "{cmd:?} created {typo_arg}");
+    }
+
+    let server = start(dir.path(), &[]);
+    let db = server.db.display().to_string();
+    let set = |extra: &[&str]| {
+        let mut args = vec!["directive", "set", "--db", &db];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    // A group no token can name (the tokens file splits on whitespace).
+    let (code, err) = set(&["--group", "al pha"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("`al pha`") && err.contains("without whitespace"),
+        "{err}"
+    );
+    // Sets that would leave a device tracing nothing or a pseudo-syscall.
+    for only in ["", " , ", "<other>", "read,<unknown>", "read,nosuchcall"] {
+        let (code, err) = set(&["--group", "phones", "--only", only]);
+        assert_eq!(code, Some(2), "--only {only:?}: {err}");
+        assert!(
+            err.contains("at least one syscall") || err.contains("unknown syscall"),
+            "--only {only:?}: {err}"
+        );
+    }
+    let (_, d) = get(&server.url, "/v1/directives", Some(TOKEN));
+    assert_eq!(d["only"], serde_json::Value::Null, "{d}");
+    // Repeats are sent once.
+    let (code, err) = set(&["--group", "phones", "--only", "read,write,read"]);
+    assert_eq!(code, Some(0), "{err}");
+    let (_, d) = get(&server.url, "/v1/directives", Some(TOKEN));
+    assert_eq!(d["only"], serde_json::json!(["read", "write"]));
+}
+
+#[test]
+fn the_bearer_scheme_is_case_insensitive() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let body = service::framing::join(sample_items(70, 1, None).iter().map(Vec::as_slice));
+    for scheme in ["bearer", "BEARER", "Bearer", "bEaReR"] {
+        let mut resp = agent()
+            .post(format!("{}/v1/summaries", server.url))
+            .header("Authorization", format!("{scheme} {TOKEN}"))
+            .header("Content-Type", CONTENT_TYPE)
+            .send(&body[..])
+            .unwrap();
+        let text = resp.body_mut().read_to_string().unwrap();
+        assert_eq!(resp.status().as_u16(), 200, "{scheme}: {text}");
+        let (status, _) = get_with_auth(&server.url, &format!("{scheme} {TOKEN}"));
+        assert_eq!(status, 200, "{scheme}");
+    }
+    // Still refused: another scheme, a scheme without a token.
+    for value in ["Basic {TOKEN}", "Bearer", "Bearer ", "Bearer{TOKEN}"] {
+        let value = value.replace("{TOKEN}", TOKEN);
+        let (status, _) = get_with_auth(&server.url, &value);
+        assert_eq!(status, 401, "{value:?}");
+    }
+}
+
+fn get_with_auth(url: &str, authorization: &str) -> (u16, String) {
+    let mut resp = agent()
+        .get(format!("{url}/v1/directives"))
+        .header("Authorization", authorization)
+        .call()
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.body_mut().read_to_string().unwrap())
 }
 
 #[test]
