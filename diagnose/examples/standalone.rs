@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use agent_core::Summary;
 use clap::Parser;
-use diagnose::cli::{DiagnoseArgs, RunFilter, SummarySource};
+use diagnose::cli::DiagnoseArgs;
+use diagnose::input::{RunFilter, SummarySource};
 
 #[derive(Parser, Debug)]
 enum Command {

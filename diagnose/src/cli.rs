@@ -1,7 +1,7 @@
 //! The `edge-service diagnose` command.
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -9,7 +9,7 @@ use agent_core::Summary;
 use anyhow::{bail, Context};
 
 use crate::analysis::{self, Options};
-use crate::input;
+use crate::input::{self, RunFilter, SummarySource};
 use crate::label::{self, ClusterBy, Labelling};
 use crate::mapping::Mapping;
 use crate::report;
@@ -84,26 +84,6 @@ pub struct DiagnoseArgs {
     /// Also write the report as one self-contained HTML page with plots.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-}
-
-/// Which runs to read from the store.
-#[derive(Debug, Clone, Default)]
-pub struct RunFilter {
-    /// Only runs of this group.
-    pub group: Option<String>,
-    /// Only runs of this program (the `program` fact).
-    pub program: Option<String>,
-    /// Only runs that started at or after this time, ns since the Unix epoch.
-    pub since_unix_ns: Option<u64>,
-    /// Only runs that started before this time, ns since the Unix epoch.
-    pub until_unix_ns: Option<u64>,
-}
-
-/// Implemented by the service's storage; lets diagnose read the store without
-/// depending on the service crate.
-pub trait SummarySource {
-    /// The summaries in store `db` that pass `filter`.
-    fn load(&self, db: &Path, filter: &RunFilter) -> anyhow::Result<Vec<Summary>>;
 }
 
 /// Parses a --since/--until time (see [`DiagnoseArgs::since`]).

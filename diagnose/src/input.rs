@@ -7,7 +7,25 @@ use std::path::{Path, PathBuf};
 use agent_core::{Summary, MAX_ENCODED_LEN};
 use anyhow::Context;
 
-use crate::cli::RunFilter;
+/// Which runs to read from the store.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    /// Only runs of this group.
+    pub group: Option<String>,
+    /// Only runs of this program (the `program` fact).
+    pub program: Option<String>,
+    /// Only runs that started at or after this time, ns since the Unix epoch.
+    pub since_unix_ns: Option<u64>,
+    /// Only runs that started before this time, ns since the Unix epoch.
+    pub until_unix_ns: Option<u64>,
+}
+
+/// Implemented by the service's storage; lets diagnose read the store without
+/// depending on the service crate.
+pub trait SummarySource {
+    /// The summaries in store `db` that pass `filter`.
+    fn load(&self, db: &Path, filter: &RunFilter) -> anyhow::Result<Vec<Summary>>;
+}
 
 /// Reads at most `cap` bytes of `path`, plus one more if the file has them:
 /// a result longer than `cap` means "too long", and a huge file, a device

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use diagnose::cli::{RunFilter as DiagnoseFilter, SummarySource};
+use diagnose::input::{RunFilter as DiagnoseFilter, SummarySource};
 
 use crate::store::{RunFilter, SqliteStore, Store};
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use diagnose::cli::{RunFilter as DiagnoseFilter, SummarySource};
+use diagnose::input::{RunFilter as DiagnoseFilter, SummarySource};
 use service::sample;
 use service::source::SqliteSource;
 use service::store::{Inserted, NewRun, RunFilter, SqliteStore, Store};
