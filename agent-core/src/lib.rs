@@ -16,7 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod arch;
-pub mod batch;
+pub mod framing;
 pub mod collector;
 pub mod event;
 pub mod facts;

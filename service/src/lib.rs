@@ -10,7 +10,6 @@
 pub mod cli;
 pub mod conn;
 pub mod directive;
-pub mod framing;
 pub mod ingest;
 pub mod metrics;
 pub mod sample;

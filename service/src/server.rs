@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::directive::Directive;
-use crate::framing::{self, FramingError, CONTENT_TYPE, MAX_BODY};
+use agent_core::framing::{FramingError, Items, CONTENT_TYPE, MAX_BODY};
 use crate::ingest::{self, Rejection};
 use crate::metrics::Metrics;
 use crate::store::{Inserted, RunFilter, Store, StoreError, StoreOpener};
@@ -283,7 +283,7 @@ async fn post_summaries(
             ApiError::new(rejection.status(), rejection.body_text())
         }
     })?;
-    let items = framing::split(&body).map_err(|e| match e {
+    let items = Items::new(&body).collect::<Result<Vec<_>, _>>().map_err(|e| match e {
         FramingError::TooManyItems => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()),
         _ => ApiError::new(StatusCode::BAD_REQUEST, format!("{e}; nothing stored")),
     })?;

@@ -193,7 +193,7 @@ fn refused_requests_store_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), &[]);
     let items = sample_items(30, 2, None);
-    let body = service::framing::join(items.iter().map(Vec::as_slice));
+    let body = common::body(items.iter().map(Vec::as_slice));
 
     // 401: no token, unknown token, not a Bearer header.
     let (status, _, json) = post(&server.url, None, Some(CONTENT_TYPE), &body);
@@ -232,7 +232,7 @@ fn refused_requests_store_nothing() {
         &server.url,
         &format!(
             "POST /v1/summaries HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {}\r\n\r\n",
-            service::framing::MAX_BODY + 1
+            agent_core::framing::MAX_BODY + 1
         ),
     );
     assert!(response.starts_with("HTTP/1.1 413"), "{response}");
@@ -269,14 +269,14 @@ fn refused_requests_store_nothing() {
     assert_eq!((status, accepted(&json)), (200, vec![id_of(&own[0])]));
 
     // The same id from another group is not acknowledged for it.
-    let body = service::framing::join([own[0].as_slice()]);
+    let body = common::body([own[0].as_slice()]);
     let other = sample::encoded(33, 300, None);
     assert_eq!(id_of(&other), id_of(&own[0]));
     let (status, _, json) = post(
         &server.url,
         Some(OTHER_TOKEN),
         Some(CONTENT_TYPE),
-        &service::framing::join([other.as_slice()]),
+        &common::body([other.as_slice()]),
     );
     assert_eq!(status, 200);
     assert_eq!(json["accepted"], serde_json::json!([]));
@@ -421,7 +421,7 @@ fn directive_refuses_a_missing_database_and_sets_no_device_could_use() {
 fn the_bearer_scheme_is_case_insensitive() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), &[]);
-    let body = service::framing::join(sample_items(70, 1, None).iter().map(Vec::as_slice));
+    let body = common::body(sample_items(70, 1, None).iter().map(Vec::as_slice));
     for scheme in ["bearer", "BEARER", "Bearer", "bEaReR"] {
         let mut resp = agent()
             .post(format!("{}/v1/summaries", server.url))
@@ -498,7 +498,7 @@ fn refuses_to_start_without_authentication_unless_asked_on_loopback() {
         sample::encoded(40, 200, Some("lab")),
         sample::encoded(41, 200, None),
     ];
-    let body = service::framing::join(items.iter().map(Vec::as_slice));
+    let body = common::body(items.iter().map(Vec::as_slice));
     let (status, _, json) = post(&server.url, None, Some(CONTENT_TYPE), &body);
     assert_eq!(status, 200);
     assert_eq!(accepted(&json).len(), 2);
@@ -516,7 +516,7 @@ fn a_locked_store_answers_503_with_retry_after_then_recovers() {
     // Another process (an operator's sqlite3, say) holds the write lock.
     let conn = rusqlite::Connection::open(&server.db).unwrap();
     conn.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let body = service::framing::join(items.iter().map(Vec::as_slice));
+    let body = common::body(items.iter().map(Vec::as_slice));
     let (status, retry, json) = post(&server.url, Some(TOKEN), Some(CONTENT_TYPE), &body);
     assert_eq!(status, 503, "{json}");
     assert!(retry.unwrap().parse::<u32>().unwrap() > 0);

@@ -84,7 +84,7 @@ fn kill_9_under_load_loses_nothing_acknowledged() {
                             s.encode(&mut buf).unwrap().to_vec()
                         })
                         .collect();
-                    let body = service::framing::join(items.iter().map(Vec::as_slice));
+                    let body = common::body(items.iter().map(Vec::as_slice));
                     sent.fetch_add(items.len() as u64, Ordering::Relaxed);
                     let resp = agent()
                         .post(format!("{url}/v1/summaries"))

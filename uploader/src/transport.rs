@@ -12,9 +12,9 @@ use ureq::Agent;
 
 use crate::tls::{client_config, TlsConnector, TrustOptions};
 
-pub use agent_core::batch::CONTENT_TYPE;
+pub use agent_core::framing::CONTENT_TYPE;
 /// Most items the service takes in one request.
-pub const MAX_BATCH: usize = agent_core::batch::MAX_ITEMS;
+pub const MAX_BATCH: usize = agent_core::framing::MAX_ITEMS;
 /// Largest response body read (JSON acknowledgements, directives).
 const MAX_RESPONSE: u64 = 1 << 20;
 
@@ -183,7 +183,8 @@ impl Client {
 
     /// Sends one batch of encoded summaries.
     pub fn send_batch(&self, items: &[&[u8]]) -> Result<Ack, SendError> {
-        let body = frame(items);
+        let mut body = Vec::with_capacity(items.iter().map(|i| i.len() + 2).sum());
+        agent_core::framing::write_body(&mut body, items.iter().copied());
         let url = format!("{}/v1/summaries", self.endpoint.base);
         let mut req = self.agent.post(&url).header("Content-Type", CONTENT_TYPE);
         if let Some(token) = &self.endpoint.token {
@@ -212,20 +213,6 @@ impl Client {
         }
         Ok(serde_json::to_vec_pretty(&json).unwrap_or_default())
     }
-}
-
-/// Items back to back, each prefixed by its length (`agent_core::batch`).
-pub fn frame(items: &[&[u8]]) -> Vec<u8> {
-    let mut body = Vec::with_capacity(items.iter().map(|i| i.len() + 2).sum());
-    let mut prefix = [0u8; agent_core::batch::MAX_PREFIX];
-    for item in items {
-        body.extend_from_slice(agent_core::batch::length_prefix(
-            item.len() as u32,
-            &mut prefix,
-        ));
-        body.extend_from_slice(item);
-    }
-    body
 }
 
 fn transport_error(url: &str, err: ureq::Error) -> SendError {
@@ -361,16 +348,6 @@ mod tests {
             check_url("https://a.example/").unwrap(),
             "https://a.example"
         );
-    }
-
-    #[test]
-    fn framing_is_leb128_length_then_bytes() {
-        let a = vec![1u8; 3];
-        let b = vec![2u8; 200];
-        let body = frame(&[&a, &b]);
-        assert_eq!(&body[..4], &[3, 1, 1, 1]);
-        assert_eq!(&body[4..6], &[200 & 0x7f | 0x80, 1]);
-        assert_eq!(body.len(), 1 + 3 + 2 + 200);
     }
 
     #[test]

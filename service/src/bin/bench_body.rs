@@ -44,8 +44,8 @@ fn parse_args() -> anyhow::Result<Options> {
     if opts.out.as_os_str().is_empty() || opts.offsets.as_os_str().is_empty() {
         bail!("usage: edge-service-bench-body --out BODY --offsets FILE [--items N] [--events N] [--seed N]");
     }
-    if opts.items == 0 || opts.items as usize > service::framing::MAX_ITEMS {
-        bail!("--items must be 1..={}", service::framing::MAX_ITEMS);
+    if opts.items == 0 || opts.items as usize > agent_core::framing::MAX_ITEMS {
+        bail!("--items must be 1..={}", agent_core::framing::MAX_ITEMS);
     }
     Ok(opts)
 }
@@ -58,7 +58,7 @@ fn run() -> anyhow::Result<()> {
     for i in 0..opts.items {
         let item =
             service::sample::encoded(opts.seed * 1_000_003 + u64::from(i), opts.events, None);
-        service::framing::push_item(&mut body, &item);
+        agent_core::framing::write_item(&mut body, &item);
         // The id follows the one-byte format version at the item's start.
         offsets.push(body.len() - item.len() + 1);
         sizes.push(item.len());

@@ -104,8 +104,15 @@ pub fn post(
     (status, retry, json)
 }
 
+/// An upload body holding `items` (`agent_core::framing`).
+pub fn body<'a>(items: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut body = Vec::new();
+    agent_core::framing::write_body(&mut body, items);
+    body
+}
+
 pub fn post_items(url: &str, items: &[Vec<u8>]) -> (u16, serde_json::Value) {
-    let body = service::framing::join(items.iter().map(Vec::as_slice));
+    let body = body(items.iter().map(Vec::as_slice));
     let (status, _, json) = post(url, Some(TOKEN), Some(CONTENT_TYPE), &body);
     (status, json)
 }

@@ -1,7 +1,8 @@
-//! The upload body: several encoded summaries back to back, each preceded by
-//! its length as an unsigned LEB128 varint (postcard's `u32` varint). The
-//! device's uploader writes it and the service reads it; both use this one
-//! definition.
+//! The upload body's framing, writer and reader: several encoded summaries
+//! back to back, each preceded by its length as an unsigned LEB128 varint
+//! (postcard's `u32` varint). The device's uploader writes bodies with
+//! [`write_item`]/[`write_body`] and the service reads them with [`Items`];
+//! this is the one definition, and its tests are here.
 
 use core::fmt;
 
@@ -28,6 +29,27 @@ pub fn length_prefix(len: u32, out: &mut [u8; MAX_PREFIX]) -> &[u8] {
         }
         out[n] = byte | 0x80;
         n += 1;
+    }
+}
+
+/// Appends one item (its length prefix, then its bytes) to `out`: a
+/// `Vec<u8>` on the host, any byte sink on the device.
+pub fn write_item<E>(out: &mut E, item: &[u8])
+where
+    E: for<'b> Extend<&'b u8>,
+{
+    let mut prefix = [0u8; MAX_PREFIX];
+    out.extend(length_prefix(item.len() as u32, &mut prefix));
+    out.extend(item);
+}
+
+/// Appends a whole body holding `items`, in order, to `out`.
+pub fn write_body<'a, E>(out: &mut E, items: impl IntoIterator<Item = &'a [u8]>)
+where
+    E: for<'b> Extend<&'b u8>,
+{
+    for item in items {
+        write_item(out, item);
     }
 }
 
@@ -161,6 +183,42 @@ mod tests {
         );
         let pv = postcard::to_slice(&300u32, &mut [0u8; 8]).map(|s| [s[0], s[1]]);
         assert_eq!(pv, Ok([0xac, 0x02]), "the same varint as postcard's u32");
+    }
+
+    /// A fixed-capacity byte sink (agent-core has no allocator).
+    struct Sink {
+        bytes: [u8; 400],
+        len: usize,
+    }
+
+    impl<'b> Extend<&'b u8> for Sink {
+        fn extend<I: IntoIterator<Item = &'b u8>>(&mut self, iter: I) {
+            for b in iter {
+                self.bytes[self.len] = *b;
+                self.len += 1;
+            }
+        }
+    }
+
+    #[test]
+    fn written_bodies_read_back() {
+        let a = [7u8; 3];
+        let b = [9u8; 300];
+        let mut sink = Sink {
+            bytes: [0; 400],
+            len: 0,
+        };
+        write_body(&mut sink, [&a[..], &b[..], &[][..]]);
+        let body = &sink.bytes[..sink.len];
+        assert_eq!(body.len(), 1 + 3 + 2 + 300 + 1);
+        assert_eq!(&body[..1], &[3]);
+        assert_eq!(&body[4..6], &[0xac, 0x02]);
+        let mut items = Items::new(body);
+        assert_eq!(items.next(), Some(Ok(&a[..])));
+        assert_eq!(items.next(), Some(Ok(&b[..])));
+        assert_eq!(items.next(), Some(Ok(&[][..])));
+        assert_eq!(items.next(), None);
+        assert_eq!(Items::new(&[]).next(), None);
     }
 
     #[test]
