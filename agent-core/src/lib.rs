@@ -16,10 +16,10 @@
 #![forbid(unsafe_code)]
 
 pub mod arch;
-pub mod framing;
 pub mod collector;
 pub mod event;
 pub mod facts;
+pub mod framing;
 pub mod histogram;
 pub mod stats;
 pub mod summary;

@@ -16,12 +16,12 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::directive::Directive;
-use agent_core::framing::{FramingError, Items, CONTENT_TYPE, MAX_BODY};
 use crate::ingest::{self, Rejection};
 use crate::metrics::Metrics;
-use crate::store::{Inserted, RunFilter, Store, StoreError, StoreOpener};
+use crate::store::{Inserted, RunFilter, RunRow, Store, StoreError, StoreOpener};
 use crate::tokens::Tokens;
 use crate::writer::{WriteError, Writer};
+use agent_core::framing::{FramingError, Items, CONTENT_TYPE, MAX_BODY};
 
 /// Seconds a client is told to wait after a 503.
 pub const RETRY_AFTER_SECS: u32 = 5;
@@ -206,7 +206,13 @@ impl From<WriteError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut response = (self.status, Json(json!({ "error": self.message }))).into_response();
+        let mut response = (
+            self.status,
+            Json(wire::ErrorBody {
+                error: self.message,
+            }),
+        )
+            .into_response();
         if let Some(secs) = self.retry_after {
             response
                 .headers_mut()
@@ -260,7 +266,7 @@ fn is_ingest_content_type(headers: &HeaderMap) -> bool {
 async fn post_summaries(
     State(app): State<Arc<App>>,
     req: Request,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::Ack>, ApiError> {
     let token_group = app.authenticate(req.headers())?;
     if !is_ingest_content_type(req.headers()) {
         return Err(ApiError::new(
@@ -283,10 +289,14 @@ async fn post_summaries(
             ApiError::new(rejection.status(), rejection.body_text())
         }
     })?;
-    let items = Items::new(&body).collect::<Result<Vec<_>, _>>().map_err(|e| match e {
-        FramingError::TooManyItems => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()),
-        _ => ApiError::new(StatusCode::BAD_REQUEST, format!("{e}; nothing stored")),
-    })?;
+    let items = Items::new(&body)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| match e {
+            FramingError::TooManyItems => {
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())
+            }
+            _ => ApiError::new(StatusCode::BAD_REQUEST, format!("{e}; nothing stored")),
+        })?;
     let prepared = ingest::prepare(&items, token_group.as_deref(), now_unix_ns())
         .map_err(|e| ApiError::new(StatusCode::FORBIDDEN, e.to_string()))?;
     let mut rejected = prepared.rejected;
@@ -321,14 +331,17 @@ async fn post_summaries(
     for r in &rejected {
         app.metrics.count_rejected(r.label);
     }
-    Ok(Json(json!({
-        "accepted": accepted.iter().map(summary_view::id_hex).collect::<Vec<_>>(),
-        "rejected": rejected.iter().map(|r| json!({
-            "index": r.index,
-            "id": r.id.as_ref().map(summary_view::id_hex),
-            "reason": r.reason,
-        })).collect::<Vec<_>>(),
-    })))
+    Ok(Json(wire::Ack {
+        accepted: accepted.iter().map(summary_view::id_hex).collect(),
+        rejected: rejected
+            .into_iter()
+            .map(|r| wire::Rejected {
+                index: r.index,
+                id: r.id.as_ref().map(summary_view::id_hex),
+                reason: r.reason,
+            })
+            .collect(),
+    }))
 }
 
 fn too_large() -> ApiError {
@@ -390,7 +403,7 @@ async fn get_runs(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     query: Result<Query<RunsQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::RunList>, ApiError> {
     let token_group = app.authenticate(&headers)?;
     let Query(q) = query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?;
     let limit = q.limit.unwrap_or(DEFAULT_RUNS_LIMIT);
@@ -408,9 +421,9 @@ async fn get_runs(
         limit: Some(limit),
     };
     let runs = app.read(move |store| store.runs(&filter)).await?;
-    Ok(Json(
-        json!({ "runs": runs.iter().map(|r| r.to_json()).collect::<Vec<_>>() }),
-    ))
+    Ok(Json(wire::RunList {
+        runs: runs.iter().map(RunRow::view).collect(),
+    }))
 }
 
 async fn get_run(

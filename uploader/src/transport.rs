@@ -6,6 +6,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use serde::Deserialize as _;
 use ureq::unversioned::resolver::DefaultResolver;
 use ureq::unversioned::transport::{ConnectProxyConnector, Connector, TcpConnector};
 use ureq::Agent;
@@ -265,10 +266,9 @@ fn read_json(
             retry_after,
         })?;
     if status != 200 {
-        let detail = serde_json::from_slice::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
-            .unwrap_or_else(|| String::from_utf8_lossy(&body).chars().take(200).collect());
+        let detail = serde_json::from_slice::<wire::ErrorBody>(&body)
+            .map(|b| b.error)
+            .unwrap_or_else(|_| String::from_utf8_lossy(&body).chars().take(200).collect());
         let message = format!("{url}: HTTP {status}: {detail}");
         return Err(match status {
             408 | 429 | 500..=599 => SendError::Transient {
@@ -295,37 +295,25 @@ fn parse_retry_after(text: &str) -> Option<Duration> {
     text.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
-/// Parses `{"accepted": [hex...], "rejected": [{"index", "id", "reason"}]}`.
+/// Reads the service's acknowledgement (`wire::Ack`), strictly: every
+/// accepted id is 32 hex digits and every rejected index lies in the batch.
 pub fn parse_ack(json: &serde_json::Value, items: usize) -> anyhow::Result<Ack> {
+    let body = wire::Ack::deserialize(json)?;
     let mut ack = Ack::default();
-    let accepted = json
-        .get("accepted")
-        .and_then(|a| a.as_array())
-        .context("no \"accepted\" list")?;
-    for id in accepted {
-        let text = id.as_str().context("an accepted id is not a string")?;
+    for text in &body.accepted {
         let mut bytes = [0u8; 16];
         hex::decode_to_slice(text, &mut bytes)
             .with_context(|| format!("accepted id {text:?} is not 32 hex digits"))?;
         ack.accepted.insert(bytes);
     }
-    if let Some(rejected) = json.get("rejected") {
-        let rejected = rejected.as_array().context("\"rejected\" is not a list")?;
-        for item in rejected {
-            let index = item
-                .get("index")
-                .and_then(|i| i.as_u64())
-                .context("a rejected item has no index")? as usize;
-            if index >= items {
-                bail!("rejected index {index} is outside the batch of {items}");
-            }
-            let reason = item
-                .get("reason")
-                .and_then(|r| r.as_str())
-                .unwrap_or("no reason given")
-                .to_string();
-            ack.rejected.push((index, reason));
+    for item in body.rejected {
+        if item.index >= items {
+            bail!(
+                "rejected index {} is outside the batch of {items}",
+                item.index
+            );
         }
+        ack.rejected.push((item.index, item.reason));
     }
     Ok(ack)
 }

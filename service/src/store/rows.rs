@@ -1,7 +1,7 @@
 //! The shapes runs take on their way into and out of a store.
 
 use agent_core::{Exit, Summary};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// A decoded, validated summary ready to be written: the columns of its run
 /// row, its per-(syscall, fd kind) rows and the raw bytes. Built on the
@@ -128,25 +128,25 @@ pub struct RunRow {
 }
 
 impl RunRow {
-    /// The JSON of one entry of `GET /v1/runs`.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "id": summary_view::id_hex(&self.id),
-            "group": self.group,
-            "program": self.program,
-            "start_unix_ns": self.start_unix_ns,
-            "duration_ns": self.duration_ns,
-            "exit": summary_view::exit_json(self.exit),
-            "arch": self.arch,
-            "processes": self.processes,
-            "threads": self.threads,
-            "events": self.events,
-            "window": self.window,
-            "spool_dropped": self.spool_dropped,
-            "truncated": self.truncated,
-            "facts": self.facts,
-            "received_unix_ns": self.received_unix_ns,
-        })
+    /// One entry of `GET /v1/runs`.
+    pub fn view(&self) -> wire::RunView {
+        wire::RunView {
+            id: summary_view::id_hex(&self.id),
+            group: self.group.clone(),
+            program: self.program.clone(),
+            start_unix_ns: self.start_unix_ns,
+            duration_ns: self.duration_ns,
+            exit: summary_view::exit_json(self.exit),
+            arch: self.arch.clone(),
+            processes: self.processes,
+            threads: self.threads,
+            events: self.events,
+            window: self.window,
+            spool_dropped: self.spool_dropped,
+            truncated: self.truncated,
+            facts: self.facts.clone(),
+            received_unix_ns: self.received_unix_ns,
+        }
     }
 }
 

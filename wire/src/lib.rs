@@ -1,0 +1,103 @@
+//! The JSON bodies of the service's HTTP API (`docs/service.md`), as typed
+//! structs that the service serializes and the uploader (and tests and
+//! tools) deserialize: one contract, no hand-built or hand-walked JSON on
+//! either side. The binary upload body is `agent_core::framing`.
+
+use serde::{Deserialize, Serialize};
+
+/// The answer to `POST /v1/summaries`: which items are durably stored and
+/// which are refused for good.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ack {
+    /// Ids (32 lowercase hex digits) stored now or before.
+    pub accepted: Vec<String>,
+    /// Items refused for good, by index in the request, in index order.
+    #[serde(default)]
+    pub rejected: Vec<Rejected>,
+}
+
+/// One refused item of a request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejected {
+    /// Its index in the request body.
+    pub index: usize,
+    /// Its summary id, when it decoded that far.
+    pub id: Option<String>,
+    /// Why, for a person.
+    pub reason: String,
+}
+
+/// The body of every error answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// What was wrong, for a person.
+    pub error: String,
+}
+
+/// The answer to `GET /v1/runs`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunList {
+    /// The runs, oldest first.
+    pub runs: Vec<RunView>,
+}
+
+/// One run as `GET /v1/runs` lists it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunView {
+    /// The summary id, 32 lowercase hex digits.
+    pub id: String,
+    /// The group of the token that uploaded it.
+    pub group: String,
+    /// The program fact.
+    pub program: String,
+    /// Start, ns since the Unix epoch.
+    pub start_unix_ns: u64,
+    /// Duration, ns.
+    pub duration_ns: u64,
+    /// How the program ended: `"running"`, `"detached"`, `{"code": N}` or
+    /// `{"signal": N}` (`docs/summary-json.md`).
+    pub exit: serde_json::Value,
+    /// The traced program's ABI.
+    pub arch: String,
+    /// Processes seen.
+    pub processes: u32,
+    /// Threads seen.
+    pub threads: u32,
+    /// Syscalls seen.
+    pub events: u64,
+    /// Window index (0 for a whole run).
+    pub window: u32,
+    /// Summaries the device's spool dropped before this one.
+    pub spool_dropped: u32,
+    /// Whether entries were folded to fit the size cap.
+    pub truncated: bool,
+    /// The run's facts, key to value.
+    pub facts: serde_json::Value,
+    /// When the service stored it, ns since the Unix epoch.
+    pub received_unix_ns: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ack_round_trips_and_rejected_may_be_absent() {
+        let ack = Ack {
+            accepted: vec!["ab".repeat(16)],
+            rejected: vec![Rejected {
+                index: 1,
+                id: None,
+                reason: "truncated".into(),
+            }],
+        };
+        let text = serde_json::to_string(&ack).unwrap();
+        assert_eq!(serde_json::from_str::<Ack>(&text).unwrap(), ack);
+        let bare: Ack = serde_json::from_str(r#"{"accepted": []}"#).unwrap();
+        assert!(bare.rejected.is_empty());
+        assert!(
+            serde_json::from_str::<Ack>("{}").is_err(),
+            "accepted is required"
+        );
+    }
+}
