@@ -209,6 +209,15 @@ pub fn explain(
             )
         }
         CertificateError::UnknownIssuer => unknown_issuer(facts.as_ref(), host, trust),
+        // webpki finds the issuer by name: a CA made again under the same
+        // name comes out as a signature that does not verify.
+        CertificateError::BadSignature
+            if facts
+                .as_ref()
+                .is_some_and(|f| trust.cas.iter().any(|c| c.subject == f.issuer)) =>
+        {
+            unknown_issuer(facts.as_ref(), host, trust)
+        }
         other => format!(
             "TLS: {cert} was refused: {}",
             rustls::Error::from(other.clone())
