@@ -223,6 +223,8 @@ impl Device {
         assert_eq!(out.status.code(), Some(1), "{stderr}");
         assert_eq!(self.spooled(), before, "nothing deleted");
         let line = stderr.lines().last().unwrap_or_default().to_string();
+        // The line as a person sees it (`--nocapture` shows it).
+        eprintln!("seen: {line}");
         let prefix = format!("upload: sent 0, {before} left in the spool: {url}/v1/summaries: ");
         line.strip_prefix(&prefix)
             .unwrap_or_else(|| panic!("{line:?} does not start with {prefix:?}"))
@@ -444,7 +446,6 @@ fn ca_certificate_as_server_certificate() {
          edge-service tls init --dir DIR --name 127.0.0.1, then serve with --tls-cert \
          DIR/server.pem --tls-key DIR/server.key and give devices --ca DIR/ca.pem"
     );
-    eprintln!("seen: {why}");
 
     // The service refuses to start with it at all.
     let db = device.dir.path().join("x.db");
@@ -492,7 +493,6 @@ fn certificate_for_another_name() {
          its names, or make a certificate that has 127.0.0.1 from the same CA with: \
          edge-service tls renew --dir DIR --name edge.example,10.1.2.3,127.0.0.1"
     );
-    eprintln!("seen: {why}");
 }
 
 #[test]
@@ -520,7 +520,6 @@ fn expired_certificate() {
         ),
         "{why}"
     );
-    eprintln!("seen: {why}");
 
     // The service refuses to start with it.
     let (cert, key) = made.write(device.dir.path(), "expired");
@@ -574,7 +573,6 @@ fn certificate_from_an_unknown_issuer() {
              renew --dir DIR"
         )
     );
-    eprintln!("seen: {why}");
 
     // A CA made again under the same name (tls init --force).
     let again = make_ca("Someone Else CA");
@@ -592,7 +590,6 @@ fn certificate_from_an_unknown_issuer() {
              --dir DIR"
         )
     );
-    eprintln!("seen: {why}");
 
     // The server certificate given as --ca instead of the CA.
     let (leaf, _) = made.write(device.dir.path(), "leaf");
@@ -607,7 +604,6 @@ fn certificate_from_an_unknown_issuer() {
              server.pem)"
         )
     );
-    eprintln!("seen: {why}");
 
     // No --ca: Mozilla's roots.
     let why = device.refused(&server.url(), &[]);
@@ -618,7 +614,6 @@ fn certificate_from_an_unknown_issuer() {
          give devices its certificate with --ca FILE (edge-service tls init makes one: \
          DIR/ca.pem)"
     );
-    eprintln!("seen: {why}");
 }
 
 #[test]
@@ -645,7 +640,6 @@ fn self_signed_server_certificate() {
          with: edge-service tls init --dir DIR --name 127.0.0.1, then give devices --ca \
          DIR/ca.pem"
     );
-    eprintln!("seen: {why}");
 }
 
 #[test]
@@ -674,7 +668,6 @@ fn pin_mismatch_names_the_pin_seen() {
              the server's key was changed on purpose, give devices its pin: --pin-sha256 {seen}"
         )
     );
-    eprintln!("seen: {why}");
 }
 
 #[test]
