@@ -33,6 +33,58 @@ pub enum Command {
     Diagnose(diagnose::cli::DiagnoseArgs),
     /// The research's case study end to end.
     Demo(lab::DemoArgs),
+    /// Make TLS certificates: a private CA and the server certificate it signs.
+    #[command(subcommand)]
+    Tls(TlsCommand),
+}
+
+/// `edge-service tls ...`.
+#[derive(Debug, Subcommand)]
+pub enum TlsCommand {
+    /// Make a private CA (DIR/ca.pem, key DIR/ca.key) and a server certificate it signs
+    /// (DIR/server.pem, key DIR/server.key); prints the `serve` options, the `--ca` file for
+    /// devices and the server key's `--pin-sha256`.
+    Init(TlsInitArgs),
+    /// Make a new server certificate from the same CA (devices keep working; the server's key
+    /// and so its pin are kept unless --new-key); restart `serve` to use it.
+    Renew(TlsRenewArgs),
+}
+
+/// `edge-service tls init`.
+#[derive(Debug, Args)]
+pub struct TlsInitArgs {
+    /// Directory for the four files (created, mode 0700, if missing).
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// The names devices connect to: DNS names and IP addresses, comma-separated.
+    #[arg(long, value_name = "HOST[,HOST|IP...]")]
+    pub name: String,
+    /// Days the server certificate is valid (the CA: 3650).
+    #[arg(long, value_name = "N", default_value_t = 397)]
+    pub days: u32,
+    /// Replace an existing CA (every device then needs the new ca.pem).
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `edge-service tls renew`.
+#[derive(Debug, Args)]
+pub struct TlsRenewArgs {
+    /// Directory of `tls init`.
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// The names, comma-separated [default: those of the current DIR/server.pem].
+    #[arg(long, value_name = "HOST[,HOST|IP...]")]
+    pub name: Option<String>,
+    /// Days the new server certificate is valid.
+    #[arg(long, value_name = "N", default_value_t = 397)]
+    pub days: u32,
+    /// The CA's key, if kept elsewhere [default: DIR/ca.key].
+    #[arg(long, value_name = "FILE")]
+    pub ca_key: Option<PathBuf>,
+    /// Make a new server key too (devices pinning the old key then need the new pin).
+    #[arg(long)]
+    pub new_key: bool,
 }
 
 /// The database file.
@@ -156,6 +208,24 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Directive(d) => directive(d),
         Command::Diagnose(args) => diagnose::cli::run(args, &crate::source::SqliteSource),
         Command::Demo(args) => lab::demo(args),
+        Command::Tls(t) => {
+            match t {
+                TlsCommand::Init(a) => crate::tls_admin::init(&crate::tls_admin::InitOptions {
+                    dir: a.dir,
+                    names: a.name,
+                    days: a.days,
+                    force: a.force,
+                })?,
+                TlsCommand::Renew(a) => crate::tls_admin::renew(&crate::tls_admin::RenewOptions {
+                    dir: a.dir,
+                    names: a.name,
+                    days: a.days,
+                    ca_key: a.ca_key,
+                    new_key: a.new_key,
+                })?,
+            }
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

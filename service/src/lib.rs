@@ -18,5 +18,6 @@ pub mod server;
 pub mod source;
 pub mod store;
 pub mod tls;
+pub mod tls_admin;
 pub mod tokens;
 pub mod writer;

@@ -1,6 +1,7 @@
 //! TLS with rustls (ring provider): the server's certificate chain and key
-//! from PEM files. The handshakes are made by [`crate::conn`], each on its
-//! connection's task, bounded by `--header-timeout-ms`.
+//! from PEM files, checked at start for what clients would refuse. The
+//! handshakes are made by [`crate::conn`], each on its connection's task,
+//! bounded by `--header-timeout-ms`.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -10,6 +11,10 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 /// The server configuration for a PEM certificate chain and private key.
+///
+/// Refuses at start what every client would refuse at each handshake: a
+/// CA certificate as the server's own, an expired certificate, a key that
+/// is not the certificate's.
 pub fn server_config(cert: &Path, key: &Path) -> anyhow::Result<Arc<rustls::ServerConfig>> {
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .with_context(|| format!("cannot read certificate file {}", cert.display()))?
@@ -18,15 +23,198 @@ pub fn server_config(cert: &Path, key: &Path) -> anyhow::Result<Arc<rustls::Serv
     if chain.is_empty() {
         anyhow::bail!("certificate file {} holds no certificate", cert.display());
     }
-    let key = PrivateKeyDer::from_pem_file(key)
+    let facts = check_server_certificate(cert, &chain[0], chain.len(), unix_now())?;
+    let key_der = PrivateKeyDer::from_pem_file(key)
         .with_context(|| format!("cannot read a private key from {}", key.display()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .context("TLS protocol versions")?
         .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .context("the certificate and private key do not form a usable pair")?;
+        .with_single_cert(chain, key_der)
+        .map_err(|e| match e {
+            rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
+                anyhow::anyhow!(
+                    "--tls-key {} is not the private key of --tls-cert {} {}: their public keys \
+                     differ; give the key made with that certificate (edge-service tls init and \
+                     tls renew write server.pem and server.key together)",
+                    key.display(),
+                    cert.display(),
+                    facts.label()
+                )
+            }
+            other => anyhow::Error::new(other)
+                .context("the certificate and private key do not form a usable pair"),
+        })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
+}
+
+/// Seconds since 1970 now.
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// What clients would refuse in the server's own certificate (the first
+/// of `path`, of `count`), as an error naming the fix; a warning on stderr
+/// when it expires within 30 days or is not valid yet.
+pub fn check_server_certificate(
+    path: &Path,
+    der: &[u8],
+    count: usize,
+    now: i64,
+) -> anyhow::Result<CertFacts> {
+    let first = if count > 1 {
+        "the first certificate (the server's own)"
+    } else {
+        "the certificate"
+    };
+    let Some(facts) = CertFacts::parse(der) else {
+        anyhow::bail!(
+            "--tls-cert {}: {first} is not a readable X.509 certificate",
+            path.display()
+        );
+    };
+    let host = if facts.names.is_empty() {
+        "HOST".to_string()
+    } else {
+        facts.names.join(",")
+    };
+    if facts.is_ca {
+        anyhow::bail!(
+            "--tls-cert {}: {first} {} is a CA certificate (basicConstraints CA:TRUE), which \
+             clients refuse as a server certificate (`openssl req -x509` makes such \
+             certificates); make a CA and a server certificate it signs with: edge-service tls \
+             init --dir DIR --name {host}, then serve with --tls-cert DIR/server.pem --tls-key \
+             DIR/server.key",
+            path.display(),
+            facts.label()
+        );
+    }
+    if facts.not_after < now {
+        anyhow::bail!(
+            "--tls-cert {}: {first} {} expired at {} (now {}), and clients refuse it; make a \
+             new one from the same CA with: edge-service tls renew --dir DIR",
+            path.display(),
+            facts.label(),
+            utc(facts.not_after),
+            utc(now)
+        );
+    }
+    if facts.not_before > now {
+        eprintln!(
+            "edge-service: warning: --tls-cert {}: {first} is not valid before {} (now {}): \
+             clients refuse it until then; check this machine's clock",
+            path.display(),
+            utc(facts.not_before),
+            utc(now)
+        );
+    } else if facts.not_after - now < 30 * 86_400 {
+        eprintln!(
+            "edge-service: warning: --tls-cert {}: {first} expires at {}; make a new one from \
+             the same CA with: edge-service tls renew --dir DIR",
+            path.display(),
+            utc(facts.not_after)
+        );
+    }
+    Ok(facts)
+}
+
+/// What a certificate says about itself, for messages and `tls renew`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CertFacts {
+    /// The subject, as `CN=..., O=...`.
+    pub subject: String,
+    /// The issuer, same form.
+    pub issuer: String,
+    /// subjectAltName DNS names and IP addresses, in the certificate's order.
+    pub names: Vec<String>,
+    /// Validity, Unix seconds.
+    pub not_before: i64,
+    /// Validity, Unix seconds.
+    pub not_after: i64,
+    /// basicConstraints CA:TRUE.
+    pub is_ca: bool,
+    /// The DER SubjectPublicKeyInfo (what `--pin-sha256` hashes).
+    pub spki: Vec<u8>,
+}
+
+impl CertFacts {
+    /// Reads a DER certificate; `None` when it cannot be parsed.
+    pub fn parse(der: &[u8]) -> Option<CertFacts> {
+        use x509_parser::extensions::GeneralName;
+        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+        let names = match cert.subject_alternative_name() {
+            Ok(Some(san)) => san
+                .value
+                .general_names
+                .iter()
+                .filter_map(|n| match n {
+                    GeneralName::DNSName(d) => Some(d.to_string()),
+                    GeneralName::IPAddress(ip) => match ip.len() {
+                        4 => <[u8; 4]>::try_from(*ip)
+                            .ok()
+                            .map(|b| std::net::Ipv4Addr::from(b).to_string()),
+                        16 => <[u8; 16]>::try_from(*ip)
+                            .ok()
+                            .map(|b| std::net::Ipv6Addr::from(b).to_string()),
+                        _ => None,
+                    },
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let text = |name: String| {
+            if name.is_empty() {
+                "no subject name".to_string()
+            } else {
+                name
+            }
+        };
+        Some(CertFacts {
+            subject: text(cert.subject().to_string()),
+            issuer: text(cert.issuer().to_string()),
+            names,
+            not_before: cert.validity().not_before.timestamp(),
+            not_after: cert.validity().not_after.timestamp(),
+            is_ca: cert.is_ca(),
+            spki: cert.public_key().raw.to_vec(),
+        })
+    }
+
+    /// `(CN=localhost, issued by CN=Edge CA)` or `(CN=localhost, self-signed)`.
+    pub fn label(&self) -> String {
+        if self.subject == self.issuer {
+            format!("({}, self-signed)", self.subject)
+        } else {
+            format!("({}, issued by {})", self.subject, self.issuer)
+        }
+    }
+
+    /// The `--pin-sha256` value of the certificate's key: base64 of the
+    /// SHA-256 of its DER SubjectPublicKeyInfo, as the uploader computes it.
+    pub fn pin(&self) -> String {
+        use base64::Engine as _;
+        let digest = ring::digest::digest(&ring::digest::SHA256, &self.spki);
+        base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
+    }
+}
+
+/// A Unix time as `2025-01-31 23:59:59 UTC`.
+pub fn utc(secs: i64) -> String {
+    match time::OffsetDateTime::from_unix_timestamp(secs) {
+        Ok(t) => format!(
+            "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute(),
+            t.second()
+        ),
+        Err(_) => format!("{secs} s after 1970"),
+    }
 }

@@ -5,10 +5,12 @@
 //! - [`window`]: the off-peak window and the fleet spread;
 //! - [`conditions`]: platform conditions (AC power, ...);
 //! - [`tls`], [`transport`]: the ingest protocol over ureq + rustls;
+//! - [`cert_errors`]: a refused server certificate explained in one line;
 //! - [`retry`]: backoff with jitter;
 //! - [`upload`]: one pass over the spool;
 //! - [`cli`]: `edge-agent upload`.
 
+pub mod cert_errors;
 pub mod cli;
 pub mod conditions;
 pub mod retry;

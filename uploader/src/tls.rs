@@ -11,6 +11,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::cert_errors;
 use anyhow::{bail, Context};
 use base64::Engine as _;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -61,9 +62,17 @@ pub fn spki_sha256(cert_der: &[u8]) -> anyhow::Result<[u8; 32]> {
 pub fn client_config(trust: &TrustOptions) -> anyhow::Result<Arc<ClientConfig>> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = RootCertStore::empty();
+    let mut explain_trust = cert_errors::Trust {
+        ca_file: trust.ca_file.clone(),
+        cas: Vec::new(),
+    };
     match &trust.ca_file {
         Some(path) => {
             let certs = read_ca_file(path)?;
+            explain_trust.cas = certs
+                .iter()
+                .filter_map(|c| cert_errors::CertFacts::parse(c))
+                .collect();
             let (added, _ignored) = roots.add_parsable_certificates(certs);
             if added == 0 {
                 bail!(
@@ -77,14 +86,11 @@ pub fn client_config(trust: &TrustOptions) -> anyhow::Result<Arc<ClientConfig>> 
     let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
         .context("cannot build the certificate verifier")?;
-    let verifier: Arc<dyn ServerCertVerifier> = if trust.pins.is_empty() {
-        webpki
-    } else {
-        Arc::new(PinningVerifier {
-            inner: webpki,
-            pins: trust.pins.clone(),
-        })
-    };
+    let verifier: Arc<dyn ServerCertVerifier> = Arc::new(Verifier {
+        inner: webpki,
+        pins: trust.pins.clone(),
+        trust: explain_trust,
+    });
     let config = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .context("TLS protocol versions")?
@@ -107,14 +113,17 @@ fn read_ca_file(path: &Path) -> anyhow::Result<Vec<CertificateDer<'static>>> {
     Ok(certs)
 }
 
-/// WebPKI verification first; then the leaf's public key must match a pin.
+/// WebPKI verification first; then the leaf's public key must match a pin
+/// (when pins are given). A refusal is explained in one line naming the
+/// certificate, what is wrong and the fix ([`cert_errors`]).
 #[derive(Debug)]
-struct PinningVerifier {
+struct Verifier {
     inner: Arc<WebPkiServerVerifier>,
     pins: Vec<[u8; 32]>,
+    trust: cert_errors::Trust,
 }
 
-impl ServerCertVerifier for PinningVerifier {
+impl ServerCertVerifier for Verifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -123,21 +132,30 @@ impl ServerCertVerifier for PinningVerifier {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let verified = self.inner.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        )?;
+        let verified = self
+            .inner
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+            .map_err(|e| {
+                let host = server_name.to_str();
+                cert_errors::into_rustls(cert_errors::explain(
+                    &e,
+                    end_entity,
+                    &host,
+                    &self.trust,
+                    now,
+                ))
+            })?;
+        if self.pins.is_empty() {
+            return Ok(verified);
+        }
+        // Verified above, so it parses.
         let pin =
             spki_sha256(end_entity).map_err(|e| rustls::Error::General(format!("pinning: {e}")))?;
         if self.pins.contains(&pin) {
             Ok(verified)
         } else {
-            Err(rustls::Error::General(format!(
-                "server public key sha256//{} matches no --pin-sha256",
-                base64::engine::general_purpose::STANDARD.encode(pin)
+            Err(cert_errors::into_rustls(cert_errors::pin_mismatch(
+                &pin, &self.pins, end_entity,
             )))
         }
     }

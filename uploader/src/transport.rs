@@ -217,6 +217,11 @@ impl Client {
 }
 
 fn transport_error(url: &str, err: ureq::Error) -> SendError {
+    // A refused certificate: one line saying which, what is wrong and the
+    // fix, instead of rustls' debug form.
+    if let Some(why) = crate::cert_errors::from_ureq(&err) {
+        return SendError::Permanent(format!("{url}: {why}"));
+    }
     let message = format!("{url}: {err}");
     match err {
         // Certificate refused, bad name, bad pin: the next try will fail the
