@@ -84,7 +84,11 @@ struct RunArgs {
     #[command(flatten)]
     output: OutputArgs,
     /// Trace only these syscalls (comma-separated names), through a seccomp
-    /// prefilter: the others run at full speed.
+    /// prefilter: the others run at full speed. The filter needs a tracer
+    /// for as long as the program lives: on Ctrl-C/SIGTERM the agent stops
+    /// recording but stays until the program ends. kill -9 of the agent
+    /// makes these syscalls (and close/dup2/dup3/close_range) fail with
+    /// ENOSYS in the program from then on: stop it with SIGINT or SIGTERM.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     only: Option<Vec<String>>,
     #[command(flatten)]
@@ -324,12 +328,21 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         let s = started.engine_stats();
         print_stats(s.syscalls, s.stops);
     }
-    let written = sink.put(&mut summary);
+    // The program's status always wins: a summary that cannot be saved is
+    // one line on stderr, not the agent's exit status.
+    if let Err(e) = sink.put(&mut summary) {
+        eprintln!("edge-agent: the summary was not saved: {e:#}");
+    }
     if signals::stop_requested().is_some() {
-        eprintln!("edge-agent: detached; the program runs on");
+        if started.is_serving() {
+            eprintln!(
+                "edge-agent: stopped recording; serving the program's --only syscalls until it ends (without a tracer they would fail)"
+            );
+        } else {
+            eprintln!("edge-agent: detached; the program runs on");
+        }
     }
     let status = started.wait()?;
-    written?;
     Ok(propagate(status))
 }
 

@@ -166,10 +166,24 @@ impl Started {
 
     /// Traces until the command and its descendants end, or a stop request
     /// detaches them; returns the summary.
+    ///
+    /// With `--only` the tracees cannot be let go (their filter needs a
+    /// tracer): a stop request returns the summary at once, marked
+    /// detached, and [`Started::wait`] keeps them running until they end.
     pub fn trace(&mut self) -> anyhow::Result<Summary> {
         let mut done = Collect::default();
         self.engine.run(&mut done).context("tracing failed")?;
         crate::signals::quiet();
+        if self.engine.is_serving() {
+            // The command may not have exec'd yet: its error, if any, is
+            // read once it has ended ([`Started::wait`]).
+            let session = done
+                .0
+                .first()
+                .or_else(|| self.engine.sessions().next())
+                .ok_or_else(|| anyhow!("the traced session vanished"))?;
+            return Ok(summarize(session));
+        }
         done.0.extend(self.engine.take_sessions());
         let session = done
             .0
@@ -183,20 +197,51 @@ impl Started {
         Ok(summarize(&session))
     }
 
+    /// Whether a stop request left the tracer serving the command (its
+    /// `--only` filter needs a tracer) rather than detached.
+    pub fn is_serving(&self) -> bool {
+        self.engine.is_serving()
+    }
+
     /// The engine's counters.
     pub fn engine_stats(&self) -> crate::engine::EngineStats {
         self.engine.stats()
     }
 
-    /// The command's exit status; waits for it if the tracer detached.
+    /// The command's exit status; waits for it if the tracer detached, and
+    /// serves it (and its descendants) until they end if the tracer could
+    /// not detach (`--only`, see [`Started::trace`]).
     pub fn wait(&mut self) -> anyhow::Result<ExitStatus> {
-        let st = match self.status {
-            Some(st) => st,
-            None => sys::wait_pid(self.pid, 0, true)
+        if self.engine.is_serving() && self.status.is_none() {
+            let mut done = Collect::default();
+            self.engine
+                .run(&mut done)
+                .context("serving the command failed")?;
+            done.0.extend(self.engine.take_sessions());
+            self.status = done.0.iter().find_map(|s| s.root_status);
+            if let Some(err) = child_error(self.error_fd) {
+                return Err(err.context(format!("cannot run {}", self.program)));
+            }
+        }
+        if let Some(st) = self.status {
+            return Ok(ExitStatus::from_raw(st.0));
+        }
+        loop {
+            let st = sys::wait_pid(self.pid, 0, true)
                 .context("cannot wait for the command")?
-                .ok_or_else(|| anyhow!("interrupted"))?,
-        };
-        Ok(ExitStatus::from_raw(st.0))
+                .ok_or_else(|| anyhow!("interrupted"))?;
+            if st.exited().is_some() || st.signaled().is_some() {
+                return Ok(ExitStatus::from_raw(st.0));
+            }
+            // A stop report means the command is still traced (a detach
+            // that did not take): let it go rather than leave it stopped,
+            // with the signal it stopped for.
+            let sig = match st.stopped() {
+                Some(sig) if st.event() == 0 && sig != (libc::SIGTRAP | 0x80) => sig,
+                _ => 0,
+            };
+            let _ = sys::detach(self.pid, sig);
+        }
     }
 }
 
