@@ -203,11 +203,18 @@ impl Sink {
                     Ok(Sink::Stream(path))
                 }
                 // A file is replaced by a rename once the summary is
-                // complete: its folder must take new files.
+                // complete: its folder must take new files. Through a
+                // symlink, the file it points to is replaced, not the link.
                 _ => {
-                    probe(parent_dir(&path))
+                    let target = match std::fs::symlink_metadata(&path) {
+                        Ok(m) if m.file_type().is_symlink() => {
+                            std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone())
+                        }
+                        _ => path.clone(),
+                    };
+                    probe(parent_dir(&target))
                         .with_context(|| format!("cannot write {}", path.display()))?;
-                    Ok(Sink::File(path))
+                    Ok(Sink::File(target))
                 }
             };
         }

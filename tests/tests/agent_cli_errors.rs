@@ -84,6 +84,16 @@ fn out_is_whole_or_untouched() {
     let out = edge_agent(&["run", "--out", p(&file), "--", "true"]);
     assert!(out.status.success(), "{}", stderr(&out));
     agent_core::Summary::decode(&std::fs::read(&file).unwrap()).unwrap();
+
+    // Through a symlink the file it points to is replaced, not the link.
+    let link = dir.path().join("link.summary");
+    std::os::unix::fs::symlink("o.summary", &link).unwrap();
+    let out = edge_agent(&["run", "--out", p(&link), "--", "true"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
 }
 
 /// Item 6: a corrupt summary is described in the decoder's own words.
