@@ -34,7 +34,7 @@ pub use summary::{
     DecodeError, EncodeError, Exit, Overflow, RunRecord, Summary, SyscallSummary, Transition,
     FORMAT_VERSION, MAX_ENCODED_LEN,
 };
-pub use syscall::{Key, SyscallId};
+pub use syscall::{only_list_ids, validate_only_list, Key, OnlyListError, SyscallId};
 
 /// The agent's version, recorded in every summary's facts.
 pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");

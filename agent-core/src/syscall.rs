@@ -227,6 +227,62 @@ impl<'de> Deserialize<'de> for Key {
     }
 }
 
+/// Why an `--only` list (the agent's option, the service's directive)
+/// cannot be used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnlyListError<'a> {
+    /// No syscall name at all (`--only ''`): a filter that traces nothing
+    /// is surely a mistake.
+    Empty,
+    /// A name that is not a real syscall's canonical name (`<other>` and
+    /// `<unknown>` are summary buckets, not syscalls).
+    Unknown(&'a str),
+}
+
+impl core::fmt::Display for OnlyListError<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            OnlyListError::Empty => f.write_str("--only needs at least one syscall name"),
+            OnlyListError::Unknown(name) => {
+                write!(f, "--only: unknown syscall name {name:?}")
+            }
+        }
+    }
+}
+
+/// The names of an `--only` list: comma-separated, blanks around a name
+/// and empty items ignored.
+fn only_names(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|n| !n.is_empty())
+}
+
+/// Checks an `--only` list the way the agent does before tracing: at least
+/// one name, each a real syscall's canonical name. Any such set works with
+/// the agent (its start-up does not depend on any syscall the filter
+/// traps), so this is the whole rule the service needs too.
+pub fn validate_only_list(list: &str) -> Result<(), OnlyListError<'_>> {
+    let mut any = false;
+    for name in only_names(list) {
+        match SyscallId::from_name(name) {
+            Some(id) if id != SyscallId::OTHER && id != SyscallId::UNKNOWN => any = true,
+            _ => return Err(OnlyListError::Unknown(name)),
+        }
+    }
+    if any {
+        Ok(())
+    } else {
+        Err(OnlyListError::Empty)
+    }
+}
+
+/// The ids of a list [`validate_only_list`] accepted (unknown names are
+/// skipped).
+pub fn only_list_ids(list: &str) -> impl Iterator<Item = SyscallId> + '_ {
+    only_names(list)
+        .filter_map(SyscallId::from_name)
+        .filter(|id| *id != SyscallId::OTHER && *id != SyscallId::UNKNOWN)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,5 +374,24 @@ mod tests {
             })
         );
         assert_eq!(Key::from_packed(u32::MAX), None);
+    }
+
+    #[test]
+    fn only_lists() {
+        assert_eq!(validate_only_list("read, write,"), Ok(()));
+        assert_eq!(validate_only_list(""), Err(OnlyListError::Empty));
+        assert_eq!(validate_only_list(" , "), Err(OnlyListError::Empty));
+        assert_eq!(
+            validate_only_list("read,<other>"),
+            Err(OnlyListError::Unknown("<other>"))
+        );
+        assert_eq!(
+            validate_only_list("read,bogus"),
+            Err(OnlyListError::Unknown("bogus"))
+        );
+        let mut ids = only_list_ids(" read ,write");
+        assert_eq!(ids.next(), SyscallId::from_name("read"));
+        assert_eq!(ids.next(), SyscallId::from_name("write"));
+        assert_eq!(ids.next(), None);
     }
 }

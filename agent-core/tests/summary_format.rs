@@ -247,3 +247,20 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn malformed_fields_are_explained_in_the_decoders_own_words() {
+    // Version 1, a 16-byte id, then a run record whose first number never
+    // ends (every byte has the continuation bit).
+    let mut bytes = vec![1u8];
+    bytes.extend_from_slice(&[7u8; 16]);
+    bytes.extend_from_slice(&[0xffu8; 12]);
+    let err = Summary::decode(&bytes).unwrap_err();
+    assert!(matches!(err, DecodeError::Malformed(_)), "{err:?}");
+    let text = err.to_string();
+    assert!(text.starts_with("malformed summary: "), "{text}");
+    for postcard_words in ["varint", "Found", "usize", "platform"] {
+        assert!(!text.contains(postcard_words), "{text}");
+    }
+    assert!(text.contains("number"), "{text}");
+}

@@ -72,8 +72,6 @@ struct Thread {
     /// After a seccomp stop on a kernel that stops at syscall entry after
     /// it (before 4.8): the next syscall stop is that entry, not the exit.
     entry_stop_due: bool,
-    /// In a group-stop under PTRACE_LISTEN.
-    listening: bool,
     /// Detach at the next stop.
     detaching: bool,
     call: Call,
@@ -197,6 +195,11 @@ pub struct Engine {
     info: SyscallInfo,
     regs: RegsBuf,
     detaching: bool,
+    /// A stop was requested while a seccomp prefilter is in the tracees:
+    /// they cannot be let go (without a tracer every filtered syscall fails
+    /// with ENOSYS), so they are resumed at each stop, nothing recorded,
+    /// until they end.
+    serving: bool,
     stats: EngineStats,
     wait: WaitPolicy,
 }
@@ -231,6 +234,7 @@ impl Engine {
             info: SyscallInfo::new(),
             regs: RegsBuf::new(),
             detaching: false,
+            serving: false,
             stats: EngineStats::default(),
             wait: WaitPolicy::default(),
         }
@@ -254,6 +258,17 @@ impl Engine {
     /// Whether a stop was requested and the engine is detaching.
     pub fn is_detaching(&self) -> bool {
         self.detaching
+    }
+
+    /// Whether a stop was requested in seccomp mode: the tracees are only
+    /// served until they end (see [`Engine::run`]).
+    pub fn is_serving(&self) -> bool {
+        self.serving
+    }
+
+    /// The sessions still open.
+    pub fn sessions(&self) -> impl Iterator<Item = &Session> {
+        self.sessions.iter().flatten()
     }
 
     /// Starts a session; returns its index for [`Engine::add_thread`].
@@ -293,7 +308,6 @@ impl Engine {
                 fds,
                 in_syscall: false,
                 entry_stop_due: false,
-                listening: false,
                 detaching: self.detaching,
                 call: Call::NONE,
             },
@@ -302,13 +316,31 @@ impl Engine {
 
     /// Runs until every tracee is gone (and `observer` does not keep it
     /// alive), handing each ended session to the observer.
+    ///
+    /// A stop request detaches every tracee, except in seccomp mode: a
+    /// tracee whose filter returns SECCOMP_RET_TRACE cannot run without a
+    /// tracer (its filtered syscalls would fail with ENOSYS), so the engine
+    /// marks the open sessions detached, records nothing more, and returns
+    /// at once with the tracees still traced ([`Engine::is_serving`]); the
+    /// caller takes its summaries from [`Engine::sessions`] and calls `run`
+    /// again, which resumes the tracees at each stop until they have all
+    /// ended.
     pub fn run(&mut self, observer: &mut dyn Observer) -> io::Result<()> {
         loop {
-            if !self.detaching && signals::stop_requested().is_some() {
+            if !self.detaching && !self.serving && signals::stop_requested().is_some() {
+                if self.seccomp {
+                    self.serve_only();
+                    return Ok(());
+                }
                 self.detach_all();
             }
-            if signals::take_tick() && !self.detaching {
-                observer.tick(self);
+            if signals::take_tick() {
+                if self.serving {
+                    // A stop request's kick timer: nothing to kick now.
+                    signals::quiet();
+                } else if !self.detaching {
+                    observer.tick(self);
+                }
             }
             self.flush_done(observer);
             if self.threads.is_empty() && self.early.is_empty() {
@@ -359,11 +391,10 @@ impl Engine {
         }
         let Some(sig) = status.stopped() else { return };
         let event = status.event();
-        let Some(thread) = self.threads.get_mut(&tid) else {
+        let Some(thread) = self.threads.get(&tid) else {
             self.unknown_stop(tid, sig);
             return;
         };
-        thread.listening = false;
         if thread.detaching {
             if matches!(
                 event,
@@ -399,11 +430,7 @@ impl Engine {
             (_, sys::PTRACE_EVENT_STOP) => {
                 // Group-stop (SIGSTOP, SIGTSTP, ...): stay stopped, as the
                 // signal wants, but hear of SIGCONT.
-                if sys::listen(tid).is_ok() {
-                    if let Some(t) = self.threads.get_mut(&tid) {
-                        t.listening = true;
-                    }
-                }
+                let _ = sys::listen(tid);
             }
             (_, 0) => self.resume(tid, sig), // signal-delivery-stop: pass it on
             _ => self.resume(tid, 0),
@@ -414,7 +441,8 @@ impl Engine {
     /// or this one's exit is awaited, else to the next seccomp stop.
     #[inline]
     fn resume(&mut self, tid: Tid, sig: i32) {
-        let to_syscall = !self.seccomp || self.threads.get(&tid).is_some_and(|t| t.in_syscall);
+        let to_syscall = !self.serving
+            && (!self.seccomp || self.threads.get(&tid).is_some_and(|t| t.in_syscall));
         // ESRCH: killed meanwhile; its exit is reported next.
         let _ = if to_syscall {
             sys::resume_syscall(tid, sig)
@@ -424,6 +452,11 @@ impl Engine {
     }
 
     fn syscall_stop(&mut self, tid: Tid) {
+        if self.serving {
+            // The exit stop of a call entered before the stop request.
+            self.resume(tid, 0);
+            return;
+        }
         let now = sys::monotonic_ns();
         if self.syscall_info != Some(false) {
             match sys::syscall_info(tid, &mut self.info) {
@@ -467,6 +500,11 @@ impl Engine {
     }
 
     fn seccomp_stop(&mut self, tid: Tid) {
+        if self.serving {
+            // Let the call run, unrecorded.
+            self.resume(tid, 0);
+            return;
+        }
         let now = sys::monotonic_ns();
         let mut call = None;
         if self.syscall_info != Some(false) {
@@ -738,6 +776,19 @@ impl Engine {
         }
     }
 
+    /// Stops recording and keeps the tracees running under the tracer
+    /// until they end (a stop request in seccomp mode, see
+    /// [`Engine::run`]). Threads already waiting for a syscall's exit stop
+    /// get it and are then resumed without syscall stops.
+    fn serve_only(&mut self) {
+        self.serving = true;
+        let now = sys::monotonic_ns();
+        for s in self.sessions.iter_mut().flatten() {
+            s.detached = true;
+            s.end_ns = now;
+        }
+    }
+
     /// Detaches every tracee: interrupts each; each is let go at its next
     /// stop, with the signal it was stopped for, so nothing is lost.
     pub fn detach_all(&mut self) {
@@ -747,18 +798,15 @@ impl Engine {
         self.detaching = true;
         let tids: Vec<Tid> = self.threads.keys().copied().collect();
         for tid in tids {
-            let listening = match self.threads.get_mut(&tid) {
-                Some(t) => {
-                    t.detaching = true;
-                    t.listening
-                }
+            match self.threads.get_mut(&tid) {
+                Some(t) => t.detaching = true,
                 None => continue,
-            };
-            if listening {
-                // Already in a ptrace-stop: let go now; it stays in its
-                // group-stop.
-                self.detach_thread(tid, 0);
-            } else if sys::interrupt(tid).is_err() {
+            }
+            // A thread in a group-stop under PTRACE_LISTEN is not in a
+            // ptrace-stop, so PTRACE_DETACH would fail (ESRCH) and leave it
+            // traced; the interrupt makes it report a PTRACE_EVENT_STOP,
+            // where it is detached and stays in its group-stop.
+            if sys::interrupt(tid).is_err() {
                 // Gone already: its exit report follows.
             }
         }

@@ -88,7 +88,7 @@ pub fn build(
     facts.program = truncated(program);
     for (k, v) in extra {
         if let Err(e) = facts.add(k, v) {
-            bail!("bad fact {k}={v}: {e}");
+            bail!("bad fact {}: {e}", echo(&format!("{k}={v}")));
         }
     }
     Ok(facts)
@@ -98,8 +98,23 @@ pub fn build(
 pub fn parse_fact(s: &str) -> anyhow::Result<(String, String)> {
     match s.split_once('=') {
         Some((k, v)) => Ok((k.to_string(), v.to_string())),
-        None => bail!("bad fact {s:?}: expected KEY=VALUE"),
+        None => bail!("bad fact {}: expected KEY=VALUE", echo(s)),
     }
+}
+
+/// Most characters of a bad fact repeated in an error.
+const ECHO_MAX: usize = 60;
+
+/// A bad fact as an error repeats it: at most [`ECHO_MAX`] characters
+/// (control characters escaped), then its full length, so a huge value
+/// does not flood the terminal.
+fn echo(s: &str) -> String {
+    let shown: String = s.chars().take(ECHO_MAX).collect();
+    let shown = shown.escape_debug().to_string();
+    if s.chars().count() > ECHO_MAX {
+        return format!("{shown}... ({} bytes)", s.len());
+    }
+    shown
 }
 
 /// Reads a facts file: `key=value` lines, blank lines and `#` comments
@@ -145,6 +160,15 @@ mod tests {
         let err = build(&p, "dd", &[("bad key".into(), "x".into())]).unwrap_err();
         assert!(err.to_string().contains("bad fact bad key=x"), "{err}");
         assert!(parse_fact("novalue").is_err());
+        // A huge value is not echoed whole.
+        let long = format!("k={}", "v".repeat(10_000));
+        let err = build(&p, "dd", &[parse_fact(&long).unwrap()])
+            .unwrap_err()
+            .to_string();
+        assert!(err.len() < 300, "{err}");
+        assert!(err.contains("(10002 bytes)"), "{err}");
+        let err = parse_fact(&"x".repeat(10_000)).unwrap_err().to_string();
+        assert!(err.len() < 300, "{err}");
         assert_eq!(parse_fact("a=b=c").unwrap(), ("a".into(), "b=c".into()));
     }
 }

@@ -84,7 +84,11 @@ struct RunArgs {
     #[command(flatten)]
     output: OutputArgs,
     /// Trace only these syscalls (comma-separated names), through a seccomp
-    /// prefilter: the others run at full speed.
+    /// prefilter: the others run at full speed. The filter needs a tracer
+    /// for as long as the program lives: on Ctrl-C/SIGTERM the agent stops
+    /// recording but stays until the program ends. kill -9 of the agent
+    /// makes these syscalls (and close/dup2/dup3/close_range) fail with
+    /// ENOSYS in the program from then on: stop it with SIGINT or SIGTERM.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     only: Option<Vec<String>>,
     #[command(flatten)]
@@ -94,13 +98,10 @@ struct RunArgs {
     /// Print the tracer's own counters (ptrace calls per syscall) on stderr.
     #[arg(long, hide = true)]
     stats: bool,
-    /// The command and its arguments.
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "CMD"
-    )]
+    /// The command and its arguments: after `--`, or from the first word
+    /// that is not an option (an unknown option before it is an error, not
+    /// the command).
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     command: Vec<OsString>,
 }
 
@@ -173,7 +174,10 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
 
 /// Where summaries go.
 enum Sink {
+    /// A regular file, written whole or not at all (temporary + rename).
     File(PathBuf),
+    /// A device or FIFO given as `--out`, written in place.
+    Stream(PathBuf),
     Dir(PathBuf),
     #[cfg(feature = "upload")]
     Spool(uploader::spool::Spool),
@@ -188,12 +192,31 @@ impl Sink {
         out_dir: Option<PathBuf>,
     ) -> anyhow::Result<Sink> {
         if let Some(path) = out {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-            return Ok(Sink::File(path));
+            return match std::fs::metadata(&path) {
+                Ok(m) if m.is_dir() => bail!("--out {}: is a folder", path.display()),
+                // A device or FIFO (/dev/stdout, a pipe) is written in place.
+                Ok(m) if !m.is_file() => {
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(&path)
+                        .with_context(|| format!("cannot write {}", path.display()))?;
+                    Ok(Sink::Stream(path))
+                }
+                // A file is replaced by a rename once the summary is
+                // complete: its folder must take new files. Through a
+                // symlink, the file it points to is replaced, not the link.
+                _ => {
+                    let target = match std::fs::symlink_metadata(&path) {
+                        Ok(m) if m.file_type().is_symlink() => {
+                            std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone())
+                        }
+                        _ => path.clone(),
+                    };
+                    probe(parent_dir(&target))
+                        .with_context(|| format!("cannot write {}", path.display()))?;
+                    Ok(Sink::File(target))
+                }
+            };
         }
         if let Some(dir) = out_dir {
             std::fs::create_dir_all(&dir)
@@ -208,6 +231,15 @@ impl Sink {
         match self {
             Sink::File(path) => {
                 write_summary(path, summary)?;
+                Ok(path.clone())
+            }
+            Sink::Stream(path) => {
+                let bytes = encode(summary)?;
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .and_then(|mut f| f.write_all(&bytes))
+                    .with_context(|| format!("cannot write {}", path.display()))?;
                 Ok(path.clone())
             }
             Sink::Dir(dir) => {
@@ -239,22 +271,51 @@ fn open_spool(spool: Option<PathBuf>) -> anyhow::Result<Sink> {
 
 /// Fails with the OS reason when `dir` cannot take a new file.
 fn probe_writable(dir: &Path) -> anyhow::Result<()> {
+    probe(dir).with_context(|| format!("cannot write to {}", dir.display()))
+}
+
+/// Creates and removes a hidden file in `dir`.
+fn probe(dir: &Path) -> std::io::Result<()> {
     let probe = dir.join(format!(".edge-agent-probe-{}", std::process::id()));
-    std::fs::File::create(&probe).with_context(|| format!("cannot write to {}", dir.display()))?;
+    std::fs::File::create(&probe)?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
 }
 
-fn write_summary(path: &Path, summary: &mut Summary) -> anyhow::Result<()> {
+/// The folder a file path lives in (`.` for a bare name).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+fn encode(summary: &mut Summary) -> anyhow::Result<Vec<u8>> {
     let mut buf = [0u8; MAX_ENCODED_LEN];
     let bytes = summary
         .encode(&mut buf)
         .map_err(|e| anyhow::anyhow!("cannot encode the summary: {e}"))?;
-    let mut f =
-        std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
-    f.write_all(bytes)
-        .and_then(|()| f.sync_all())
-        .with_context(|| format!("cannot write {}", path.display()))
+    Ok(bytes.to_vec())
+}
+
+/// Writes the summary to a hidden temporary file in `path`'s folder, syncs
+/// it and renames it to `path`: `path` is either the whole summary or
+/// untouched (never an empty or partial file after a failure).
+fn write_summary(path: &Path, summary: &mut Summary) -> anyhow::Result<()> {
+    let bytes = encode(summary)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let tmp = parent_dir(path).join(format!(
+        ".{}.tmp-{}",
+        name.unwrap_or_default(),
+        std::process::id()
+    ));
+    let written = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(&bytes).and_then(|()| f.sync_all()))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.with_context(|| format!("cannot write {}", path.display()))
 }
 
 fn collect_facts(args: &FactArgs) -> anyhow::Result<Vec<(String, String)>> {
@@ -270,15 +331,13 @@ fn collect_facts(args: &FactArgs) -> anyhow::Result<Vec<(String, String)>> {
     Ok(out)
 }
 
+/// The `--only` names (repeated options and comma-separated lists alike),
+/// checked by the rule the service's directives share
+/// (`agent_core::validate_only_list`).
 fn parse_only(names: &[String]) -> anyhow::Result<Vec<SyscallId>> {
-    names
-        .iter()
-        .filter(|n| !n.is_empty())
-        .map(|n| match SyscallId::from_name(n.trim()) {
-            Some(id) if id != SyscallId::OTHER && id != SyscallId::UNKNOWN => Ok(id),
-            _ => bail!("unknown syscall name {n:?} in --only"),
-        })
-        .collect()
+    let list = names.join(",");
+    agent_core::validate_only_list(&list).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(agent_core::only_list_ids(&list).collect())
 }
 
 fn print_stats(syscalls: u64, stops: u64) {
@@ -324,12 +383,21 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         let s = started.engine_stats();
         print_stats(s.syscalls, s.stops);
     }
-    let written = sink.put(&mut summary);
+    // The program's status always wins: a summary that cannot be saved is
+    // one line on stderr, not the agent's exit status.
+    if let Err(e) = sink.put(&mut summary) {
+        eprintln!("edge-agent: the summary was not saved: {e:#}");
+    }
     if signals::stop_requested().is_some() {
-        eprintln!("edge-agent: detached; the program runs on");
+        if started.is_serving() {
+            eprintln!(
+                "edge-agent: stopped recording; serving the program's --only syscalls until it ends (without a tracer they would fail)"
+            );
+        } else {
+            eprintln!("edge-agent: detached; the program runs on");
+        }
     }
     let status = started.wait()?;
-    written?;
     Ok(propagate(status))
 }
 
@@ -410,10 +478,9 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
 fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     for (i, path) in a.files.iter().enumerate() {
-        let bytes =
-            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-        let summary = Summary::decode(&bytes)
-            .map_err(|e| anyhow::anyhow!("{}: not a valid summary: {e}", path.display()))?;
+        // Reads at most the summary cap (plus one byte to tell a bigger
+        // file), whatever the path points to.
+        let summary = summary_view::file::read_summary(path)?;
         if a.json {
             writeln!(out, "{}", summary_view::to_json(&summary))?;
         } else {

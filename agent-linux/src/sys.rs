@@ -498,8 +498,13 @@ pub struct ChildSetup<'a> {
     pub error_fd: c_int,
 }
 
-/// Forks a child that installs the filter, stops itself with SIGSTOP and,
-/// once continued, execs the command. Returns the child's pid.
+/// Forks a child that stops itself with SIGSTOP and, once continued,
+/// installs the filter and execs the command. Returns the child's pid.
+///
+/// The stop comes before the filter: once the filter is in, every syscall
+/// it selects needs a tracer (without one it fails with ENOSYS), and the
+/// tracer seizes the child only at this stop. So the filter may select any
+/// syscall, `kill` and `getpid` included.
 ///
 /// The child only makes async-signal-safe calls (the parent may have other
 /// threads); everything it needs was allocated before the fork.
@@ -526,14 +531,14 @@ pub fn fork_stopped_exec(setup: &ChildSetup<'_>) -> io::Result<Tid> {
         }
     };
     restore_ignored_signals();
+    // SAFETY: getpid and kill are async-signal-safe. kill is a bare system
+    // call (unlike raise, which would leave signal-mask calls to trace).
+    unsafe { libc::kill(libc::getpid(), libc::SIGSTOP) };
     if let Some(filter) = setup.filter {
         if let Err(e) = install_seccomp(filter) {
             fail(b's', e);
         }
     }
-    // SAFETY: getpid and kill are async-signal-safe. kill is a bare system
-    // call (unlike raise, which would leave signal-mask calls to trace).
-    unsafe { libc::kill(libc::getpid(), libc::SIGSTOP) };
     // SAFETY: path and argv are NUL-terminated and outlive the call;
     // execv is async-signal-safe.
     unsafe { libc::execv(setup.path.as_ptr(), setup.argv.as_ptr()) };

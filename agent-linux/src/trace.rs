@@ -76,7 +76,8 @@ pub struct Started {
     engine: Engine,
     pid: Tid,
     error_fd: i32,
-    program: String,
+    /// The command as the user gave it, for errors.
+    given: String,
     status: Option<sys::WaitStatus>,
 }
 
@@ -154,7 +155,7 @@ impl Started {
             engine,
             pid,
             error_fd: read_fd,
-            program,
+            given: arg0.to_string_lossy().into_owned(),
             status: None,
         })
     }
@@ -166,10 +167,24 @@ impl Started {
 
     /// Traces until the command and its descendants end, or a stop request
     /// detaches them; returns the summary.
+    ///
+    /// With `--only` the tracees cannot be let go (their filter needs a
+    /// tracer): a stop request returns the summary at once, marked
+    /// detached, and [`Started::wait`] keeps them running until they end.
     pub fn trace(&mut self) -> anyhow::Result<Summary> {
         let mut done = Collect::default();
         self.engine.run(&mut done).context("tracing failed")?;
         crate::signals::quiet();
+        if self.engine.is_serving() {
+            // The command may not have exec'd yet: its error, if any, is
+            // read once it has ended ([`Started::wait`]).
+            let session = done
+                .0
+                .first()
+                .or_else(|| self.engine.sessions().next())
+                .ok_or_else(|| anyhow!("the traced session vanished"))?;
+            return Ok(summarize(session));
+        }
         done.0.extend(self.engine.take_sessions());
         let session = done
             .0
@@ -177,10 +192,16 @@ impl Started {
             .next()
             .ok_or_else(|| anyhow!("the traced session vanished"))?;
         if let Some(err) = child_error(self.error_fd) {
-            return Err(err.context(format!("cannot run {}", self.program)));
+            return Err(err.context(format!("cannot run {}", self.given)));
         }
         self.status = session.root_status;
         Ok(summarize(&session))
+    }
+
+    /// Whether a stop request left the tracer serving the command (its
+    /// `--only` filter needs a tracer) rather than detached.
+    pub fn is_serving(&self) -> bool {
+        self.engine.is_serving()
     }
 
     /// The engine's counters.
@@ -188,15 +209,40 @@ impl Started {
         self.engine.stats()
     }
 
-    /// The command's exit status; waits for it if the tracer detached.
+    /// The command's exit status; waits for it if the tracer detached, and
+    /// serves it (and its descendants) until they end if the tracer could
+    /// not detach (`--only`, see [`Started::trace`]).
     pub fn wait(&mut self) -> anyhow::Result<ExitStatus> {
-        let st = match self.status {
-            Some(st) => st,
-            None => sys::wait_pid(self.pid, 0, true)
+        if self.engine.is_serving() && self.status.is_none() {
+            let mut done = Collect::default();
+            self.engine
+                .run(&mut done)
+                .context("serving the command failed")?;
+            done.0.extend(self.engine.take_sessions());
+            self.status = done.0.iter().find_map(|s| s.root_status);
+            if let Some(err) = child_error(self.error_fd) {
+                return Err(err.context(format!("cannot run {}", self.given)));
+            }
+        }
+        if let Some(st) = self.status {
+            return Ok(ExitStatus::from_raw(st.0));
+        }
+        loop {
+            let st = sys::wait_pid(self.pid, 0, true)
                 .context("cannot wait for the command")?
-                .ok_or_else(|| anyhow!("interrupted"))?,
-        };
-        Ok(ExitStatus::from_raw(st.0))
+                .ok_or_else(|| anyhow!("interrupted"))?;
+            if st.exited().is_some() || st.signaled().is_some() {
+                return Ok(ExitStatus::from_raw(st.0));
+            }
+            // A stop report means the command is still traced (a detach
+            // that did not take): let it go rather than leave it stopped,
+            // with the signal it stopped for.
+            let sig = match st.stopped() {
+                Some(sig) if st.event() == 0 && sig != (libc::SIGTRAP | 0x80) => sig,
+                _ => 0,
+            };
+            let _ = sys::detach(self.pid, sig);
+        }
     }
 }
 
@@ -232,8 +278,21 @@ pub fn resolve_command(name: &std::ffi::OsStr) -> anyhow::Result<PathBuf> {
     };
     if name.as_bytes().contains(&b'/') {
         let p = PathBuf::from(name);
-        if !p.exists() {
-            bail!("{}: no such file", p.display());
+        let meta = match p.metadata() {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                bail!("cannot run {}: no such file", p.display())
+            }
+            Err(e) => bail!("cannot run {}: {e}", p.display()),
+        };
+        if meta.is_dir() {
+            bail!("cannot run {}: it is a folder", p.display());
+        }
+        if !executable(&p) {
+            bail!(
+                "cannot run {}: not executable (permission denied: no execute permission)",
+                p.display()
+            );
         }
         return Ok(p);
     }
@@ -292,11 +351,76 @@ fn status_field(pid: Tid, field: &str) -> Option<String> {
         .map(|v| v.trim().to_string())
 }
 
+/// A capability set from /proc/PID/status (`CapEff:`, `CapPrm:`, ...).
+fn caps_of(pid: Tid, field: &str) -> Option<u64> {
+    status_field(pid, field).and_then(|v| u64::from_str_radix(&v, 16).ok())
+}
+
 fn has_cap_sys_ptrace() -> bool {
     const CAP_SYS_PTRACE: u32 = 19;
-    status_field(sys::getpid(), "CapEff:")
-        .and_then(|v| u64::from_str_radix(&v, 16).ok())
-        .is_some_and(|caps| caps & (1 << CAP_SYS_PTRACE) != 0)
+    caps_of(sys::getpid(), "CapEff:").is_some_and(|caps| caps & (1 << CAP_SYS_PTRACE) != 0)
+}
+
+/// Capability names by number (capability.h), for messages.
+const CAP_NAMES: [&str; 41] = [
+    "chown",
+    "dac_override",
+    "dac_read_search",
+    "fowner",
+    "fsetid",
+    "kill",
+    "setgid",
+    "setuid",
+    "setpcap",
+    "linux_immutable",
+    "net_bind_service",
+    "net_broadcast",
+    "net_admin",
+    "net_raw",
+    "ipc_lock",
+    "ipc_owner",
+    "sys_module",
+    "sys_rawio",
+    "sys_chroot",
+    "sys_ptrace",
+    "sys_pacct",
+    "sys_admin",
+    "sys_boot",
+    "sys_nice",
+    "sys_resource",
+    "sys_time",
+    "sys_tty_config",
+    "mknod",
+    "lease",
+    "audit_write",
+    "audit_control",
+    "setfcap",
+    "mac_override",
+    "mac_admin",
+    "syslog",
+    "wake_alarm",
+    "block_suspend",
+    "audit_read",
+    "perfmon",
+    "bpf",
+    "checkpoint_restore",
+];
+
+/// The capabilities `pid` may use (its permitted set) that the agent has
+/// not got, by name; empty when /proc does not tell.
+fn caps_beyond_ours(pid: Tid) -> Vec<String> {
+    let (Some(theirs), Some(ours)) = (caps_of(pid, "CapPrm:"), caps_of(sys::getpid(), "CapPrm:"))
+    else {
+        return Vec::new();
+    };
+    let extra = theirs & !ours;
+    (0..64)
+        .filter(|bit| extra & (1u64 << bit) != 0)
+        .map(|bit| match CAP_NAMES.get(bit) {
+            Some(name) => format!("cap_{name}"),
+            None => format!("capability {bit}"),
+        })
+        .collect()
 }
 
 fn explain_eperm(pid: Tid) -> String {
@@ -338,10 +462,31 @@ fn explain_eperm(pid: Tid) -> String {
         Some(uid) if uid != sys::geteuid() && !cap => format!(
             "permission denied: process {pid} belongs to uid {uid}; tracing another user's process needs CAP_SYS_PTRACE (run as root)"
         ),
-        _ if !cap => format!(
-            "permission denied: process {pid} is not dumpable or changed credentials; tracing it needs CAP_SYS_PTRACE"
-        ),
-        _ => format!("permission denied: a security module refused to let us trace process {pid}"),
+        _ => {
+            let extra = caps_beyond_ours(pid);
+            match (cap, extra.is_empty()) {
+                // The kernel's rule: tracing a process that holds
+                // capabilities the tracer lacks needs CAP_SYS_PTRACE.
+                (false, false) => format!(
+                    "permission denied: process {pid} holds capabilities the agent lacks ({}); tracing a more privileged process needs CAP_SYS_PTRACE",
+                    extra.join(", ")
+                ),
+                (false, true) => format!(
+                    "permission denied: process {pid} is not dumpable or changed credentials; tracing it needs CAP_SYS_PTRACE"
+                ),
+                // With CAP_SYS_PTRACE, the same uid and no Yama rule, the
+                // kernel's own checks pass: what refused is a policy on top.
+                // A target holding capabilities the agent's set lacks says
+                // the agent runs in a reduced sandbox or container.
+                (true, false) => format!(
+                    "permission denied: process {pid} holds capabilities the agent lacks ({}), so the agent runs in a reduced sandbox or container whose policy (a security module, a namespace) refused, though the agent has CAP_SYS_PTRACE; run the agent outside it",
+                    extra.join(", ")
+                ),
+                (true, true) => format!(
+                    "permission denied: a security module (SELinux, AppArmor, Landlock, ...) refused to let us trace process {pid}: the agent has CAP_SYS_PTRACE and the same uid, and Yama allows it"
+                ),
+            }
+        }
     }
 }
 

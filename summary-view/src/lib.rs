@@ -6,6 +6,8 @@
 
 use std::fmt::Write as _;
 
+pub mod file;
+
 use agent_core::summary::MAX_ERRNOS;
 use agent_core::{Exit, Summary, SyscallSummary, Transition};
 use serde_json::{json, Map, Value};

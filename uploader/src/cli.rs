@@ -43,6 +43,10 @@ pub struct UploadArgs {
     /// One pass, then exit (for cron): 0 when everything due was sent or nothing was due.
     #[arg(long)]
     pub once: bool,
+    /// With --once: most seconds to spend waiting between tries in total; a retry due later
+    /// (a long Retry-After, say) ends the run at once, the rest stays in the spool.
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    pub once_wait: u64,
     /// Summaries per request (1 to 256).
     #[arg(long, value_name = "N", default_value_t = 50,
           value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -54,8 +58,9 @@ pub struct UploadArgs {
     /// First retry delay, ms (doubles per try, with jitter, up to 5 minutes).
     #[arg(long, value_name = "MS", default_value_t = 2000)]
     pub backoff_ms: u64,
-    /// Seconds to wait for the service's answer to a batch.
-    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    /// Seconds to wait for the service's answer to a batch (at least 1).
+    #[arg(long, value_name = "SECS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
     /// Daemon: seconds between passes.
     #[arg(long, value_name = "SECS", default_value_t = 900)]
@@ -104,9 +109,19 @@ pub fn run(args: UploadArgs) -> anyhow::Result<ExitCode> {
 /// Runs `edge-agent upload` with the platform's conditions (Android passes
 /// its charging / unmetered-network check here).
 pub fn run_with(args: UploadArgs, conditions: &dyn Conditions) -> anyhow::Result<ExitCode> {
+    let client = Client::new(endpoint(&args)?)?;
+    if let Some(dir) = &args.spool {
+        // A folder named on the command line that does not exist is a
+        // mistake (a typo, an unmounted disk): nothing there to send.
+        if !dir.is_dir() {
+            if dir.exists() {
+                bail!("--spool {}: not a folder", dir.display());
+            }
+            bail!("--spool {}: the folder does not exist", dir.display());
+        }
+    }
     let spool_dir = args.spool.clone().unwrap_or_else(default_spool_dir);
     let spool = Spool::open(&spool_dir)?;
-    let client = Client::new(endpoint(&args)?)?;
     let mut pass = PassOptions {
         batch: usize::from(args.batch),
         attempts: args.tries,
@@ -116,6 +131,7 @@ pub fn run_with(args: UploadArgs, conditions: &dyn Conditions) -> anyhow::Result
         },
         deadline: None,
         lock_wait: Duration::from_secs(args.lock_wait),
+        wait_limit: args.once.then(|| Duration::from_secs(args.once_wait)),
     };
     if args.once {
         return once(&args, &spool, &client, &mut pass, conditions);
@@ -168,7 +184,7 @@ fn endpoint(args: &UploadArgs) -> anyhow::Result<Endpoint> {
             ca_file: args.ca.clone(),
             pins,
         },
-        timeouts: Timeouts::with_response(Duration::from_secs(args.timeout.max(1))),
+        timeouts: Timeouts::with_response(Duration::from_secs(args.timeout)),
     })
 }
 
@@ -279,11 +295,9 @@ fn daemon(
 /// Prints what a pass did; true when everything due was sent.
 fn print_report(report: &PassReport) -> bool {
     for s in &report.set_aside {
-        eprintln!(
-            "upload: set aside {} (not a valid summary: {})",
-            s.path.display(),
-            s.reason
-        );
+        // The reason names what is wrong ("not a valid summary: ...",
+        // "file name ... is not ...").
+        eprintln!("upload: set aside {} ({})", s.path.display(), s.reason);
     }
     for (id, reason) in &report.rejected {
         eprintln!(
@@ -381,6 +395,23 @@ mod tests {
         assert!(parse(&["--batch", "0"]).is_err());
         assert!(parse(&["--batch", "257"]).is_err());
         assert!(parse(&["--window", "1-2"]).is_err());
+        assert!(
+            parse(&["--timeout", "0"]).is_err(),
+            "--timeout 0 is an error"
+        );
+        assert!(parse(&["--timeout", "1"]).is_ok());
+    }
+
+    #[test]
+    fn a_missing_spool_folder_is_an_error_not_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope");
+        let mut a = args(&["--once", "--now"]);
+        a.server = "http://127.0.0.1:9".into();
+        a.spool = Some(missing.clone());
+        let err = run_with(a, &Unconditional).unwrap_err().to_string();
+        assert!(err.contains("does not exist"), "{err}");
+        assert!(!missing.exists(), "not created");
     }
 
     #[test]

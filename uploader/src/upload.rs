@@ -21,6 +21,11 @@ pub struct PassOptions {
     pub deadline: Option<Instant>,
     /// How long to wait for another uploader holding the spool.
     pub lock_wait: Duration,
+    /// Most time the pass spends waiting between tries, in total (`--once`:
+    /// a cron run must end); `None`: no limit but the tries and the window.
+    /// A wait that would pass it (a long `Retry-After`) ends the pass at
+    /// once instead.
+    pub wait_limit: Option<Duration>,
 }
 
 /// What a pass did.
@@ -43,6 +48,8 @@ pub struct PassReport {
     pub directives_warning: Option<String>,
     /// Another uploader held the spool for longer than the lock wait.
     pub lock_busy: bool,
+    /// Time spent waiting between tries.
+    pub waited: Duration,
 }
 
 /// Runs one pass. Errors of the spool itself (unreadable directory, cannot
@@ -184,6 +191,18 @@ fn send_with_retries(
             report.unsent += left.len();
             return Ok(Err("the upload window closes before the next try".into()));
         }
+        if let Some(limit) = opts.wait_limit {
+            if report.waited + delay > limit {
+                report.unsent += left.len();
+                return Ok(Err(format!(
+                    "the next try would be in {} s, past the {} s --once-wait limit (waited {} s so far)",
+                    delay.as_secs_f64().ceil(),
+                    limit.as_secs(),
+                    report.waited.as_secs()
+                )));
+            }
+        }
+        report.waited += delay;
         std::thread::sleep(delay);
     }
 }

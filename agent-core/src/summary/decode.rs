@@ -51,12 +51,32 @@ impl core::fmt::Display for DecodeError {
                 f,
                 "summary format version {found} is not supported (this decoder reads {FORMAT_VERSION})"
             ),
-            DecodeError::Malformed(e) => write!(f, "malformed summary: {e}"),
+            DecodeError::Malformed(e) => write!(f, "malformed summary: {}", malformed_reason(e)),
             DecodeError::TrailingBytes { extra } => {
                 write!(f, "{extra} unexpected bytes after the summary")
             }
             DecodeError::Inconsistent(why) => write!(f, "inconsistent summary: {why}"),
         }
+    }
+}
+
+/// What a postcard decoding error means in a summary, in the decoder's
+/// own words (postcard's talk of varints and usize is about its internals,
+/// not about the file the user gave).
+fn malformed_reason(e: &postcard::Error) -> &'static str {
+    use postcard::Error as P;
+    match e {
+        P::DeserializeBadVarint => "a number's encoding does not end where it must",
+        P::DeserializeBadBool => "a yes/no field is neither 0 nor 1",
+        P::DeserializeBadChar => "a character field is not a valid character",
+        P::DeserializeBadUtf8 => "a text field is not valid UTF-8",
+        P::DeserializeBadOption => "an optional field's marker is neither 0 nor 1",
+        P::DeserializeBadEnum => "a field names a kind that does not exist",
+        P::DeserializeUnexpectedEnd => "the bytes end in the middle of a field",
+        P::SerdeDeCustom => {
+            "a field's value is out of range (a list longer than its capacity, an unknown code)"
+        }
+        _ => "a field cannot be decoded",
     }
 }
 
