@@ -1,11 +1,11 @@
 //! Reading summary files and folders, and filtering runs.
 
 use std::collections::HashSet;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use agent_core::{Summary, MAX_ENCODED_LEN};
 use anyhow::Context;
+use summary_view::file::{read_capped, FileError};
 
 /// Which runs to read from the store.
 #[derive(Debug, Clone, Default)]
@@ -25,17 +25,6 @@ pub struct RunFilter {
 pub trait SummarySource {
     /// The summaries in store `db` that pass `filter`.
     fn load(&self, db: &Path, filter: &RunFilter) -> anyhow::Result<Vec<Summary>>;
-}
-
-/// Reads at most `cap` bytes of `path`, plus one more if the file has them:
-/// a result longer than `cap` means "too long", and a huge file, a device
-/// like `/dev/zero` or a pipe given by mistake costs at most `cap + 1`
-/// bytes of memory.
-pub fn read_capped(path: &Path, cap: usize) -> std::io::Result<Vec<u8>> {
-    let file = std::fs::File::open(path)?;
-    let mut bytes = Vec::new();
-    file.take(cap as u64 + 1).read_to_end(&mut bytes)?;
-    Ok(bytes)
 }
 
 /// A file that is not a summary, and why.
@@ -61,13 +50,12 @@ pub fn read_summary(path: &Path) -> Result<Summary, BadFile> {
         path: path.to_path_buf(),
         reason,
     };
-    let bytes =
-        read_capped(path, MAX_ENCODED_LEN).map_err(|e| bad(format!("cannot read it: {e}")))?;
-    if bytes.len() > MAX_ENCODED_LEN {
-        return Err(bad(format!(
-            "larger than {MAX_ENCODED_LEN} bytes: not a summary"
-        )));
-    }
+    // At most the cap plus one byte is read (summary_view::file).
+    let bytes = read_capped(path, MAX_ENCODED_LEN).map_err(|e| match e {
+        FileError::TooLarge { cap, .. } => bad(format!("larger than {cap} bytes: not a summary")),
+        FileError::Io { err, .. } => bad(format!("cannot read it: {err}")),
+        other => bad(other.to_string()),
+    })?;
     if bytes.is_empty() {
         return Err(bad("empty file (0 bytes): not a summary".into()));
     }

@@ -49,27 +49,25 @@ impl Directive {
                 bail!("--match must be non-empty text without control characters");
             }
         }
+        // The agent's own rule (agent_core::validate_only_list): any set it
+        // accepts starts on every device.
         let only = only
             .map(|list| -> anyhow::Result<Vec<String>> {
+                agent_core::validate_only_list(list).map_err(|e| match e {
+                    agent_core::OnlyListError::Unknown(name) => anyhow::anyhow!(
+                        "--only: unknown syscall `{name}` (names are Linux syscall names as agent-core knows them, e.g. read,write,openat)"
+                    ),
+                    agent_core::OnlyListError::Empty => anyhow::anyhow!(
+                        "--only needs at least one syscall name (an empty set would trace nothing)"
+                    ),
+                })?;
                 let mut names: Vec<String> = Vec::new();
-                for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-                    // `<other>` and `<unknown>` are names of agent-core's
-                    // table too, but no device can trace them.
-                    match agent_core::SyscallId::from_name(name) {
-                        Some(id)
-                            if id != agent_core::SyscallId::OTHER
-                                && id != agent_core::SyscallId::UNKNOWN => {}
-                        _ => bail!(
-                            "--only: unknown syscall `{name}` (names are Linux syscall names as agent-core knows them, e.g. read,write,openat)"
-                        ),
-                    }
+                for id in agent_core::only_list_ids(list) {
                     // A repeated name would be sent to every device as is.
-                    if !names.iter().any(|n| n == name) {
-                        names.push(name.to_string());
+                    let name = id.to_string();
+                    if !names.contains(&name) {
+                        names.push(name);
                     }
-                }
-                if names.is_empty() {
-                    bail!("--only needs at least one syscall name (an empty set would trace nothing)");
                 }
                 Ok(names)
             })
