@@ -140,6 +140,18 @@ pub fn program_name(path: &std::ffi::OsStr) -> String {
     p.file_name().unwrap_or(path).to_string_lossy().into_owned()
 }
 
+/// Whether the running kernel's release is older than `major.minor`.
+pub fn kernel_older_than(major: u32, minor: u32) -> bool {
+    let (release, _) = sys::uname();
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let maj = parts.next().and_then(|p| p.parse::<u32>().ok());
+    let min = parts.next().and_then(|p| p.parse::<u32>().ok());
+    match (maj, min) {
+        (Some(a), Some(b)) => (a, b) < (major, minor),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,17 +5,20 @@
 //!   [`watch`] traces every new process whose command line matches.
 //! - The engine ([`engine`]) follows forks, clones and execs, passes signals
 //!   through, handles group-stops with PTRACE_LISTEN, and detaches on
-//!   request: the traced program is never harmed.
+//!   request: the traced program is never harmed. It takes typed stops
+//!   ([`stop`]) from a [`backend`]: ptrace today.
 //! - Syscall details come from PTRACE_GET_SYSCALL_INFO, or on older kernels
 //!   from the registers, decoded per architecture in [`arch`].
 //! - `unsafe` lives only in [`sys`], the thin system-call layer.
 
 pub mod arch;
+pub mod backend;
 pub mod engine;
 pub mod facts;
 pub mod fd;
 pub mod seccomp;
 pub mod signals;
+pub mod stop;
 // The one module of this crate that may use `unsafe` (workspace lint
 // `unsafe_code = "deny"`): thin, safe wrappers of the system calls.
 #[allow(unsafe_code)]

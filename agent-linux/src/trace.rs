@@ -11,7 +11,7 @@ use agent_core::{RunRecord, Summary, SyscallId};
 use anyhow::{anyhow, bail, Context};
 
 use crate::arch::{Abi, Native};
-use crate::engine::{ptrace_options, Engine, Observer, Session};
+use crate::engine::{Engine, Observer, Session};
 use crate::facts::{self, PlatformFacts};
 use crate::fd::FdRoles;
 use crate::seccomp;
@@ -138,7 +138,8 @@ impl Started {
         }
         let mut engine = Engine::new(opts.only.as_deref(), opts.only.is_some());
         engine.set_wait_policy(opts.wait);
-        if let Err(e) = sys::seize(pid, ptrace_options(opts.only.is_some())) {
+        let session = engine.add_session(Session::new(pid, facts));
+        if let Err(e) = engine.seize(session, pid, pid) {
             // It never ran the program: do not leave it stopped.
             let _ = sys::kill(pid, libc::SIGKILL);
             let _ = sys::wait_pid(pid, 0, true);
@@ -148,8 +149,6 @@ impl Started {
                 explain_seize_error(pid, &e)
             ));
         }
-        let session = engine.add_session(Session::new(pid, facts));
-        engine.add_thread(session, pid, pid);
         sys::kill(pid, libc::SIGCONT).context("cannot continue the command")?;
         Ok(Started {
             engine,
@@ -510,12 +509,7 @@ pub struct AttachOptions {
 /// while the task list is walked: the walk repeats until a pass finds no
 /// new thread. Each seized thread is interrupted so the engine can start
 /// it on syscall stops.
-pub fn seize_all(
-    engine: &mut Engine,
-    session: usize,
-    pid: Tid,
-    options: u32,
-) -> anyhow::Result<()> {
+pub fn seize_all(engine: &mut Engine, session: usize, pid: Tid) -> anyhow::Result<()> {
     let task_dir = format!("/proc/{pid}/task");
     let mut first = true;
     loop {
@@ -534,10 +528,9 @@ pub fn seize_all(
             if engine.is_traced(tid) {
                 continue;
             }
-            match sys::seize(tid, options) {
+            match engine.seize(session, tid, pid) {
                 Ok(()) => {
-                    engine.add_thread(session, tid, pid);
-                    let _ = sys::interrupt(tid);
+                    let _ = engine.interrupt(tid);
                     new += 1;
                 }
                 Err(e) if first && tid == pid => {
@@ -602,7 +595,7 @@ pub fn attach(opts: &AttachOptions) -> anyhow::Result<Summary> {
     let mut session = Session::new(pid, facts);
     session.program_from_exec = true;
     let session = engine.add_session(session);
-    seize_all(&mut engine, session, pid, ptrace_options(false))?;
+    seize_all(&mut engine, session, pid)?;
     let mut obs = Deadline {
         at: opts.duration.map(|d| std::time::Instant::now() + d),
         done: Vec::new(),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use agent_core::Summary;
 
-use crate::engine::{ptrace_options, Engine, Observer, Session};
+use crate::engine::{Engine, Observer, Session};
 use crate::facts::{self, PlatformFacts};
 use crate::sys::{self, Tid};
 use crate::trace::{process_program, seize_all, summarize};
@@ -96,7 +96,7 @@ impl Watcher<'_> {
             let mut session = Session::new(pid, facts);
             session.program_from_exec = true;
             let session = engine.add_session(session);
-            if let Err(e) = seize_all(engine, session, pid, ptrace_options(false)) {
+            if let Err(e) = seize_all(engine, session, pid) {
                 eprintln!("edge-agent: not watching PID {pid} ({program}): {e:#}");
             }
         }

@@ -1,0 +1,125 @@
+//! The seam between the tracer core ([`crate::engine`]) and the mechanism
+//! that stops tracees: the engine keeps the task tree, the sessions and the
+//! statistics, and asks a [`Backend`] for the next stop, for the syscall a
+//! stop is in, and to resume, detach or attach tasks.
+//!
+//! [`ptrace::Ptrace`] is the one real implementation. The engine's unit
+//! tests drive the same engine through a scripted backend (in
+//! `engine/tests.rs`), so the task tree (fork, exec, group-stops, detach)
+//! is tested without real processes. A future backend (eBPF) implements
+//! the same trait.
+
+pub mod ptrace;
+
+use std::io;
+
+use agent_core::Arch;
+
+use crate::stop::{Stop, Stopped};
+use crate::sys::Tid;
+
+/// How a resumed tracee runs until its next stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resume {
+    /// To the next syscall entry or exit (`PTRACE_SYSCALL`).
+    Syscall,
+    /// Without syscall stops (`PTRACE_CONT`): only seccomp stops, signals
+    /// and events stop it.
+    Cont,
+}
+
+/// A syscall as seen at its entry: the ABI it was made in, its raw number
+/// in that ABI and its six arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawCall {
+    /// The ABI of the calling thread.
+    pub arch: Arch,
+    /// The raw syscall number.
+    pub nr: u32,
+    /// The arguments.
+    pub args: [u64; 6],
+}
+
+/// What a syscall-like stop holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyscallRead {
+    /// A syscall's entry (or a seccomp stop).
+    Entry(RawCall),
+    /// A syscall's exit, with its result.
+    Exit(i64),
+    /// The registers hold both and do not say which stop this is (x86 at
+    /// an exit whose result happens to be -ENOSYS, or an entry): the engine
+    /// tells them apart by whether the thread is inside a call.
+    EntryOrExit(RawCall, i64),
+    /// Nothing could be read (the stop is resumed all the same).
+    Unreadable,
+    /// The tracee is gone (killed meanwhile): its exit report follows, and
+    /// the stop must not be resumed.
+    Gone,
+}
+
+/// What the agent's own signals asked of the loop since it last looked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Requests {
+    /// Stop tracing (SIGINT, SIGTERM, or a library caller's request).
+    pub stop: bool,
+    /// A timer tick (`watch` scans, `attach --for` deadlines).
+    pub tick: bool,
+}
+
+/// The tracing mechanism, as the engine sees it. Three groups: stops
+/// (`next_stop`, `read_syscall`, `event_msg`), control of tasks (`resume`,
+/// `detach`, `listen`, `interrupt`, `seize`), and facts about tasks that
+/// the kernel keeps outside the stops (`task_ids`, `share_files`,
+/// `read_u64`, `exe_name`), plus the agent's own `requests` and `quiet`.
+pub trait Backend {
+    /// The next report of any tracee; `Ok(None)` when there is none yet (a
+    /// signal interrupted the wait). `ECHILD`: no tracee is left.
+    fn next_stop(&mut self) -> io::Result<Option<Stop>>;
+
+    /// The syscall a syscall stop (`seccomp` false) or seccomp stop (true)
+    /// is in: one path for both, `PTRACE_GET_SYSCALL_INFO` where the kernel
+    /// has it, else the registers.
+    fn read_syscall(&mut self, stop: &Stopped, seccomp: bool) -> SyscallRead;
+
+    /// The message of an event stop: the new task of fork/vfork/clone, the
+    /// former tid of exec. `None` when the tracee is gone.
+    fn event_msg(&mut self, stop: &Stopped) -> Option<u64>;
+
+    /// Resumes `tid` (only through [`Stopped::resume`]).
+    fn resume(&mut self, tid: Tid, how: Resume, sig: i32);
+
+    /// Lets `tid` go (only through [`Stopped::detach`], or for a task in no
+    /// stop the engine knows of).
+    fn detach(&mut self, tid: Tid, sig: i32);
+
+    /// Leaves `tid` in its group-stop while still hearing of it (only
+    /// through [`Stopped::listen`]).
+    fn listen(&mut self, tid: Tid);
+
+    /// Makes a running tracee stop (it reports an `Interrupt` event, or a
+    /// group-stop when it is in one). Fails for a task that is gone.
+    fn interrupt(&mut self, tid: Tid) -> io::Result<()>;
+
+    /// Starts tracing a running task with the engine's options.
+    fn seize(&mut self, tid: Tid) -> io::Result<()>;
+
+    /// The thread-group id and parent pid of `tid`.
+    fn task_ids(&mut self, tid: Tid) -> Option<(Tid, Tid)>;
+
+    /// Whether two tasks share one file-descriptor table.
+    fn share_files(&mut self, a: Tid, b: Tid) -> Option<bool>;
+
+    /// Eight bytes of `tid`'s memory at `addr` (`clone3`'s flags).
+    fn read_u64(&mut self, tid: Tid, addr: u64) -> Option<u64>;
+
+    /// The base name of `tid`'s executable.
+    fn exe_name(&mut self, tid: Tid) -> Option<String>;
+
+    /// What the agent's own signals asked since the last call.
+    fn requests(&mut self) -> Requests;
+
+    /// Stops the ticks (the kick timer a stop request starts, once the
+    /// loop has seen the request and needs no more kicks).
+    fn quiet(&mut self);
+}

@@ -1,0 +1,225 @@
+//! The ptrace backend: stops from `waitpid`, syscalls from
+//! `PTRACE_GET_SYSCALL_INFO` or the registers, task facts from `/proc` and
+//! `kcmp`, requests from the agent's signal handlers.
+//!
+//! Cost per traced syscall (full mode, `PTRACE_GET_SYSCALL_INFO` present):
+//! two stops, each one wait + one `GET_SYSCALL_INFO` + one resume: four
+//! ptrace requests. How it waits for the next stop (poll, then sleep) is
+//! [`crate::wait`]'s business.
+
+use std::io;
+
+use super::{Backend, RawCall, Requests, Resume, SyscallRead};
+use crate::arch::{arch_from_audit, Abi, Native};
+use crate::signals;
+use crate::stop::{self, Stop, Stopped};
+use crate::sys::{self, RegsBuf, SyscallInfo, Tid};
+use crate::wait::WaitPolicy;
+
+/// The ptrace options every tracee gets. Never `PTRACE_O_EXITKILL`: if the
+/// agent dies, its tracees must run on.
+pub fn ptrace_options(seccomp: bool) -> u32 {
+    let mut o = sys::PTRACE_O_TRACESYSGOOD
+        | sys::PTRACE_O_TRACEFORK
+        | sys::PTRACE_O_TRACEVFORK
+        | sys::PTRACE_O_TRACECLONE
+        | sys::PTRACE_O_TRACEEXEC;
+    if seccomp {
+        o |= sys::PTRACE_O_TRACESECCOMP;
+    }
+    o
+}
+
+/// The ptrace backend.
+#[derive(Debug)]
+pub struct Ptrace {
+    /// Options given to seized tasks ([`ptrace_options`]).
+    options: u32,
+    wait: WaitPolicy,
+    /// `PTRACE_GET_SYSCALL_INFO` works (probed at the first syscall stop;
+    /// `Some(false)` from the start with `EDGE_AGENT_FORCE_REGS=1`).
+    syscall_info: Option<bool>,
+    info: SyscallInfo,
+    regs: RegsBuf,
+}
+
+impl Ptrace {
+    /// A backend whose seized tasks stop at seccomp stops too when
+    /// `seccomp` (a `--only` prefilter).
+    pub fn new(seccomp: bool) -> Ptrace {
+        Ptrace {
+            options: ptrace_options(seccomp),
+            wait: WaitPolicy::default(),
+            // EDGE_AGENT_FORCE_REGS=1 skips the probe and decodes registers,
+            // as on kernels before 5.3 (tests run both paths).
+            syscall_info: std::env::var_os("EDGE_AGENT_FORCE_REGS")
+                .filter(|v| !v.is_empty() && v != "0")
+                .map(|_| false),
+            info: SyscallInfo::new(),
+            regs: RegsBuf::new(),
+        }
+    }
+
+    /// How the backend waits for stops (default: [`WaitPolicy::default`]).
+    pub fn set_wait_policy(&mut self, wait: WaitPolicy) {
+        self.wait = wait;
+    }
+
+    /// The syscall from `PTRACE_GET_SYSCALL_INFO`; `None` to fall back to
+    /// the registers.
+    fn read_info(&mut self, tid: Tid, seccomp: bool) -> Option<SyscallRead> {
+        if self.syscall_info == Some(false) {
+            return None;
+        }
+        match sys::syscall_info(tid, &mut self.info) {
+            Ok(_) => {
+                self.syscall_info = Some(true);
+                let call = RawCall {
+                    arch: arch_from_audit(self.info.arch).unwrap_or(Native::NATIVE),
+                    nr: self.info.nr() as u32,
+                    args: self.info.args(),
+                };
+                match (seccomp, self.info.op) {
+                    (true, sys::SYSCALL_INFO_SECCOMP) => Some(SyscallRead::Entry(call)),
+                    // A seccomp stop the info does not describe: ask the
+                    // registers.
+                    (true, _) => None,
+                    (false, sys::SYSCALL_INFO_ENTRY) => Some(SyscallRead::Entry(call)),
+                    (false, sys::SYSCALL_INFO_EXIT) => Some(SyscallRead::Exit(self.info.rval())),
+                    (false, _) => Some(SyscallRead::Unreadable),
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Some(SyscallRead::Gone),
+            Err(_) => {
+                // The first refusal at a syscall stop, or any at a seccomp
+                // stop, means the kernel lacks the request (or this use of
+                // it): the registers from now on. A later failure at a
+                // syscall stop falls back for that stop only.
+                if seccomp || self.syscall_info.is_none() {
+                    self.syscall_info = Some(false);
+                }
+                None
+            }
+        }
+    }
+
+    /// The syscall from the registers.
+    fn read_regs(&mut self, tid: Tid, seccomp: bool) -> SyscallRead {
+        match sys::get_regs(tid, &mut self.regs) {
+            Ok(len) => match self.regs.0.get(..len).and_then(Native::decode) {
+                Some(r) => {
+                    let call = RawCall {
+                        arch: r.arch,
+                        nr: r.nr,
+                        args: r.args,
+                    };
+                    match (seccomp, r.at_entry) {
+                        // A seccomp stop is always a call's entry.
+                        (true, _) | (false, Some(true)) => SyscallRead::Entry(call),
+                        (false, Some(false)) => SyscallRead::Exit(r.ret),
+                        (false, None) => SyscallRead::EntryOrExit(call, r.ret),
+                    }
+                }
+                None => SyscallRead::Unreadable,
+            },
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => SyscallRead::Gone,
+            Err(_) => SyscallRead::Unreadable,
+        }
+    }
+}
+
+impl Backend for Ptrace {
+    fn next_stop(&mut self) -> io::Result<Option<Stop>> {
+        Ok(self
+            .wait
+            .wait()?
+            .and_then(|(tid, status)| stop::classify(tid, status)))
+    }
+
+    fn read_syscall(&mut self, stop: &Stopped, seccomp: bool) -> SyscallRead {
+        let tid = stop.tid();
+        match self.read_info(tid, seccomp) {
+            Some(read) => read,
+            None => self.read_regs(tid, seccomp),
+        }
+    }
+
+    fn event_msg(&mut self, stop: &Stopped) -> Option<u64> {
+        sys::event_msg(stop.tid()).ok()
+    }
+
+    #[inline]
+    fn resume(&mut self, tid: Tid, how: Resume, sig: i32) {
+        // ESRCH: killed meanwhile; its exit is reported next.
+        let _ = match how {
+            Resume::Syscall => sys::resume_syscall(tid, sig),
+            Resume::Cont => sys::resume_cont(tid, sig),
+        };
+    }
+
+    fn detach(&mut self, tid: Tid, sig: i32) {
+        let _ = sys::detach(tid, sig);
+    }
+
+    fn listen(&mut self, tid: Tid) {
+        let _ = sys::listen(tid);
+    }
+
+    fn interrupt(&mut self, tid: Tid) -> io::Result<()> {
+        sys::interrupt(tid)
+    }
+
+    fn seize(&mut self, tid: Tid) -> io::Result<()> {
+        sys::seize(tid, self.options)
+    }
+
+    fn task_ids(&mut self, tid: Tid) -> Option<(Tid, Tid)> {
+        read_ids(tid)
+    }
+
+    fn share_files(&mut self, a: Tid, b: Tid) -> Option<bool> {
+        sys::share_files(a, b)
+    }
+
+    fn read_u64(&mut self, tid: Tid, addr: u64) -> Option<u64> {
+        let mut b = [0u8; 8];
+        sys::read_memory(tid, addr, &mut b).ok()?;
+        Some(u64::from_ne_bytes(b))
+    }
+
+    fn exe_name(&mut self, tid: Tid) -> Option<String> {
+        let exe = std::fs::read_link(format!("/proc/{tid}/exe")).ok()?;
+        Some(exe.file_name()?.to_string_lossy().into_owned())
+    }
+
+    fn requests(&mut self) -> Requests {
+        Requests {
+            stop: signals::stop_requested().is_some(),
+            tick: signals::take_tick(),
+        }
+    }
+
+    fn quiet(&mut self) {
+        signals::quiet();
+    }
+}
+
+/// The thread-group id of `tid`, from /proc/TID/status.
+pub fn read_tgid(tid: Tid) -> Option<Tid> {
+    read_ids(tid).map(|(tgid, _)| tgid)
+}
+
+/// The thread-group id and parent pid of `tid`, from /proc/TID/status.
+pub fn read_ids(tid: Tid) -> Option<(Tid, Tid)> {
+    sys::COUNTERS
+        .proc_reads
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    Some((field("Tgid:")?, field("PPid:")?))
+}

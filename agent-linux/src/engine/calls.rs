@@ -1,0 +1,105 @@
+//! From a syscall's entry and exit stops to one `SyscallEvent` in the
+//! session's collector: the fd argument's kind at entry, the fd cache kept
+//! right at exit, the `--only` selection. The hot path: no allocation, no
+//! `/proc` access once an fd's kind is cached.
+
+use agent_core::{Arch, FdKind, SyscallEvent, SyscallId};
+
+use super::tasks::ThreadState;
+use super::Engine;
+use crate::backend::{Backend, RawCall};
+use crate::fd::FdRole;
+use crate::sys::Tid;
+
+/// The syscall a thread is inside, as seen at its entry (or seccomp) stop.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Call {
+    pub(super) arch: Arch,
+    pub(super) nr: u32,
+    pub(super) id: SyscallId,
+    pub(super) args: [u64; 6],
+    pub(super) entry_ns: u64,
+    pub(super) fd_kind: FdKind,
+}
+
+impl<B: Backend> Engine<B> {
+    /// A syscall's entry (`from_seccomp_early`: a seccomp stop on a kernel
+    /// that stops at the same syscall's entry again right after).
+    #[inline]
+    pub(super) fn entry(&mut self, tid: Tid, raw: RawCall, now: u64, from_seccomp_early: bool) {
+        let Some(t) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        if t.state == ThreadState::EntryStopDue {
+            // The entry stop that follows a seccomp stop on old kernels: the
+            // call was already taken at the seccomp stop.
+            t.state = ThreadState::Traced;
+            return;
+        }
+        let RawCall { arch, nr, args } = raw;
+        let id = SyscallId::from_raw(arch, nr);
+        let fd_kind = match self.roles.get(id).fd_arg() {
+            Some(i) => {
+                let fd = if arch.is_32bit() {
+                    args[i] as i32 as i64
+                } else {
+                    args[i] as i64
+                };
+                t.fds.borrow_mut().kind(tid, fd)
+            }
+            None => FdKind::None,
+        };
+        if from_seccomp_early {
+            t.state = ThreadState::EntryStopDue;
+        }
+        t.call = Some(Call {
+            arch,
+            nr,
+            id,
+            args,
+            entry_ns: now,
+            fd_kind,
+        });
+    }
+
+    /// A syscall's exit with result `ret`.
+    #[inline]
+    pub(super) fn exit(&mut self, tid: Tid, ret: i64, now: u64) {
+        let Some(t) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        // An exit without its entry (attached mid-call): nothing to time.
+        let Some(c) = t.call.take() else {
+            return;
+        };
+        let ret = if c.arch.is_32bit() {
+            ret as i32 as i64
+        } else {
+            ret
+        };
+        let role = self.roles.get(c.id);
+        if role != FdRole::None {
+            role.after(&mut t.fds.borrow_mut(), &c.args, ret, c.fd_kind);
+        }
+        let recorded = match &self.record {
+            Some(set) => set.get(c.id.0 as usize).copied().unwrap_or(false),
+            None => true,
+        };
+        if !recorded {
+            return;
+        }
+        if let Some(Some(s)) = self.sessions.get_mut(t.session) {
+            s.collector.record(&SyscallEvent {
+                tid: tid as u32,
+                arch: c.arch,
+                nr: c.nr,
+                args: c.args,
+                ret,
+                entry_ns: c.entry_ns,
+                exit_ns: now,
+                fd_kind: c.fd_kind,
+            });
+            self.stats.syscalls += 1;
+        }
+    }
+}

@@ -1,0 +1,451 @@
+//! The engine on a scripted backend: the task tree (fork, a child whose
+//! first stop comes early, exec with a leader change, group-stops, detach
+//! on request, serving a seccomp-filtered program) without real processes.
+//!
+//! Task ids are above the kernel's `PID_MAX_LIMIT` (2^22), so nothing the
+//! engine asks `/proc` about (fd kinds) can be a real task.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+
+use agent_core::{Arch, Exit, Facts, RunRecord, SyscallId};
+
+use super::{Engine, Observer, Session};
+use crate::backend::{Backend, RawCall, Requests, Resume, SyscallRead};
+use crate::stop::{Event, Stop, Stopped};
+use crate::sys::{Tid, WaitStatus};
+
+const P: Tid = 5_000_001;
+const C: Tid = 5_000_002;
+const T: Tid = 5_000_003;
+
+/// What a scripted stop is.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// A syscall entry stop of `name` (x86_64 numbering) with arguments.
+    Entry(&'static str, [u64; 6]),
+    /// A syscall exit stop with the result.
+    Exit(i64),
+    /// A seccomp stop of `name`.
+    Seccomp(&'static str),
+    /// An event stop with its message.
+    Event(Event, Tid),
+    GroupStop(i32),
+    Signal(i32),
+    Exited(i32),
+    /// The agent is asked to stop (SIGINT).
+    RequestStop,
+}
+
+/// What the engine asked of the backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    Resume(Tid, Resume, i32),
+    Detach(Tid, i32),
+    Listen(Tid),
+    Interrupt(Tid),
+}
+
+/// A scripted backend: the stops it reports, in order, and a log of what
+/// the engine did with them. When the script ends it reports ECHILD.
+#[derive(Debug, Default)]
+struct Fake {
+    script: VecDeque<(Tid, Step)>,
+    /// The current stop's syscall and event message, per task.
+    reads: HashMap<Tid, SyscallRead>,
+    msgs: HashMap<Tid, u64>,
+    /// (tgid, ppid) of tasks, as /proc would say.
+    ids: HashMap<Tid, (Tid, Tid)>,
+    stop: bool,
+    log: Vec<Action>,
+}
+
+fn nr(name: &str) -> u32 {
+    (0..1000)
+        .find(|n| SyscallId::from_raw(Arch::X86_64, *n).name() == Some(name))
+        .unwrap_or_else(|| panic!("no x86_64 number for {name}"))
+}
+
+fn call(name: &str, args: [u64; 6]) -> RawCall {
+    RawCall {
+        arch: Arch::X86_64,
+        nr: nr(name),
+        args,
+    }
+}
+
+impl Fake {
+    fn new(script: &[(Tid, Step)]) -> Fake {
+        Fake {
+            script: script.iter().copied().collect(),
+            ..Fake::default()
+        }
+    }
+
+    fn actions_of(&self, tid: Tid) -> Vec<Action> {
+        self.log
+            .iter()
+            .copied()
+            .filter(|a| match a {
+                Action::Resume(t, ..) | Action::Detach(t, _) => *t == tid,
+                Action::Listen(t) | Action::Interrupt(t) => *t == tid,
+            })
+            .collect()
+    }
+}
+
+impl Backend for Fake {
+    fn next_stop(&mut self) -> io::Result<Option<Stop>> {
+        let Some((tid, step)) = self.script.pop_front() else {
+            return Err(io::Error::from_raw_os_error(libc::ECHILD));
+        };
+        let s = Stopped::new(tid);
+        Ok(Some(match step {
+            Step::Entry(name, args) => {
+                self.reads.insert(tid, SyscallRead::Entry(call(name, args)));
+                Stop::Syscall(s)
+            }
+            Step::Exit(ret) => {
+                self.reads.insert(tid, SyscallRead::Exit(ret));
+                Stop::Syscall(s)
+            }
+            Step::Seccomp(name) => {
+                self.reads
+                    .insert(tid, SyscallRead::Entry(call(name, [0; 6])));
+                Stop::Seccomp(s)
+            }
+            Step::Event(event, msg) => {
+                self.msgs.insert(tid, msg as u64);
+                Stop::Event(s, event)
+            }
+            Step::GroupStop(sig) => Stop::GroupStop(s, sig),
+            Step::Signal(sig) => Stop::SignalDelivery(s, sig),
+            Step::Exited(code) => {
+                s.vanished();
+                Stop::Exited(tid, WaitStatus(code << 8))
+            }
+            Step::RequestStop => {
+                s.vanished();
+                self.stop = true;
+                return Ok(None);
+            }
+        }))
+    }
+
+    fn read_syscall(&mut self, stop: &Stopped, _seccomp: bool) -> SyscallRead {
+        self.reads
+            .remove(&stop.tid())
+            .unwrap_or(SyscallRead::Unreadable)
+    }
+
+    fn event_msg(&mut self, stop: &Stopped) -> Option<u64> {
+        self.msgs.remove(&stop.tid())
+    }
+
+    fn resume(&mut self, tid: Tid, how: Resume, sig: i32) {
+        self.log.push(Action::Resume(tid, how, sig));
+    }
+
+    fn detach(&mut self, tid: Tid, sig: i32) {
+        self.log.push(Action::Detach(tid, sig));
+    }
+
+    fn listen(&mut self, tid: Tid) {
+        self.log.push(Action::Listen(tid));
+    }
+
+    fn interrupt(&mut self, tid: Tid) -> io::Result<()> {
+        self.log.push(Action::Interrupt(tid));
+        Ok(())
+    }
+
+    fn seize(&mut self, _tid: Tid) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn task_ids(&mut self, tid: Tid) -> Option<(Tid, Tid)> {
+        self.ids.get(&tid).copied()
+    }
+
+    fn share_files(&mut self, _a: Tid, _b: Tid) -> Option<bool> {
+        None
+    }
+
+    fn read_u64(&mut self, _tid: Tid, _addr: u64) -> Option<u64> {
+        None
+    }
+
+    fn exe_name(&mut self, _tid: Tid) -> Option<String> {
+        Some("after-exec".into())
+    }
+
+    fn requests(&mut self) -> Requests {
+        Requests {
+            stop: self.stop,
+            tick: false,
+        }
+    }
+
+    fn quiet(&mut self) {}
+}
+
+/// The sessions the engine handed over, in order.
+#[derive(Default)]
+struct Done(Vec<Session>);
+
+impl Observer<Fake> for Done {
+    fn session_done(&mut self, session: Session) {
+        self.0.push(session);
+    }
+}
+
+/// An engine on `fake` tracing process P (one thread, its leader).
+fn engine(fake: Fake, seccomp: bool) -> Engine<Fake> {
+    let mut e = Engine::with_backend(fake, None, seccomp, false);
+    let s = e.add_session(Session::new(P, Facts::default()));
+    e.add_thread(s, P, P);
+    e
+}
+
+/// Runs the script to its end; the sessions handed over.
+fn run(e: &mut Engine<Fake>) -> Vec<Session> {
+    let mut done = Done::default();
+    e.run(&mut done).unwrap();
+    done.0.extend(e.take_sessions());
+    done.0
+}
+
+fn counts(session: &Session) -> HashMap<String, u64> {
+    let run = RunRecord::new(0, 1, session.exit(), Arch::X86_64);
+    let summary = session.collector.summarize([0; 16], run, Facts::default());
+    summary
+        .syscalls
+        .iter()
+        .map(|s| (s.key.id.to_string(), s.count))
+        .collect()
+}
+
+const SYSCALL: Resume = Resume::Syscall;
+
+#[test]
+fn a_syscall_is_recorded_between_its_entry_and_exit() {
+    let mut e = engine(
+        Fake::new(&[
+            (P, Step::Entry("getpid", [0; 6])),
+            (P, Step::Exit(42)),
+            // An exit without its entry (attached mid-call) is not timed.
+            (P, Step::Exit(0)),
+            (P, Step::Exited(3)),
+        ]),
+        false,
+    );
+    let done = run(&mut e);
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].exit(), Exit::Code(3));
+    assert_eq!(counts(&done[0]).get("getpid"), Some(&1));
+    assert_eq!(e.stats().syscalls, 1);
+    assert_eq!(
+        e.backend().actions_of(P),
+        vec![Action::Resume(P, SYSCALL, 0); 3],
+        "every stop resumed once, to the next syscall stop"
+    );
+}
+
+#[test]
+fn fork_follows_the_child_with_the_parents_session() {
+    const SIGCHLD: u64 = 17;
+    let mut e = engine(
+        Fake::new(&[
+            (P, Step::Entry("clone", [SIGCHLD, 0, 0, 0, 0, 0])),
+            (P, Step::Event(Event::Fork, C)),
+            // The child's first stop, after its parent's event.
+            (C, Step::Event(Event::Interrupt, 0)),
+            (C, Step::Entry("getpid", [0; 6])),
+            (C, Step::Exit(1)),
+            (P, Step::Exit(C as i64)),
+            (C, Step::Exited(0)),
+            (P, Step::Exited(0)),
+        ]),
+        false,
+    );
+    let done = run(&mut e);
+    assert_eq!(done.len(), 1, "one session for the program");
+    let s = &done[0];
+    assert_eq!((s.processes, s.threads), (2, 2));
+    assert_eq!(s.exit(), Exit::Code(0), "the root's status");
+    let c = counts(s);
+    assert_eq!((c.get("clone"), c.get("getpid")), (Some(&1), Some(&1)));
+    assert_eq!(
+        e.backend().actions_of(C),
+        vec![Action::Resume(C, SYSCALL, 0); 3]
+    );
+}
+
+#[test]
+fn a_child_whose_first_stop_comes_early_is_held_until_its_parents_event() {
+    let mut e = engine(
+        Fake::new(&[
+            (P, Step::Entry("fork", [0; 6])),
+            // /proc does not name its parent yet: the child is held.
+            (C, Step::Event(Event::Interrupt, 0)),
+            (P, Step::Event(Event::Fork, C)),
+            (P, Step::Exit(C as i64)),
+            (C, Step::Exited(0)),
+            (P, Step::Exited(0)),
+        ]),
+        false,
+    );
+    let done = run(&mut e);
+    let log = &e.backend().log;
+    let held_resumed = log
+        .iter()
+        .position(|a| *a == Action::Resume(C, SYSCALL, 0))
+        .expect("the held child is resumed");
+    let parent_event_resumed = log
+        .iter()
+        .position(|a| *a == Action::Resume(P, SYSCALL, 0))
+        .unwrap();
+    assert!(
+        held_resumed > parent_event_resumed,
+        "held until the fork event: {log:?}"
+    );
+    assert_eq!(done[0].processes, 2);
+
+    // When /proc names the parent, the child is placed at once.
+    let mut fake = Fake::new(&[
+        (C, Step::Event(Event::Interrupt, 0)),
+        (P, Step::Event(Event::Fork, C)),
+        (C, Step::Exited(0)),
+        (P, Step::Exited(0)),
+    ]);
+    fake.ids.insert(C, (C, P));
+    let mut e = engine(fake, false);
+    let done = run(&mut e);
+    assert_eq!(e.backend().log[0], Action::Resume(C, SYSCALL, 0));
+    assert_eq!((done[0].processes, done[0].threads), (2, 2));
+}
+
+#[test]
+fn exec_by_a_non_leader_thread_takes_the_leaders_tid() {
+    let mut fake = Fake::new(&[
+        (T, Step::Entry("execve", [0; 6])),
+        // The kernel reports the exec on the leader's tid, with the tid
+        // the thread had before; the old leader vanishes unreported.
+        (P, Step::Event(Event::Exec, T)),
+        (P, Step::Exit(0)),
+        (P, Step::Exited(7)),
+    ]);
+    fake.ids.insert(T, (P, P));
+    let mut e = Engine::with_backend(fake, None, false, false);
+    let mut session = Session::new(P, Facts::default());
+    session.program_from_exec = true;
+    let s = e.add_session(session);
+    e.add_thread(s, P, P);
+    e.add_thread(s, T, P);
+    let done = run(&mut e);
+    assert_eq!(done.len(), 1, "the session ends: no thread is left behind");
+    let s = &done[0];
+    assert_eq!((s.processes, s.threads, s.live), (1, 2, 0));
+    assert_eq!(s.exit(), Exit::Code(7));
+    assert_eq!(
+        counts(s).get("execve"),
+        Some(&1),
+        "the call entered as T completes as P"
+    );
+    assert_eq!(s.facts.program.as_str(), "after-exec");
+}
+
+#[test]
+fn a_group_stop_is_listened_to_not_resumed() {
+    let mut e = engine(
+        Fake::new(&[
+            (P, Step::GroupStop(libc::SIGSTOP)),
+            // SIGCONT ends the group-stop: an interrupt-like event stop.
+            (P, Step::Event(Event::Interrupt, 0)),
+            (P, Step::Signal(libc::SIGCONT)),
+            (P, Step::Exited(0)),
+        ]),
+        false,
+    );
+    run(&mut e);
+    assert_eq!(
+        e.backend().actions_of(P),
+        vec![
+            Action::Listen(P),
+            Action::Resume(P, SYSCALL, 0),
+            Action::Resume(P, SYSCALL, libc::SIGCONT),
+        ]
+    );
+}
+
+#[test]
+fn a_stop_request_lets_every_thread_go_with_its_signal() {
+    let mut fake = Fake::new(&[
+        (P, Step::Entry("read", [0; 6])),
+        (P, Step::RequestStop),
+        // Each thread is let go at its next stop; a signal it stopped for
+        // is delivered, not lost.
+        (T, Step::Signal(libc::SIGUSR1)),
+        // A fork while detaching: the child is let go at its first stop too.
+        (P, Step::Event(Event::Fork, C)),
+        (C, Step::Event(Event::Interrupt, 0)),
+    ]);
+    fake.ids.insert(T, (P, P));
+    let mut e = Engine::with_backend(fake, None, false, false);
+    let s = e.add_session(Session::new(P, Facts::default()));
+    e.add_thread(s, P, P);
+    e.add_thread(s, T, P);
+    let done = run(&mut e);
+    assert!(e.is_detaching());
+    let b = e.backend();
+    assert!(b.log.contains(&Action::Interrupt(P)) && b.log.contains(&Action::Interrupt(T)));
+    assert_eq!(
+        b.actions_of(T),
+        vec![Action::Interrupt(T), Action::Detach(T, libc::SIGUSR1)]
+    );
+    assert!(b.actions_of(P).ends_with(&[Action::Detach(P, 0)]));
+    assert_eq!(b.actions_of(C), vec![Action::Detach(C, 0)]);
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].exit(), Exit::Detached);
+    assert_eq!(done[0].live, 0);
+}
+
+#[test]
+fn a_seccomp_program_is_served_to_its_end_after_a_stop_request() {
+    let only = [SyscallId::from_name("write").unwrap()];
+    let fake = Fake::new(&[
+        (P, Step::Seccomp("write")),
+        (P, Step::Exit(1)),
+        (P, Step::RequestStop),
+        // Served: resumed without syscall stops, nothing recorded.
+        (P, Step::Seccomp("write")),
+        (P, Step::Exited(5)),
+    ]);
+    let mut e = Engine::with_backend(fake, Some(&only), true, false);
+    let s = e.add_session(Session::new(P, Facts::default()));
+    e.add_thread(s, P, P);
+    let mut done = Done::default();
+    e.run(&mut done).unwrap();
+    assert!(e.is_serving(), "a stop request returns at once");
+    assert!(done.0.is_empty());
+    assert_eq!(counts(e.sessions().next().unwrap()).get("write"), Some(&1));
+    e.run(&mut done).unwrap();
+    done.0.extend(e.take_sessions());
+    let s = &done.0[0];
+    assert_eq!(
+        counts(s).get("write"),
+        Some(&1),
+        "nothing recorded while serving"
+    );
+    assert_eq!(s.root_status.and_then(WaitStatus::exited), Some(5));
+    assert_eq!(
+        e.backend().actions_of(P),
+        vec![
+            // The seccomp stop: on to the call's exit.
+            Action::Resume(P, SYSCALL, 0),
+            // The exit: on to the next seccomp stop.
+            Action::Resume(P, Resume::Cont, 0),
+            Action::Resume(P, Resume::Cont, 0),
+        ]
+    );
+}
