@@ -14,8 +14,28 @@
 //! seccomp stops alike: most stops need it, some (a detaching thread's) do
 //! not, and reading costs a ptrace request.
 
-use crate::backend::{Backend, Resume};
 use crate::sys::{self, Tid, WaitStatus};
+
+/// How a resumed tracee runs until its next stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resume {
+    /// To the next syscall entry or exit (`PTRACE_SYSCALL`).
+    Syscall,
+    /// Without syscall stops (`PTRACE_CONT`): only seccomp stops, signals
+    /// and events stop it.
+    Cont,
+}
+
+/// What can be done to a stopped tracee: the part of a backend that the
+/// guard's methods use (a backend implements it).
+pub trait Control {
+    /// Resumes `tid`, delivering `sig` (0: none).
+    fn resume(&mut self, tid: Tid, how: Resume, sig: i32);
+    /// Lets `tid` go, delivering `sig` (0: none).
+    fn detach(&mut self, tid: Tid, sig: i32);
+    /// Leaves `tid` in its group-stop while still hearing of it.
+    fn listen(&mut self, tid: Tid);
+}
 
 /// `SIGTRAP | 0x80`: a syscall stop under `PTRACE_O_TRACESYSGOOD`.
 pub const SYSCALL_TRAP: i32 = libc::SIGTRAP | 0x80;
@@ -111,18 +131,18 @@ impl Stopped {
     }
 
     /// Resumes the tracee, delivering `sig` (0: none).
-    pub fn resume<B: Backend + ?Sized>(self, backend: &mut B, how: Resume, sig: i32) {
+    pub fn resume<C: Control + ?Sized>(self, backend: &mut C, how: Resume, sig: i32) {
         backend.resume(self.release(), how, sig);
     }
 
     /// Lets the tracee go, delivering `sig` (0: none).
-    pub fn detach<B: Backend + ?Sized>(self, backend: &mut B, sig: i32) {
+    pub fn detach<C: Control + ?Sized>(self, backend: &mut C, sig: i32) {
         backend.detach(self.release(), sig);
     }
 
     /// Leaves the tracee in its group-stop, as the signal wants, while the
     /// tracer still hears of its SIGCONT (`PTRACE_LISTEN`).
-    pub fn listen<B: Backend + ?Sized>(self, backend: &mut B) {
+    pub fn listen<C: Control + ?Sized>(self, backend: &mut C) {
         backend.listen(self.release());
     }
 

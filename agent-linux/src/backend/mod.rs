@@ -15,18 +15,9 @@ use std::io;
 
 use agent_core::Arch;
 
+pub use crate::stop::{Control, Resume};
 use crate::stop::{Stop, Stopped};
 use crate::sys::Tid;
-
-/// How a resumed tracee runs until its next stop.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Resume {
-    /// To the next syscall entry or exit (`PTRACE_SYSCALL`).
-    Syscall,
-    /// Without syscall stops (`PTRACE_CONT`): only seccomp stops, signals
-    /// and events stop it.
-    Cont,
-}
 
 /// A syscall as seen at its entry: the ABI it was made in, its raw number
 /// in that ABI and its six arguments.
@@ -68,11 +59,11 @@ pub struct Requests {
 }
 
 /// The tracing mechanism, as the engine sees it. Three groups: stops
-/// (`next_stop`, `read_syscall`, `event_msg`), control of tasks (`resume`,
-/// `detach`, `listen`, `interrupt`, `seize`), and facts about tasks that
+/// (`next_stop`, `read_syscall`, `event_msg`), control of tasks (the
+/// [`Control`] of stopped ones through their guards, `interrupt`, `seize`), and facts about tasks that
 /// the kernel keeps outside the stops (`task_ids`, `share_files`,
 /// `read_u64`, `exe_name`), plus the agent's own `requests` and `quiet`.
-pub trait Backend {
+pub trait Backend: Control {
     /// The next report of any tracee; `Ok(None)` when there is none yet (a
     /// signal interrupted the wait). `ECHILD`: no tracee is left.
     fn next_stop(&mut self) -> io::Result<Option<Stop>>;
@@ -85,17 +76,6 @@ pub trait Backend {
     /// The message of an event stop: the new task of fork/vfork/clone, the
     /// former tid of exec. `None` when the tracee is gone.
     fn event_msg(&mut self, stop: &Stopped) -> Option<u64>;
-
-    /// Resumes `tid` (only through [`Stopped::resume`]).
-    fn resume(&mut self, tid: Tid, how: Resume, sig: i32);
-
-    /// Lets `tid` go (only through [`Stopped::detach`], or for a task in no
-    /// stop the engine knows of).
-    fn detach(&mut self, tid: Tid, sig: i32);
-
-    /// Leaves `tid` in its group-stop while still hearing of it (only
-    /// through [`Stopped::listen`]).
-    fn listen(&mut self, tid: Tid);
 
     /// Makes a running tracee stop (it reports an `Interrupt` event, or a
     /// group-stop when it is in one). Fails for a task that is gone.

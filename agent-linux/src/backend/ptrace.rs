@@ -9,7 +9,7 @@
 
 use std::io;
 
-use super::{Backend, RawCall, Requests, Resume, SyscallRead};
+use super::{Backend, Control, RawCall, Requests, Resume, SyscallRead};
 use crate::arch::{arch_from_audit, Abi, Native};
 use crate::signals;
 use crate::stop::{self, Stop, Stopped};
@@ -128,6 +128,25 @@ impl Ptrace {
     }
 }
 
+impl Control for Ptrace {
+    #[inline]
+    fn resume(&mut self, tid: Tid, how: Resume, sig: i32) {
+        // ESRCH: killed meanwhile; its exit is reported next.
+        let _ = match how {
+            Resume::Syscall => sys::resume_syscall(tid, sig),
+            Resume::Cont => sys::resume_cont(tid, sig),
+        };
+    }
+
+    fn detach(&mut self, tid: Tid, sig: i32) {
+        let _ = sys::detach(tid, sig);
+    }
+
+    fn listen(&mut self, tid: Tid) {
+        let _ = sys::listen(tid);
+    }
+}
+
 impl Backend for Ptrace {
     fn next_stop(&mut self) -> io::Result<Option<Stop>> {
         Ok(self
@@ -146,23 +165,6 @@ impl Backend for Ptrace {
 
     fn event_msg(&mut self, stop: &Stopped) -> Option<u64> {
         sys::event_msg(stop.tid()).ok()
-    }
-
-    #[inline]
-    fn resume(&mut self, tid: Tid, how: Resume, sig: i32) {
-        // ESRCH: killed meanwhile; its exit is reported next.
-        let _ = match how {
-            Resume::Syscall => sys::resume_syscall(tid, sig),
-            Resume::Cont => sys::resume_cont(tid, sig),
-        };
-    }
-
-    fn detach(&mut self, tid: Tid, sig: i32) {
-        let _ = sys::detach(tid, sig);
-    }
-
-    fn listen(&mut self, tid: Tid) {
-        let _ = sys::listen(tid);
     }
 
     fn interrupt(&mut self, tid: Tid) -> io::Result<()> {

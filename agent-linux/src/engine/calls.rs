@@ -3,24 +3,13 @@
 //! right at exit, the `--only` selection. The hot path: no allocation, no
 //! `/proc` access once an fd's kind is cached.
 
-use agent_core::{Arch, FdKind, SyscallEvent, SyscallId};
+use agent_core::{FdKind, SyscallEvent, SyscallId};
 
-use super::tasks::ThreadState;
+use super::thread::{Call, ThreadState};
 use super::Engine;
 use crate::backend::{Backend, RawCall};
 use crate::fd::FdRole;
 use crate::sys::Tid;
-
-/// The syscall a thread is inside, as seen at its entry (or seccomp) stop.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Call {
-    pub(super) arch: Arch,
-    pub(super) nr: u32,
-    pub(super) id: SyscallId,
-    pub(super) args: [u64; 6],
-    pub(super) entry_ns: u64,
-    pub(super) fd_kind: FdKind,
-}
 
 impl<B: Backend> Engine<B> {
     /// A syscall's entry (`from_seccomp_early`: a seccomp stop on a kernel

@@ -14,6 +14,7 @@ pub mod session;
 mod tasks;
 #[cfg(test)]
 mod tests;
+mod thread;
 
 use std::collections::HashMap;
 use std::io;
@@ -28,8 +29,20 @@ use crate::sys::Tid;
 use crate::wait::WaitPolicy;
 
 pub use crate::backend::ptrace::ptrace_options;
-pub use session::{unix_now_ns, EngineStats, Observer, Session};
-use tasks::Thread;
+pub use session::{unix_now_ns, EngineStats, Session};
+use thread::Thread;
+
+/// What the caller does at the loop's turning points.
+pub trait Observer<B: Backend = Ptrace> {
+    /// A SIGALRM tick (watch scans, attach deadlines). May add sessions.
+    fn tick(&mut self, _engine: &mut Engine<B>) {}
+    /// Whether to keep running with no tracee left (watch).
+    fn keep_alive(&self) -> bool {
+        false
+    }
+    /// A session ended (its last thread exited, or it was detached).
+    fn session_done(&mut self, session: Session);
+}
 
 /// What the engine is doing with its tracees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

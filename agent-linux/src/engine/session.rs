@@ -1,12 +1,9 @@
 //! What the engine hands its caller: one [`Session`] per traced program
-//! (its statistics and how it ended), the [`Observer`] hooks of the loop,
-//! and the engine's own counters.
+//! (its statistics and how it ended), and the engine's own counters. A
+//! leaf: it uses nothing of the engine.
 
 use agent_core::{Collector, Exit, Facts};
 
-use super::Engine;
-use crate::backend::ptrace::Ptrace;
-use crate::backend::Backend;
 use crate::sys::{self, Tid, WaitStatus};
 
 /// One traced program: the process the agent started or attached to, and
@@ -81,18 +78,6 @@ pub fn unix_now_ns() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0)
-}
-
-/// What the caller does at the loop's turning points.
-pub trait Observer<B: Backend = Ptrace> {
-    /// A SIGALRM tick (watch scans, attach deadlines). May add sessions.
-    fn tick(&mut self, _engine: &mut Engine<B>) {}
-    /// Whether to keep running with no tracee left (watch).
-    fn keep_alive(&self) -> bool {
-        false
-    }
-    /// A session ended (its last thread exited, or it was detached).
-    fn session_done(&mut self, session: Session);
 }
 
 /// Counters of the engine's own work, for `--stats`.

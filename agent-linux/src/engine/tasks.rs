@@ -6,7 +6,7 @@
 
 use std::rc::Rc;
 
-use super::calls::Call;
+use super::thread::{Call, Thread, ThreadState};
 use super::{Engine, Mode};
 use crate::backend::Backend;
 use crate::fd::{new_table, SharedFds};
@@ -15,42 +15,6 @@ use crate::sys::{Tid, WaitStatus};
 
 const CLONE_FILES: u64 = 0x400;
 const CLONE_THREAD: u64 = 0x10000;
-
-/// Where a traced thread is, besides the call it may be inside.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum ThreadState {
-    /// Traced.
-    Traced,
-    /// After a seccomp stop on a kernel that stops at syscall entry after
-    /// it (before 4.8): the next syscall stop is that entry, not the exit.
-    EntryStopDue,
-    /// To be let go at its next stop.
-    Detaching,
-}
-
-/// One traced thread.
-#[derive(Debug)]
-pub(super) struct Thread {
-    pub(super) session: usize,
-    pub(super) tgid: Tid,
-    pub(super) fds: SharedFds,
-    pub(super) state: ThreadState,
-    /// The syscall it is inside, from its entry (or seccomp) stop until its
-    /// exit stop.
-    pub(super) call: Option<Call>,
-}
-
-impl Thread {
-    /// Between an entry (or seccomp) stop and the exit stop.
-    #[inline]
-    pub(super) fn in_call(&self) -> bool {
-        self.call.is_some()
-    }
-
-    pub(super) fn is_detaching(&self) -> bool {
-        self.state == ThreadState::Detaching
-    }
-}
 
 impl<B: Backend> Engine<B> {
     /// Registers a seized thread of `session` (process `tgid`). Threads of

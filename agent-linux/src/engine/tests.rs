@@ -11,7 +11,7 @@ use std::io;
 use agent_core::{Arch, Exit, Facts, RunRecord, SyscallId};
 
 use super::{Engine, Observer, Session};
-use crate::backend::{Backend, RawCall, Requests, Resume, SyscallRead};
+use crate::backend::{Backend, Control, RawCall, Requests, Resume, SyscallRead};
 use crate::stop::{Event, Stop, Stopped};
 use crate::sys::{Tid, WaitStatus};
 
@@ -94,6 +94,20 @@ impl Fake {
     }
 }
 
+impl Control for Fake {
+    fn resume(&mut self, tid: Tid, how: Resume, sig: i32) {
+        self.log.push(Action::Resume(tid, how, sig));
+    }
+
+    fn detach(&mut self, tid: Tid, sig: i32) {
+        self.log.push(Action::Detach(tid, sig));
+    }
+
+    fn listen(&mut self, tid: Tid) {
+        self.log.push(Action::Listen(tid));
+    }
+}
+
 impl Backend for Fake {
     fn next_stop(&mut self) -> io::Result<Option<Stop>> {
         let Some((tid, step)) = self.script.pop_front() else {
@@ -140,18 +154,6 @@ impl Backend for Fake {
 
     fn event_msg(&mut self, stop: &Stopped) -> Option<u64> {
         self.msgs.remove(&stop.tid())
-    }
-
-    fn resume(&mut self, tid: Tid, how: Resume, sig: i32) {
-        self.log.push(Action::Resume(tid, how, sig));
-    }
-
-    fn detach(&mut self, tid: Tid, sig: i32) {
-        self.log.push(Action::Detach(tid, sig));
-    }
-
-    fn listen(&mut self, tid: Tid) {
-        self.log.push(Action::Listen(tid));
     }
 
     fn interrupt(&mut self, tid: Tid) -> io::Result<()> {
