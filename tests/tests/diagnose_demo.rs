@@ -9,17 +9,6 @@
 
 use std::process::Command;
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|e| e == "0"))
-        })
-        .unwrap_or(false)
-}
-
 /// A rule line of the report: `  1. if num_read < 9273 then good else bad    [accuracy 1.000]`.
 fn parse_rule(line: &str) -> Option<(usize, String, f64)> {
     let line = line.trim();
@@ -32,7 +21,7 @@ fn parse_rule(line: &str) -> Option<(usize, String, f64)> {
 
 #[test]
 fn demo_finds_the_tcp_memory_misconfiguration() {
-    if !is_root() {
+    if !lab::procs::is_root() {
         edge_tests::skip(
             "demo_finds_the_tcp_memory_misconfiguration",
             "needs root for network namespaces",
