@@ -75,3 +75,6 @@ fn check(ret: c_long) -> io::Result<c_long> {
 fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests;
