@@ -20,7 +20,8 @@ pub mod seccomp;
 pub mod signals;
 pub mod stop;
 // The one module of this crate that may use `unsafe` (workspace lint
-// `unsafe_code = "deny"`): thin, safe wrappers of the system calls.
+// `unsafe_code = "deny"`): thin, safe wrappers of the system calls. The
+// allow covers its files under sys/.
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod trace;
