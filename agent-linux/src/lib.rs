@@ -16,6 +16,7 @@ pub mod backend;
 pub mod engine;
 pub mod facts;
 pub mod fd;
+pub mod relay;
 pub mod seccomp;
 pub mod signals;
 pub mod stop;

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use agent_core::{Summary, SyscallId, MAX_ENCODED_LEN};
 use agent_linux::{
-    facts, signals, sys, AttachOptions, Started, TraceOptions, WaitPolicy, WatchOptions,
+    facts, relay, signals, sys, AttachOptions, Started, TraceOptions, WaitPolicy, WatchOptions,
 };
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
@@ -86,9 +86,12 @@ struct RunArgs {
     /// Trace only these syscalls (comma-separated names), through a seccomp
     /// prefilter: the others run at full speed. The filter needs a tracer
     /// for as long as the program lives: on Ctrl-C/SIGTERM the agent stops
-    /// recording but stays until the program ends. kill -9 of the agent
-    /// makes these syscalls (and close/dup2/dup3/close_range) fail with
-    /// ENOSYS in the program from then on: stop it with SIGINT or SIGTERM.
+    /// recording but stays until the program ends, and the tracer is a
+    /// child process of the agent, so kill -9 of the agent's PID leaves it
+    /// serving the program. kill -9 of that tracer process (or of the
+    /// whole process group) makes these syscalls (and
+    /// close/dup2/dup3/close_range) fail with ENOSYS in the program from
+    /// then on.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     only: Option<Vec<String>>,
     #[command(flatten)]
@@ -152,7 +155,12 @@ struct ShowArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match dispatch(cli.command) {
+    exit_code(dispatch(cli.command))
+}
+
+/// A command's exit: its own code, or 1 after its error on one line.
+fn exit_code(result: anyhow::Result<ExitCode>) -> ExitCode {
+    match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("edge-agent: {e:#}");
@@ -369,7 +377,7 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     let facts = collect_facts(&a.facts)?;
     let only = a.only.as_deref().map(parse_only).transpose()?;
     let sink = Sink::open(a.output.out, a.output.spool, None)?;
-    signals::install().context("cannot install signal handlers")?;
+    let stats = want_stats(a.stats);
     let opts = TraceOptions {
         command: a.command,
         only,
@@ -377,9 +385,21 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         platform: None,
         wait: a.wait.policy(),
     };
-    let mut started = Started::start(&opts)?;
+    if opts.only.is_some() {
+        // A seccomp-filtered program needs its tracer until it ends: the
+        // tracer runs in a process of its own, out of reach of a `kill -9`
+        // of the PID the user sees (relay.rs).
+        return relay::run_in_tracer_process(|| exit_code(trace_and_save(&opts, sink, stats)));
+    }
+    trace_and_save(&opts, sink, stats)
+}
+
+/// Traces the command, saves its summary, and ends as the program ended.
+fn trace_and_save(opts: &TraceOptions, sink: Sink, stats: bool) -> anyhow::Result<ExitCode> {
+    signals::install().context("cannot install signal handlers")?;
+    let mut started = Started::start(opts)?;
     let mut summary = started.trace()?;
-    if want_stats(a.stats) {
+    if stats {
         let s = started.engine_stats();
         print_stats(s.syscalls, s.stops);
     }

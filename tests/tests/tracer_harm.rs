@@ -1,8 +1,8 @@
-//! `edge-agent run` never harms the program it started: after Ctrl-C or
-//! SIGTERM an `--only` program keeps working (its filtered syscalls still
-//! run), any `--only` set starts, a job-control stop does not lose the
-//! program's status, and a summary that cannot be saved does not replace
-//! the program's status.
+//! `edge-agent run` never harms the program it started: after Ctrl-C,
+//! SIGTERM or `kill -9` of the agent an `--only` program keeps working (its
+//! filtered syscalls still run), any `--only` set starts, a job-control
+//! stop does not lose the program's status, and a summary that cannot be
+//! saved does not replace the program's status.
 
 mod tracer_support;
 
@@ -22,9 +22,25 @@ fn children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// The first child of `parent`, waited for up to 20 s.
+fn first_child(parent: u32) -> Option<u32> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(p) = children(parent).first() {
+            return Some(*p);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Starts `edge-agent run ARGS -- sh -c SCRIPT` and waits until its program
-/// is traced; returns the agent and the program's pid.
-fn start_traced(agent_args: &[&str], script: &str) -> (Child, u32) {
+/// is traced; returns the agent, the program's pid and the tracer's pid.
+/// With `--only` the tracer is a child process of the agent and the program
+/// its child (relay.rs); otherwise the agent is the tracer.
+fn start_traced_by(agent_args: &[&str], script: &str) -> (Child, u32, u32) {
     let bin = agent();
     let mut agent = Command::new(bin)
         .arg("run")
@@ -33,18 +49,23 @@ fn start_traced(agent_args: &[&str], script: &str) -> (Child, u32) {
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let program = loop {
-        if let Some(p) = children(agent.id()).first() {
-            break *p;
-        }
-        if Instant::now() > deadline {
-            let _ = agent.kill();
-            panic!("the agent started no program");
-        }
-        std::thread::sleep(Duration::from_millis(5));
+    let tracer = if agent_args.contains(&"--only") {
+        first_child(agent.id())
+    } else {
+        Some(agent.id())
     };
-    assert_traced_by(program, agent.id(), 10);
+    let Some(program) = tracer.and_then(first_child) else {
+        let _ = agent.kill();
+        panic!("the agent started no program");
+    };
+    let tracer = tracer.unwrap();
+    assert_traced_by(program, tracer, 10);
+    (agent, program, tracer)
+}
+
+/// [`start_traced_by`] without the tracer's pid.
+fn start_traced(agent_args: &[&str], script: &str) -> (Child, u32) {
+    let (agent, program, _) = start_traced_by(agent_args, script);
     (agent, program)
 }
 
@@ -88,6 +109,52 @@ fn only_program_keeps_working_after_sigint() {
     );
     let summary = Summary::decode(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(summary.run.exit, Exit::Detached);
+}
+
+/// Item 1, `kill -9`: the agent's PID is a relay and the tracer a process
+/// of its own, so SIGKILL of the agent leaves the program served to its end
+/// (its filtered syscalls work) and the summary is still written.
+#[test]
+fn only_program_keeps_working_after_kill_9_of_the_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("k.summary");
+    let target = dir.path().join("k.txt");
+    let script = format!(
+        "sleep 1; echo k > {t}; echo rc=$? >> {t}.rc; exit 4",
+        t = target.display()
+    );
+    let (mut agent, program, tracer) = start_traced_by(
+        &["--only", "write", "--out", out.to_str().unwrap()],
+        &script,
+    );
+    assert_ne!(
+        tracer,
+        agent.id(),
+        "the tracer is not the PID the user sees"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    agent.kill().unwrap();
+    let st = wait_timeout(&mut agent, 30);
+    assert_eq!(st.code(), None, "the agent died of SIGKILL");
+    // The program runs to its end, still traced by the tracer process.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::path::Path::new(&format!("/proc/{program}")).exists()
+        && !read(&dir.path().join("k.txt.rc")).starts_with("rc=")
+    {
+        assert!(Instant::now() < deadline, "the program did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(read(&target), "k\n", "the program's write after kill -9");
+    assert_eq!(read(&dir.path().join("k.txt.rc")), "rc=0\n");
+    // The tracer writes the summary once the program has ended.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !out.exists() {
+        assert!(Instant::now() < deadline, "no summary after kill -9");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let summary = Summary::decode(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(summary.run.exit, Exit::Code(4));
+    assert!(summary_counts(&summary).contains_key("write"));
 }
 
 /// Item 1: the same for SIGTERM, with a child process forked after the

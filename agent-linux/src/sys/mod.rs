@@ -36,7 +36,8 @@ pub use ptrace::{
 };
 pub use signal::{die_of_signal, kill, set_handler, set_timer};
 pub use spawn::{
-    cloexec_pipe, close, fork_stopped_exec, install_seccomp, read_fd, ChildSetup, SockFilter,
+    cloexec_pipe, close, fork_single_threaded, fork_stopped_exec, install_seccomp, read_fd,
+    ChildSetup, SockFilter,
 };
 pub use wait::{try_wait_any, wait_any, wait_pid, WaitStatus};
 

@@ -176,3 +176,24 @@ pub fn read_fd(fd: c_int, buf: &mut [u8]) -> io::Result<usize> {
         }
     }
 }
+
+/// Forks the agent itself, which must have a single thread (checked in
+/// `/proc/self/task`: a thread elsewhere could hold a lock, e.g. the
+/// allocator's, that the child would never see released). `Ok(None)` in
+/// the child, `Ok(Some(pid))` in the parent.
+pub fn fork_single_threaded() -> io::Result<Option<Tid>> {
+    let threads = std::fs::read_dir("/proc/self/task")?.count();
+    if threads != 1 {
+        return Err(io::Error::other(format!(
+            "the agent runs {threads} threads: it forks only with one"
+        )));
+    }
+    // SAFETY: fork has no preconditions. With the one thread checked above
+    // (nothing between the check and the call starts another), the child is
+    // a whole copy of the agent and may make any call, allocation included.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(None),
+        pid => Ok(Some(pid)),
+    }
+}
