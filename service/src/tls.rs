@@ -9,6 +9,9 @@ use std::sync::Arc;
 use anyhow::Context;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+// What a certificate says about itself: one reading, shared with the
+// uploader's explanations of refused certificates.
+pub use uploader::cert_errors::{utc, CertFacts};
 
 /// The server configuration for a PEM certificate chain and private key.
 ///
@@ -120,101 +123,4 @@ pub fn check_server_certificate(
         );
     }
     Ok(facts)
-}
-
-/// What a certificate says about itself, for messages and `tls renew`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CertFacts {
-    /// The subject, as `CN=..., O=...`.
-    pub subject: String,
-    /// The issuer, same form.
-    pub issuer: String,
-    /// subjectAltName DNS names and IP addresses, in the certificate's order.
-    pub names: Vec<String>,
-    /// Validity, Unix seconds.
-    pub not_before: i64,
-    /// Validity, Unix seconds.
-    pub not_after: i64,
-    /// basicConstraints CA:TRUE.
-    pub is_ca: bool,
-    /// The DER SubjectPublicKeyInfo (what `--pin-sha256` hashes).
-    pub spki: Vec<u8>,
-}
-
-impl CertFacts {
-    /// Reads a DER certificate; `None` when it cannot be parsed.
-    pub fn parse(der: &[u8]) -> Option<CertFacts> {
-        use x509_parser::extensions::GeneralName;
-        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-        let names = match cert.subject_alternative_name() {
-            Ok(Some(san)) => san
-                .value
-                .general_names
-                .iter()
-                .filter_map(|n| match n {
-                    GeneralName::DNSName(d) => Some(d.to_string()),
-                    GeneralName::IPAddress(ip) => match ip.len() {
-                        4 => <[u8; 4]>::try_from(*ip)
-                            .ok()
-                            .map(|b| std::net::Ipv4Addr::from(b).to_string()),
-                        16 => <[u8; 16]>::try_from(*ip)
-                            .ok()
-                            .map(|b| std::net::Ipv6Addr::from(b).to_string()),
-                        _ => None,
-                    },
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
-        let text = |name: String| {
-            if name.is_empty() {
-                "no subject name".to_string()
-            } else {
-                name
-            }
-        };
-        Some(CertFacts {
-            subject: text(cert.subject().to_string()),
-            issuer: text(cert.issuer().to_string()),
-            names,
-            not_before: cert.validity().not_before.timestamp(),
-            not_after: cert.validity().not_after.timestamp(),
-            is_ca: cert.is_ca(),
-            spki: cert.public_key().raw.to_vec(),
-        })
-    }
-
-    /// `(CN=localhost, issued by CN=Edge CA)` or `(CN=localhost, self-signed)`.
-    pub fn label(&self) -> String {
-        if self.subject == self.issuer {
-            format!("({}, self-signed)", self.subject)
-        } else {
-            format!("({}, issued by {})", self.subject, self.issuer)
-        }
-    }
-
-    /// The `--pin-sha256` value of the certificate's key: base64 of the
-    /// SHA-256 of its DER SubjectPublicKeyInfo, as the uploader computes it.
-    pub fn pin(&self) -> String {
-        use base64::Engine as _;
-        let digest = ring::digest::digest(&ring::digest::SHA256, &self.spki);
-        base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
-    }
-}
-
-/// A Unix time as `2025-01-31 23:59:59 UTC`.
-pub fn utc(secs: i64) -> String {
-    match time::OffsetDateTime::from_unix_timestamp(secs) {
-        Ok(t) => format!(
-            "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
-            t.year(),
-            u8::from(t.month()),
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second()
-        ),
-        Err(_) => format!("{secs} s after 1970"),
-    }
 }

@@ -21,7 +21,8 @@ const INIT: &str = "edge-service tls init --dir DIR --name";
 /// The command that makes a new server certificate from the same CA.
 const RENEW: &str = "edge-service tls renew --dir DIR";
 
-/// What a certificate says about itself, for messages.
+/// What a certificate says about itself, for messages here and in the
+/// service (`edge-service serve`'s checks at start, `tls init`/`renew`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CertFacts {
     /// The subject, as `CN=..., O=...`.
@@ -36,6 +37,8 @@ pub struct CertFacts {
     pub not_after: i64,
     /// basicConstraints CA:TRUE.
     pub is_ca: bool,
+    /// The DER SubjectPublicKeyInfo (what `--pin-sha256` hashes).
+    pub spki: Vec<u8>,
 }
 
 impl CertFacts {
@@ -63,16 +66,24 @@ impl CertFacts {
             not_before: cert.validity().not_before.timestamp(),
             not_after: cert.validity().not_after.timestamp(),
             is_ca: cert.is_ca(),
+            spki: cert.public_key().raw.to_vec(),
         })
     }
 
     /// `(CN=localhost, issued by CN=Edge CA)` or `(CN=localhost, self-signed)`.
-    fn label(&self) -> String {
+    pub fn label(&self) -> String {
         if self.subject == self.issuer {
             format!("({}, self-signed)", self.subject)
         } else {
             format!("({}, issued by {})", self.subject, self.issuer)
         }
+    }
+
+    /// The `--pin-sha256` value of the certificate's key: base64 of the
+    /// SHA-256 of its DER SubjectPublicKeyInfo (as [`crate::tls::spki_sha256`]).
+    pub fn pin(&self) -> String {
+        let digest = ring::digest::digest(&ring::digest::SHA256, &self.spki);
+        base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
     }
 }
 
