@@ -74,17 +74,19 @@ impl Ptrace {
         match sys::syscall_info(tid, &mut self.info) {
             Ok(_) => {
                 self.syscall_info = Some(true);
-                let call = RawCall {
-                    arch: arch_from_audit(self.info.arch).unwrap_or(Native::NATIVE),
-                    nr: self.info.nr() as u32,
-                    args: self.info.args(),
+                // The call is decoded only at entries: an exit needs its
+                // result alone (half of all stops).
+                let call = |info: &SyscallInfo| RawCall {
+                    arch: arch_from_audit(info.arch).unwrap_or(Native::NATIVE),
+                    nr: info.nr() as u32,
+                    args: info.args(),
                 };
                 match (seccomp, self.info.op) {
-                    (true, sys::SYSCALL_INFO_SECCOMP) => Some(SyscallRead::Entry(call)),
+                    (true, sys::SYSCALL_INFO_SECCOMP) => Some(SyscallRead::Entry(call(&self.info))),
                     // A seccomp stop the info does not describe: ask the
                     // registers.
                     (true, _) => None,
-                    (false, sys::SYSCALL_INFO_ENTRY) => Some(SyscallRead::Entry(call)),
+                    (false, sys::SYSCALL_INFO_ENTRY) => Some(SyscallRead::Entry(call(&self.info))),
                     (false, sys::SYSCALL_INFO_EXIT) => Some(SyscallRead::Exit(self.info.rval())),
                     (false, _) => Some(SyscallRead::Unreadable),
                 }
