@@ -4,7 +4,6 @@
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -418,22 +417,7 @@ fn trace_and_save(opts: &TraceOptions, sink: Sink, stats: bool) -> anyhow::Resul
         }
     }
     let status = started.wait()?;
-    Ok(propagate(status))
-}
-
-/// The agent's own exit for the program's status: the same code, or death
-/// by the same signal.
-fn propagate(status: std::process::ExitStatus) -> ExitCode {
-    if let Some(code) = status.code() {
-        return ExitCode::from(code as u8);
-    }
-    if let Some(sig) = status.signal() {
-        let _ = std::io::stdout().flush();
-        let _ = std::io::stderr().flush();
-        sys::die_of_signal(sig);
-        return ExitCode::from(128u8.wrapping_add(sig as u8));
-    }
-    ExitCode::from(1)
+    Ok(relay::end_as(status))
 }
 
 fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {

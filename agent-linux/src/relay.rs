@@ -14,7 +14,9 @@
 //! of the tracer process itself (or of the whole process group) still
 //! harms the program (docs/edge-agent.md).
 
-use std::process::ExitCode;
+use std::io::Write as _;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitCode, ExitStatus};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use crate::sys::{self, Tid};
@@ -51,20 +53,30 @@ pub fn run_in_tracer_process(tracer: impl FnOnce() -> ExitCode) -> anyhow::Resul
 fn relay_exit(child: Tid) -> ExitCode {
     loop {
         match sys::wait_pid(child, 0, true) {
-            Ok(Some(status)) => {
-                if let Some(code) = status.exited() {
-                    return ExitCode::from(code as u8);
-                }
-                if let Some(sig) = status.signaled() {
-                    sys::die_of_signal(sig);
-                    return ExitCode::from(128u8.wrapping_add(sig as u8));
-                }
+            Ok(Some(status)) if status.exited().is_some() || status.signaled().is_some() => {
+                return end_as(ExitStatus::from_raw(status.0));
             }
-            Ok(None) => {}
+            // A stop report (never asked for) or an interrupted wait.
+            Ok(_) => {}
             Err(e) => {
                 eprintln!("edge-agent: cannot wait for the tracer process {child}: {e}");
                 return ExitCode::from(1);
             }
         }
     }
+}
+
+/// The agent's own exit for the program's status (`run`, and the relay for
+/// its tracer's): the same code, or death by the same signal.
+pub fn end_as(status: ExitStatus) -> ExitCode {
+    if let Some(code) = status.code() {
+        return ExitCode::from(code as u8);
+    }
+    if let Some(sig) = status.signal() {
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        sys::die_of_signal(sig);
+        return ExitCode::from(128u8.wrapping_add(sig as u8));
+    }
+    ExitCode::from(1)
 }
