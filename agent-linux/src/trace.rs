@@ -237,7 +237,7 @@ impl Started {
             // that did not take): let it go rather than leave it stopped,
             // with the signal it stopped for.
             let sig = match st.stopped() {
-                Some(sig) if st.event() == 0 && sig != (libc::SIGTRAP | 0x80) => sig,
+                Some(sig) if st.event() == 0 && sig != crate::stop::SYSCALL_TRAP => sig,
                 _ => 0,
             };
             let _ = sys::detach(self.pid, sig);

@@ -193,14 +193,6 @@ fn attach_errors_are_one_clear_line() {
     assert!(err.contains("already traced by PID"), "{err}");
 }
 
-fn children_of(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
-}
-
 #[test]
 fn watch_traces_new_matching_processes() {
     // Built before the target starts: a first build can outlast it.

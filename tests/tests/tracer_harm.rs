@@ -13,20 +13,11 @@ use std::time::{Duration, Instant};
 use agent_core::{Exit, Summary};
 use tracer_support::*;
 
-/// The agent's children (the program it started).
-fn children(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
-}
-
 /// The first child of `parent`, waited for up to 20 s.
 fn first_child(parent: u32) -> Option<u32> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if let Some(p) = children(parent).first() {
+        if let Some(p) = children_of(parent).first() {
             return Some(*p);
         }
         if Instant::now() > deadline {

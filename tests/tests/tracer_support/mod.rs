@@ -78,6 +78,15 @@ pub fn assert_traced_by(pid: u32, tracer: u32, secs: u64) {
     }
 }
 
+/// The children of process `pid` (its main thread's), from /proc.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
 /// Runs `cmd` with a time limit, capturing its output.
 pub fn output_timeout(cmd: &mut Command, secs: u64) -> Output {
     let mut child = cmd
