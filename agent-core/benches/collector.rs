@@ -27,6 +27,7 @@ fn dd_stream() -> Vec<SyscallEvent> {
             } else {
                 FdKind::Pipe
             },
+            peer: None,
         })
         .collect()
 }
@@ -57,6 +58,7 @@ fn mixed_stream() -> Vec<SyscallEvent> {
                 entry_ns: i * 2_000,
                 exit_ns: i * 2_000 + (x >> 30) % 1_000_000,
                 fd_kind: FdKind::from_u8((x >> 40) as u8 % FdKind::COUNT as u8).unwrap(),
+                peer: None,
             }
         })
         .collect()

@@ -10,7 +10,24 @@ use crate::summary::{
     Consecutive, Failures, RunRecord, Spread, Summary, SyscallSummary, Transition,
     DEFAULT_SUMMARY_TRANSITIONS, MAX_ERRNOS, MAX_SUMMARY_SYSCALLS, MAX_SUMMARY_TRANSITIONS,
 };
+use crate::summary::{InFlight, LastCall, Origin, Peer, PeerAddr, PeerRest, Peers, MAX_PEERS};
 use crate::{Facts, FdKind, Key, Overflow, SyscallEvent, SyscallId};
+
+/// Distinct peers the collector follows in a window; the summary keeps the
+/// [`MAX_PEERS`] busiest and folds the rest.
+pub const COLLECT_PEERS: usize = 2 * MAX_PEERS;
+
+/// A peer's figures in the current window, and its last call.
+#[derive(Clone, Copy, Debug)]
+struct PeerStats {
+    addr: PeerAddr,
+    calls: u64,
+    bytes: u64,
+    total_ns: u64,
+    errors: u64,
+    /// The last call, its end on the events' monotonic clock.
+    last: Option<(SyscallId, i64, u64)>,
+}
 
 /// What the collector remembers of a thread between two of its syscalls.
 #[derive(Clone, Copy, Debug)]
@@ -76,6 +93,10 @@ pub struct Collector<
     transition_other: TransitionStats,
     /// (packed key << 16 | errno) -> failures.
     errnos: FnvIndexMap<u64, u64, ERRNOS>,
+    /// Socket peers, in order of first call.
+    peers: Vec<PeerStats, COLLECT_PEERS>,
+    /// Calls of peers that found no room in `peers`.
+    peer_overflow: PeerRest,
     events: u64,
     overflow: Overflow,
 }
@@ -95,6 +116,8 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
             transitions: FnvIndexMap::new(),
             transition_other: TransitionStats::default(),
             errnos: FnvIndexMap::new(),
+            peers: Vec::new(),
+            peer_overflow: PeerRest::default(),
             events: 0,
             overflow: Overflow::default(),
         }
@@ -138,6 +161,52 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
         if let Some(arg) = id.size_arg() {
             stats.add_param(ev.args[arg]);
         }
+        if let Some(peer) = ev.peer {
+            self.record_peer(peer, id, ev, errno.is_some());
+        }
+    }
+
+    /// Counts a call on a socket connected to `addr`.
+    fn record_peer(&mut self, addr: PeerAddr, id: SyscallId, ev: &SyscallEvent, failed: bool) {
+        let bytes = if !failed && ev.ret > 0 && id.is_read_write_family() {
+            ev.ret as u64
+        } else {
+            0
+        };
+        let duration = ev.duration_ns();
+        let slot = match self.peers.iter().position(|p| p.addr == addr) {
+            Some(i) => Some(i),
+            None => {
+                let fresh = PeerStats {
+                    addr,
+                    calls: 0,
+                    bytes: 0,
+                    total_ns: 0,
+                    errors: 0,
+                    last: None,
+                };
+                self.peers.push(fresh).ok().map(|()| self.peers.len() - 1)
+            }
+        };
+        match slot {
+            Some(i) => {
+                let p = &mut self.peers[i];
+                p.calls = p.calls.saturating_add(1);
+                p.bytes = p.bytes.saturating_add(bytes);
+                p.total_ns = p.total_ns.saturating_add(duration);
+                p.errors = p.errors.saturating_add(failed as u64);
+                p.last = Some((id, ev.ret, ev.exit_ns));
+            }
+            None => {
+                let r = &mut self.peer_overflow;
+                // Peers without a slot are counted together, as one.
+                r.peers = 1;
+                r.calls = r.calls.saturating_add(1);
+                r.bytes = r.bytes.saturating_add(bytes);
+                r.total_ns = r.total_ns.saturating_add(duration);
+                r.errors = r.errors.saturating_add(failed as u64);
+            }
+        }
     }
 
     /// Forgets a thread that ended (frees its slot in the thread table).
@@ -146,11 +215,63 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
     }
 
     /// Starts a new window: clears every statistic but keeps what is known of
-    /// live threads, so consecutive calls spanning the boundary still count.
+    /// live threads, so consecutive calls spanning the boundary still count,
+    /// and keeps the peers called in the ended window with their last call
+    /// (so a peer that falls silent is still listed, with no calls, in the
+    /// next window).
     pub fn reset_window(&mut self, start_ns: u64) {
         let threads = core::mem::take(&mut self.threads);
+        let mut peers = core::mem::take(&mut self.peers);
+        peers.retain(|p| p.calls > 0);
+        for p in peers.iter_mut() {
+            p.calls = 0;
+            p.bytes = 0;
+            p.total_ns = 0;
+            p.errors = 0;
+        }
         *self = Collector::new(start_ns);
         self.threads = threads;
+        self.peers = peers;
+    }
+
+    /// The peer table of a summary whose window started at `start_unix_ns`
+    /// (the wall-clock time of the collector's `start_ns`): the
+    /// [`MAX_PEERS`] busiest peers, the rest folded.
+    fn peer_summary(&self, start_unix_ns: u64) -> Peers {
+        let to_unix = |mono: u64| -> u64 {
+            let unix = start_unix_ns as i128 + (mono as i128 - self.start_ns as i128);
+            unix.clamp(0, u64::MAX as i128) as u64
+        };
+        let mut all: Vec<Peer, COLLECT_PEERS> = self
+            .peers
+            .iter()
+            .map(|p| Peer {
+                addr: p.addr,
+                calls: p.calls,
+                bytes: p.bytes,
+                total_ns: p.total_ns,
+                errors: p.errors,
+                last: p.last.map(|(id, result, end)| LastCall {
+                    id,
+                    result,
+                    end_unix_ns: to_unix(end),
+                }),
+            })
+            .collect();
+        all.sort_unstable_by(|a, b| b.calls.cmp(&a.calls).then(a.addr.cmp(&b.addr)));
+        let mut peers = Peers {
+            list: Vec::new(),
+            rest: self.peer_overflow,
+        };
+        for p in all {
+            if peers.list.len() < MAX_PEERS {
+                // Cannot fail: checked above.
+                let _ = peers.list.push(p);
+            } else {
+                peers.rest.fold(&p);
+            }
+        }
+        peers
     }
 
     /// Syscalls recorded so far.
@@ -283,7 +404,10 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
     }
 
     /// The summary of everything recorded so far. `run` comes from the
-    /// platform shim; its `events` and `overflow` are filled in here.
+    /// platform shim; its `events` and `overflow` are filled in here, and
+    /// the peer table (times made wall-clock from `run.start_unix_ns`, the
+    /// wall-clock time of the collector's start). The shim fills `origin`,
+    /// `cpu` and `in_flight`, which the collector does not see.
     ///
     /// The largest keys (by count) get their own entries, the rest are
     /// folded into "other"; the [`DEFAULT_SUMMARY_TRANSITIONS`] most frequent
@@ -360,6 +484,7 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
             merge_into_other_transition(&mut transitions, &folded);
         }
 
+        let peers = self.peer_summary(run.start_unix_ns);
         Summary {
             id,
             run,
@@ -367,6 +492,10 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
             truncated: false,
             syscalls,
             transitions,
+            origin: Origin::default(),
+            cpu: None,
+            in_flight: InFlight::default(),
+            peers,
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::summary::PeerAddr;
 use crate::Arch;
 
 /// What the fd a syscall used refers to, as resolved by the platform shim
@@ -109,6 +110,9 @@ pub struct SyscallEvent {
     pub exit_ns: u64,
     /// What the fd argument refers to.
     pub fd_kind: FdKind,
+    /// The remote end of the fd's socket, when the shim knows it (a
+    /// connected TCP or UDP socket).
+    pub peer: Option<PeerAddr>,
 }
 
 impl SyscallEvent {

@@ -47,6 +47,7 @@ fn to_events(raw: &[(u32, usize, u8, i64, u64, u64, u64)]) -> Vec<SyscallEvent> 
                 entry_ns: entry,
                 exit_ns: exit,
                 fd_kind: FdKind::from_u8(kind).unwrap(),
+                peer: None,
             }
         })
         .collect()

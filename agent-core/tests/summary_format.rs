@@ -1,7 +1,7 @@
 //! The summary format: round trips, the 2048-byte cap under adversarial
 //! input, and strict decoding of bad bytes.
 
-use agent_core::summary::{Failures, MAX_ENCODED_LEN};
+use agent_core::summary::{Failures, InFlightCall, MAX_ENCODED_LEN, MAX_IN_FLIGHT, MAX_PEERS};
 use agent_core::*;
 use proptest::prelude::*;
 
@@ -42,8 +42,18 @@ fn encode(s: &mut Summary) -> Vec<u8> {
 }
 
 /// A worst case: every syscall of every architecture, on every fd kind, with
-/// every errno, extreme durations, and full facts.
+/// every errno, extreme durations, and full facts (no version 2 field).
 fn worst_case() -> Summary {
+    worst_case_with(false)
+}
+
+/// [`worst_case`] with every version 2 field at its largest too: 20 IPv6
+/// peers, four in-flight calls, the widest numbers.
+fn worst_observed() -> Summary {
+    worst_case_with(true)
+}
+
+fn worst_case_with(observed: bool) -> Summary {
     let mut c: Box<Collector> = Box::new(Collector::new(0));
     let mut t = 0u64;
     let mut n = 0u64;
@@ -66,6 +76,7 @@ fn worst_case() -> Summary {
                         entry_ns: t,
                         exit_ns: t.saturating_add(dur),
                         fd_kind: kind,
+                        peer: peer_of(kind, n).filter(|_| observed),
                     });
                     t = t.wrapping_add(1_000_003);
                     n += 1;
@@ -73,7 +84,43 @@ fn worst_case() -> Summary {
             }
         }
     }
-    c.summarize([0xff; 16], run_record(0), full_facts())
+    let mut s = c.summarize([0xff; 16], run_record(0), full_facts());
+    if !observed {
+        return s;
+    }
+    s.origin = Origin {
+        device: [0xfe; 16],
+        stream: [0xfd; 16],
+        window_ns: u64::MAX,
+    };
+    s.cpu = Some(CpuTime {
+        user_ns: u64::MAX,
+        system_ns: u64::MAX,
+    });
+    s.in_flight.count = u32::MAX;
+    for i in 0..MAX_IN_FLIGHT as u64 {
+        s.in_flight
+            .oldest
+            .push(InFlightCall {
+                tid: u32::MAX,
+                id: SyscallId::from_name("read").unwrap(),
+                fd_kind: FdKind::Tcp,
+                peer: peer_of(FdKind::Tcp, i),
+                start_unix_ns: u64::MAX - MAX_IN_FLIGHT as u64 + i,
+            })
+            .unwrap();
+    }
+    s
+}
+
+/// A socket peer for TCP and UDP events: one of 20 IPv6 peers (more than
+/// the collector's table holds), with the widest port.
+fn peer_of(kind: FdKind, n: u64) -> Option<PeerAddr> {
+    matches!(kind, FdKind::Tcp | FdKind::Udp).then(|| PeerAddr {
+        transport: kind,
+        ip: PeerIp::V6([0xff - (n % 20) as u8; 16]),
+        port: u16::MAX,
+    })
 }
 
 #[test]
@@ -148,12 +195,125 @@ fn typed_errors() {
             len: MAX_ENCODED_LEN + 1
         })
     );
-    let mut v2 = bytes.clone();
-    v2[0] = 2;
+    let mut v3 = bytes.clone();
+    v3[0] = 3;
     assert_eq!(
-        Summary::decode(&v2),
-        Err(DecodeError::UnsupportedVersion { found: 2 })
+        Summary::decode(&v3),
+        Err(DecodeError::UnsupportedVersion { found: 3 })
     );
+    let mut v0 = bytes.clone();
+    v0[0] = 0;
+    assert_eq!(
+        Summary::decode(&v0),
+        Err(DecodeError::UnsupportedVersion { found: 0 })
+    );
+}
+
+#[test]
+fn worst_observed_fits_and_round_trips() {
+    let mut s = worst_observed();
+    let bytes = encode(&mut s);
+    assert!(bytes.len() <= MAX_ENCODED_LEN, "{} bytes", bytes.len());
+    let d = Summary::decode(&bytes).unwrap();
+    assert_eq!(d, s);
+    assert_eq!(d.origin.device, [0xfe; 16]);
+    // Peers are folded only once no entry is left to fold; none is lost.
+    assert_eq!(d.syscalls.len(), 1, "entries are folded before peers");
+    assert!(d.peers.rest.peers >= 8, "{:?}", d.peers.rest);
+    let peer_calls: u64 = d.peers.list.iter().map(|p| p.calls).sum::<u64>() + d.peers.rest.calls;
+    assert_eq!(peer_calls, 2 * 470 * 3 * Arch::ALL.len() as u64);
+    assert_eq!(d.in_flight.count, u32::MAX);
+    eprintln!(
+        "worst observed: {} bytes, {} peers listed, {} in flight described",
+        bytes.len(),
+        d.peers.list.len(),
+        d.in_flight.oldest.len()
+    );
+}
+
+#[test]
+fn a_typical_observed_window_keeps_every_peer() {
+    // Reads and writes on the sockets of 8 IPv4 peers, with full facts:
+    // nothing is folded.
+    let mut c: Box<Collector> = Box::new(Collector::new(0));
+    for i in 0..400u64 {
+        c.record(&SyscallEvent {
+            tid: 1,
+            arch: Arch::X86_64,
+            nr: (i % 2) as u32,
+            args: [3, 0, 1 << 14, 0, 0, 0],
+            ret: 1 << 13,
+            entry_ns: i * 1000,
+            exit_ns: i * 1000 + 500,
+            fd_kind: FdKind::Tcp,
+            peer: Some(PeerAddr {
+                transport: FdKind::Tcp,
+                ip: PeerIp::V4([10, 0, 0, (i % 8) as u8]),
+                port: 8080,
+            }),
+        });
+    }
+    let mut s = c.summarize([1; 16], run_record(0), full_facts());
+    s.cpu = Some(CpuTime {
+        user_ns: 1,
+        system_ns: 2,
+    });
+    let bytes = encode(&mut s);
+    let d = Summary::decode(&bytes).unwrap();
+    assert!(!d.truncated, "{} bytes", bytes.len());
+    assert_eq!(d.peers.list.len(), 8);
+    assert_eq!(d.peers.rest, PeerRest::default());
+    assert!(d
+        .peers
+        .list
+        .iter()
+        .all(|p| p.calls == 50 && p.bytes == 50 << 13));
+}
+
+/// A version 1 summary written by the version 1 encoder (commit a1b4c1b,
+/// before version 2) still decodes, with empty version 2 fields, and
+/// re-encodes as version 2.
+#[test]
+fn version_1_still_decodes() {
+    let bytes = include_bytes!("fixtures/v1-wget.bin");
+    assert_eq!(bytes[0], 1);
+    let mut d = Summary::decode(bytes).unwrap();
+    assert_eq!(d.facts.program.as_str(), "wget");
+    assert_eq!(d.run.events, 200);
+    assert_eq!(d.origin, Origin::default());
+    assert_eq!(d.cpu, None);
+    assert_eq!(d.in_flight, InFlight::default());
+    assert_eq!(d.peers, Peers::default());
+    let again = encode(&mut d);
+    assert_eq!(again[0], FORMAT_VERSION as u8);
+    assert_eq!(Summary::decode(&again).unwrap(), d);
+    // The version 1 layout is a prefix of version 2's: version 2 bytes
+    // labelled 1 have trailing bytes, version 1 bytes labelled 2 are
+    // truncated.
+    let mut relabelled = bytes.to_vec();
+    relabelled[0] = 2;
+    assert_eq!(Summary::decode(&relabelled), Err(DecodeError::Truncated));
+}
+
+#[test]
+fn observation_fields_are_checked() {
+    let inconsistent = |mutate: fn(&mut Summary)| {
+        let mut s = worst_observed();
+        s.facts = Facts::new();
+        let _ = encode(&mut s);
+        mutate(&mut s);
+        Summary::decode(&reencode(&s)).unwrap_err()
+    };
+    let e = inconsistent(|s| s.in_flight.oldest.swap(0, 1));
+    assert!(e.to_string().contains("oldest first"), "{e}");
+    let e = inconsistent(|s| s.in_flight.count = 2);
+    assert!(e.to_string().contains("in_flight"), "{e}");
+    let e = inconsistent(|s| s.peers.list.swap(0, 1));
+    assert!(e.to_string().contains("peers"), "{e}");
+    let e = inconsistent(|s| s.peers.list[0].addr.transport = FdKind::Unix);
+    assert!(e.to_string().contains("transport"), "{e}");
+    let e = inconsistent(|s| s.peers.list[1].errors = s.peers.list[1].calls + 1);
+    assert!(e.to_string().contains("errors"), "{e}");
 }
 
 fn reencode(s: &Summary) -> Vec<u8> {

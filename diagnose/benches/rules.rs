@@ -143,6 +143,7 @@ fn synthetic_summary(rng: &mut Rng, bad: bool) -> Summary {
         truncated: false,
         syscalls,
         transitions,
+        ..Summary::empty()
     }
 }
 

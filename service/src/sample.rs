@@ -78,6 +78,7 @@ pub fn summary(seed: u64, events: u32, group: Option<&str>) -> Summary {
             entry_ns,
             exit_ns,
             fd_kind,
+            peer: None,
         });
     }
     let mut id = [0u8; 16];

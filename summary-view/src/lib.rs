@@ -320,6 +320,7 @@ mod tests {
                 entry_ns: i * 10_000,
                 exit_ns: i * 10_000 + 2_000,
                 fd_kind: FdKind::Socket,
+                peer: None,
             });
         }
         let run = RunRecord::new(1, 100_000, Exit::Code(0), Arch::X86_64);

@@ -381,6 +381,7 @@ fn realistic_summary(id: [u8; 16]) -> agent_core::Summary {
             entry_ns: t,
             exit_ns: t + dur,
             fd_kind: FdKind::ALL[(seed % FdKind::COUNT as u64) as usize],
+            peer: None,
         });
         t += dur + 100;
     }

@@ -23,6 +23,7 @@ pub fn sample_summary(id: [u8; 16], program: &str, group: Option<&str>) -> Summa
         truncated: false,
         syscalls: Default::default(),
         transitions: Default::default(),
+        ..Summary::empty()
     }
 }
 

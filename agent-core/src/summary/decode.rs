@@ -6,7 +6,10 @@ use core::marker::PhantomData;
 use serde::de::{DeserializeSeed, Error as _, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use super::{Summary, FORMAT_VERSION, MAX_ENCODED_LEN, MAX_ERRNOS};
+use super::{
+    InFlight, Origin, Peers, Summary, FORMAT_VERSION, MAX_ENCODED_LEN, MAX_ERRNOS,
+    OLDEST_FORMAT_VERSION,
+};
 use crate::histogram::BUCKETS;
 use crate::Key;
 
@@ -49,7 +52,7 @@ impl core::fmt::Display for DecodeError {
             }
             DecodeError::UnsupportedVersion { found } => write!(
                 f,
-                "summary format version {found} is not supported (this decoder reads {FORMAT_VERSION})"
+                "summary format version {found} is not supported (this decoder reads {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION})"
             ),
             DecodeError::Malformed(e) => write!(f, "malformed summary: {}", malformed_reason(e)),
             DecodeError::TrailingBytes { extra } => {
@@ -110,7 +113,7 @@ impl Summary {
             return Err(DecodeError::Oversized { len: bytes.len() });
         }
         let (version, rest) = postcard::take_from_bytes::<u16>(bytes).map_err(map_postcard)?;
-        if version != FORMAT_VERSION {
+        if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(DecodeError::UnsupportedVersion { found: version });
         }
         let mut de = postcard::Deserializer::from_bytes(rest);
@@ -126,6 +129,17 @@ impl Summary {
         IntoVec(&mut out.transitions)
             .deserialize(&mut de)
             .map_err(map_postcard)?;
+        if version >= 2 {
+            out.origin = Deserialize::deserialize(&mut de).map_err(map_postcard)?;
+            out.cpu = Deserialize::deserialize(&mut de).map_err(map_postcard)?;
+            out.in_flight = Deserialize::deserialize(&mut de).map_err(map_postcard)?;
+            out.peers = Deserialize::deserialize(&mut de).map_err(map_postcard)?;
+        } else {
+            out.origin = Origin::default();
+            out.cpu = None;
+            out.in_flight = InFlight::default();
+            out.peers = Peers::default();
+        }
         let rest = de.finalize().map_err(map_postcard)?;
         if !rest.is_empty() {
             return Err(DecodeError::TrailingBytes { extra: rest.len() });
@@ -240,6 +254,8 @@ impl Summary {
         if self.run.threads < self.run.processes {
             return Err(Bad("run: fewer threads than processes"));
         }
+        self.in_flight.validate().map_err(Bad)?;
+        self.peers.validate().map_err(Bad)?;
         Ok(())
     }
 }

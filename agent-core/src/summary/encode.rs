@@ -24,8 +24,9 @@ impl Summary {
     ///
     /// While the summary does not fit, the entry with the lowest count is
     /// folded into "other" (a transition before a syscall entry of the same
-    /// count; among equals, the lowest key) and `truncated` is set. The
-    /// result is deterministic.
+    /// count; among equals, the lowest key) and `truncated` is set; only
+    /// when no entry is left to fold are peers folded and in-flight calls'
+    /// descriptions dropped. The result is deterministic.
     pub fn encode<'b>(&mut self, buf: &'b mut [u8]) -> Result<&'b [u8], EncodeError> {
         let cap = buf.len().min(MAX_ENCODED_LEN);
         loop {
@@ -35,7 +36,7 @@ impl Summary {
                     return Ok(&buf[..n]);
                 }
                 Err(postcard::Error::SerializeBufferFull) => {
-                    if !self.fold_smallest() {
+                    if !self.fold_smallest() && !self.fold_observation() {
                         return Err(EncodeError::CannotFit);
                     }
                     self.truncated = true;
@@ -74,6 +75,17 @@ impl Summary {
             }
             _ => false,
         }
+    }
+
+    /// Once every entry is folded: moves the peer with the fewest calls into
+    /// the folded peers, then drops the description of the newest in-flight
+    /// call (its count stays); false when nothing is left.
+    fn fold_observation(&mut self) -> bool {
+        if let Some(p) = self.peers.list.pop() {
+            self.peers.rest.fold(&p);
+            return true;
+        }
+        self.in_flight.oldest.pop().is_some()
     }
 
     /// Moves syscall entry `index` into the "other" entry.

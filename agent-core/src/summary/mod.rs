@@ -7,6 +7,7 @@
 mod decode;
 mod encode;
 mod merge;
+pub mod observe;
 
 use heapless::Vec;
 use serde::{Deserialize, Serialize};
@@ -15,6 +16,10 @@ pub use decode::DecodeError;
 pub use encode::EncodeError;
 pub(crate) use encode::{merge_into_other_syscall, merge_into_other_transition};
 pub(crate) use merge::top_errnos;
+pub use observe::{
+    CpuTime, InFlight, InFlightCall, LastCall, Origin, Peer, PeerAddr, PeerIp, PeerRest, Peers,
+    MAX_IN_FLIGHT, MAX_PEERS,
+};
 
 use crate::histogram::Histogram;
 use crate::{Arch, Facts, Key, SyscallId};
@@ -24,7 +29,14 @@ use crate::{Arch, Facts, Key, SyscallId};
 /// "Versioning rule"); a value appended to an enum does not bump it: an
 /// older decoder refuses only the summaries that use the new value, as
 /// malformed.
-pub const FORMAT_VERSION: u16 = 1;
+///
+/// Version 2 appended [`Summary::origin`], [`Summary::cpu`],
+/// [`Summary::in_flight`] and [`Summary::peers`] to version 1's layout;
+/// [`Summary::decode`] reads both (a version 1 summary gets their empty
+/// values).
+pub const FORMAT_VERSION: u16 = 2;
+/// The oldest version [`Summary::decode`] still reads.
+pub const OLDEST_FORMAT_VERSION: u16 = 1;
 /// Hard cap on an encoded summary, bytes.
 pub const MAX_ENCODED_LEN: usize = 2048;
 /// Most syscall entries a summary holds (the "other" entry included).
@@ -88,7 +100,8 @@ pub struct RunRecord {
     pub events: u64,
     /// Events that did not fit a table.
     pub overflow: Overflow,
-    /// 0 for a whole run; 1, 2, ... for consecutive windows of a long run.
+    /// 0 for a whole run; 1, 2, ... for consecutive windows of one traced
+    /// run (the windows of a run share `Origin::stream`).
     pub window: u32,
     /// Summaries the device's spool dropped (full) before this one was made.
     pub spool_dropped: u32,
@@ -210,6 +223,15 @@ pub struct Summary {
     pub syscalls: Vec<SyscallSummary, MAX_SUMMARY_SYSCALLS>,
     /// Transitions, in increasing (from, to) order.
     pub transitions: Vec<Transition, MAX_SUMMARY_TRANSITIONS>,
+    // Version 2 from here on: a version 1 summary ends above.
+    /// Device, stream and window length.
+    pub origin: Origin,
+    /// CPU time of the traced processes (`None`: not measured).
+    pub cpu: Option<CpuTime>,
+    /// Calls in flight when the summary was cut.
+    pub in_flight: InFlight,
+    /// Statistics per socket peer.
+    pub peers: Peers,
 }
 
 impl SyscallSummary {
@@ -305,6 +327,10 @@ impl Summary {
             truncated: false,
             syscalls: Vec::new(),
             transitions: Vec::new(),
+            origin: Origin::default(),
+            cpu: None,
+            in_flight: InFlight::default(),
+            peers: Peers::default(),
         }
     }
 

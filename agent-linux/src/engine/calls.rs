@@ -87,6 +87,7 @@ impl<B: Backend> Engine<B> {
                 entry_ns: c.entry_ns,
                 exit_ns: now,
                 fd_kind: c.fd_kind,
+                peer: None,
             });
             self.stats.syscalls += 1;
         }

@@ -49,6 +49,7 @@ impl RunBuilder {
             entry_ns: self.now,
             exit_ns: self.now + dur_ns,
             fd_kind,
+            peer: None,
         };
         self.now += dur_ns;
         self.collector.record(&ev);
