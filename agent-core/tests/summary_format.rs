@@ -219,6 +219,7 @@ fn worst_observed_fits_and_round_trips() {
     assert_eq!(d.origin.device, [0xfe; 16]);
     // Peers are folded only once no entry is left to fold; none is lost.
     assert_eq!(d.syscalls.len(), 1, "entries are folded before peers");
+    assert!(d.peers.list.len() <= MAX_PEERS);
     assert!(d.peers.rest.peers >= 8, "{:?}", d.peers.rest);
     let peer_calls: u64 = d.peers.list.iter().map(|p| p.calls).sum::<u64>() + d.peers.rest.calls;
     assert_eq!(peer_calls, 2 * 470 * 3 * Arch::ALL.len() as u64);
