@@ -305,17 +305,10 @@ pub fn resolve_command(name: &std::ffi::OsStr) -> anyhow::Result<PathBuf> {
     bail!("{}: command not found", name.to_string_lossy())
 }
 
-/// A finished (or detached) session's summary, with a fresh random id.
+/// A finished (or detached) session's summary, with a fresh random id and
+/// the session's origin.
 pub fn summarize(session: &Session) -> Summary {
-    let mut id = [0u8; 16];
-    if getrandom::fill(&mut id).is_err() {
-        // No entropy source: fall back to time and pid, still unique enough
-        // per device.
-        let t = crate::engine::unix_now_ns().to_le_bytes();
-        id[..8].copy_from_slice(&t);
-        id[8..12].copy_from_slice(&(sys::getpid() as u32).to_le_bytes());
-        id[12..].copy_from_slice(&(session.root as u32).to_le_bytes());
-    }
+    let id = crate::engine::session::random_id();
     let end = if session.live == 0 {
         session.end_ns
     } else {
@@ -331,7 +324,9 @@ pub fn summarize(session: &Session) -> Summary {
             Native::NATIVE,
         )
     };
-    session.collector.summarize(id, run, session.facts.clone())
+    let mut summary = session.collector.summarize(id, run, session.facts.clone());
+    summary.origin = session.origin;
+    summary
 }
 
 /// A one-line reason why ptrace refused `pid`.

@@ -48,6 +48,7 @@ impl<B: Backend> Engine<B> {
             args,
             entry_ns: now,
             fd_kind,
+            peer: None,
         });
     }
 
@@ -87,7 +88,7 @@ impl<B: Backend> Engine<B> {
                 entry_ns: c.entry_ns,
                 exit_ns: now,
                 fd_kind: c.fd_kind,
-                peer: None,
+                peer: c.peer,
             });
             self.stats.syscalls += 1;
         }

@@ -2,7 +2,7 @@
 //! (its statistics and how it ended), and the engine's own counters. A
 //! leaf: it uses nothing of the engine.
 
-use agent_core::{Collector, Exit, Facts};
+use agent_core::{Collector, Exit, Facts, Origin};
 
 use crate::sys::{self, Tid, WaitStatus};
 
@@ -36,6 +36,10 @@ pub struct Session {
     /// (attach and watch: the process may have been caught before its
     /// exec, e.g. a shell's child).
     pub program_from_exec: bool,
+    /// Where its summaries come from: the device id (set by the caller;
+    /// zero until then), the stream id (random, shared by all the
+    /// session's windows) and the window length.
+    pub origin: Origin,
 }
 
 impl Session {
@@ -55,6 +59,10 @@ impl Session {
             detached: false,
             facts,
             program_from_exec: false,
+            origin: Origin {
+                stream: random_id(),
+                ..Origin::default()
+            },
         }
     }
 
@@ -70,6 +78,18 @@ impl Session {
             None => Exit::Running,
         }
     }
+}
+
+/// 128 random bits (summary and stream ids). Without an entropy source:
+/// the time and the agent's pid, still unique enough on one device.
+pub fn random_id() -> [u8; 16] {
+    let mut id = [0u8; 16];
+    if getrandom::fill(&mut id).is_err() {
+        id[..8].copy_from_slice(&unix_now_ns().to_le_bytes());
+        id[8..12].copy_from_slice(&(sys::getpid() as u32).to_le_bytes());
+        id[12..].copy_from_slice(&sys::monotonic_ns().to_le_bytes()[..4]);
+    }
+    id
 }
 
 /// Nanoseconds since the Unix epoch.

@@ -2,7 +2,7 @@
 //! it is, and the syscall it is inside. A leaf: the engine's other modules
 //! use it, it uses none of them.
 
-use agent_core::{Arch, FdKind, SyscallId};
+use agent_core::{Arch, FdKind, PeerAddr, SyscallId};
 
 use crate::fd::SharedFds;
 use crate::sys::Tid;
@@ -16,6 +16,8 @@ pub(super) struct Call {
     pub(super) args: [u64; 6],
     pub(super) entry_ns: u64,
     pub(super) fd_kind: FdKind,
+    /// The remote end of the fd's socket, when known.
+    pub(super) peer: Option<PeerAddr>,
 }
 
 /// Where a traced thread is, besides the call it may be inside.
