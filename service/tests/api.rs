@@ -138,7 +138,7 @@ fn bad_items_are_rejected_with_the_decoders_reason_and_the_rest_stored() {
     let mut trailing = sample::encoded(20, 300, None);
     trailing.push(0);
     let mut wrong_version = sample::encoded(21, 300, None);
-    wrong_version[0] = 2;
+    wrong_version[0] = (agent_core::FORMAT_VERSION + 1) as u8;
     let mut inconsistent = sample::summary(22, 300, None);
     inconsistent.run.events += 1;
     let mut buf = [0u8; 2048];
