@@ -77,7 +77,7 @@ pub fn whole_runs(summaries: Vec<Summary>, merge: bool) -> (Vec<Summary>, Option
     };
     // Whole runs, and a slot for each stream at its first window.
     enum Slot {
-        Run(Summary),
+        Run(Box<Summary>),
         Stream(usize),
     }
     let mut slots = Vec::with_capacity(summaries.len());
@@ -85,7 +85,7 @@ pub fn whole_runs(summaries: Vec<Summary>, merge: bool) -> (Vec<Summary>, Option
     let mut stream_of: BTreeMap<([u8; 16], [u8; 16]), usize> = BTreeMap::new();
     for s in summaries {
         if s.run.window == 0 {
-            slots.push(Slot::Run(s));
+            slots.push(Slot::Run(Box::new(s)));
             continue;
         }
         note.windows += 1;
@@ -106,7 +106,7 @@ pub fn whole_runs(summaries: Vec<Summary>, merge: bool) -> (Vec<Summary>, Option
         let runs = slots
             .into_iter()
             .filter_map(|slot| match slot {
-                Slot::Run(s) => Some(s),
+                Slot::Run(s) => Some(*s),
                 Slot::Stream(_) => None,
             })
             .collect();
@@ -133,7 +133,7 @@ pub fn whole_runs(summaries: Vec<Summary>, merge: bool) -> (Vec<Summary>, Option
     let runs = slots
         .into_iter()
         .filter_map(|slot| match slot {
-            Slot::Run(s) => Some(s),
+            Slot::Run(s) => Some(*s),
             Slot::Stream(i) => merged[i].take(),
         })
         .collect();
@@ -234,16 +234,19 @@ fn merged_syscalls(
     let folded = entries.len() > MAX_SUMMARY_SYSCALLS;
     if folded {
         // Keep the most frequent (ties: lower key) beside "other".
-        let mut other = match entries.iter().position(|s| s.key == Key::OTHER) {
-            Some(i) => Some(entries.remove(i)),
-            None => None,
-        };
+        let mut other = entries
+            .iter()
+            .position(|s| s.key == Key::OTHER)
+            .map(|i| entries.remove(i));
         entries.sort_by(|a, b| b.count.cmp(&a.count).then(a.key.cmp(&b.key)));
         for s in entries.split_off(MAX_SUMMARY_SYSCALLS - 1) {
             match &mut other {
                 Some(o) => o.merge(&s),
                 None => {
-                    other = Some(SyscallSummary { key: Key::OTHER, ..s });
+                    other = Some(SyscallSummary {
+                        key: Key::OTHER,
+                        ..s
+                    });
                 }
             }
         }

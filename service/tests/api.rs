@@ -738,7 +738,9 @@ fn runs_filter_by_device_and_stream_and_devices_are_listed() {
     assert_eq!(one["facts"]["kernel"], "6.1.0-28-amd64");
     assert_eq!(one["facts"]["device_model"], "ThinkPad X1 Carbon Gen 9");
     assert_eq!(one["facts"]["os_name"], "Debian GNU/Linux");
-    assert!(one["last_seen_unix_ns"].as_u64().unwrap() >= one["first_seen_unix_ns"].as_u64().unwrap());
+    assert!(
+        one["last_seen_unix_ns"].as_u64().unwrap() >= one["first_seen_unix_ns"].as_u64().unwrap()
+    );
     let parsed: wire::DeviceList = serde_json::from_value(devices.clone()).unwrap();
     assert_eq!(parsed.devices.len(), 2);
     let (_, limited) = get(&server.url, "/v1/devices?limit=1", Some(TOKEN));

@@ -318,6 +318,9 @@ fn a_schema_1_file_is_migrated_and_keeps_its_runs() {
     assert!(cause.contains("schema version 3 is newer"), "{cause}");
 }
 
+/// transport, address, port, calls, bytes, last_syscall, last_result
+type PeerColumns = (String, String, i64, i64, i64, Option<String>, Option<i64>);
+
 #[test]
 fn origin_cpu_in_flight_peers_and_devices_are_stored() {
     let dir = tempfile::tempdir().unwrap();
@@ -353,7 +356,7 @@ fn origin_cpu_in_flight_peers_and_devices_are_stored() {
     assert_eq!(r.in_flight, 1);
 
     let conn = rusqlite::Connection::open(&db).unwrap();
-    let peers: Vec<(String, String, i64, i64, i64, Option<String>, Option<i64>)> = conn
+    let peers: Vec<PeerColumns> = conn
         .prepare(
             "SELECT transport, address, port, calls, bytes, last_syscall, last_result \
              FROM run_peers WHERE id = ?1 ORDER BY calls DESC",

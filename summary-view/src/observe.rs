@@ -6,7 +6,9 @@
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use agent_core::{CpuTime, InFlight, InFlightCall, LastCall, Peer, PeerAddr, PeerIp, Peers, Summary};
+use agent_core::{
+    CpuTime, InFlight, InFlightCall, LastCall, Peer, PeerAddr, PeerIp, Peers, Summary,
+};
 use serde_json::{json, Value};
 
 use crate::{errno_name, id_hex};
@@ -129,9 +131,10 @@ pub fn in_flight_json(f: &InFlight) -> Value {
 
 /// The `"cpu"` object of the JSON view (`null`: not measured).
 pub fn cpu_json(cpu: Option<CpuTime>) -> Value {
-    cpu.map_or(Value::Null, |c| {
-        json!({ "user_ns": c.user_ns, "system_ns": c.system_ns })
-    })
+    cpu.map_or(
+        Value::Null,
+        |c| json!({ "user_ns": c.user_ns, "system_ns": c.system_ns }),
+    )
 }
 
 /// The `"origin"` object of the JSON view.
@@ -223,7 +226,12 @@ fn last_call_text(last: &LastCall) -> String {
         Some(e) => errno_name(e),
         None => last.result.to_string(),
     };
-    format!("{} = {} at {}", last.id, result, time_text(last.end_unix_ns))
+    format!(
+        "{} = {} at {}",
+        last.id,
+        result,
+        time_text(last.end_unix_ns)
+    )
 }
 
 /// The per-peer table: calls, bytes, time and errors on the sockets of

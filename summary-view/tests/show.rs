@@ -121,7 +121,10 @@ fn the_table_shows_the_window_cpu_in_flight_calls_and_peers() {
     // calls 5, bytes 400 (4 successful reads of 100), 15 us in all, 1 error,
     // the last call the failed read.
     assert_eq!(&fields[2..7], ["5", "400", "0.000015", "3.0", "1"], "{t}");
-    assert!(rows[0].contains("read = EAGAIN at 2025-11-21T04:40:00"), "{t}");
+    assert!(
+        rows[0].contains("read = EAGAIN at 2025-11-21T04:40:00"),
+        "{t}"
+    );
     assert!(rows[1].contains("udp [2001:db8::1]:53"), "{t}");
 }
 
