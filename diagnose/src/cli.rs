@@ -14,6 +14,7 @@ use crate::label::{self, ClusterBy, Labelling};
 use crate::mapping::Mapping;
 use crate::report;
 use crate::tree::TreeParams;
+use crate::windows;
 
 /// `edge-service diagnose`: which runs are slow, and rules saying why.
 ///
@@ -78,6 +79,12 @@ pub struct DiagnoseArgs {
     /// unreadable), naming each on stderr, instead of stopping at the first.
     #[arg(long)]
     pub skip_bad: bool,
+    /// Merge the window summaries of each traced run (same device and
+    /// stream id) into one run, summing exactly; without it, window
+    /// summaries are left out with a note (the diagnosis compares whole
+    /// runs).
+    #[arg(long)]
+    pub merge_windows: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -181,6 +188,8 @@ fn load_and_label(
         let mut bad_runs = read_files(std::slice::from_ref(bad), args.skip_bad)?;
         good_runs.retain(|s| input::passes(s, &filter));
         bad_runs.retain(|s| input::passes(s, &filter));
+        let good_runs = whole_runs(good_runs, args.merge_windows);
+        let bad_runs = whole_runs(bad_runs, args.merge_windows);
         let mut labels = vec![0u32; good_runs.len()];
         labels.extend(std::iter::repeat_n(1u32, bad_runs.len()));
         let mut runs = good_runs;
@@ -229,6 +238,7 @@ fn load_and_label(
         from.extend(args.inputs.iter().map(|p| p.display().to_string()));
     }
     input::dedup(&mut runs);
+    let mut runs = whole_runs(runs, args.merge_windows);
     if runs.is_empty() {
         bail!(
             "no runs found in {} (with the filters given; folders are read for *.summary files)",
@@ -245,6 +255,16 @@ fn load_and_label(
         None => label::by_cluster(&runs, args.cluster.unwrap_or(ClusterBy::Duration))?,
     };
     Ok((runs, labelling))
+}
+
+/// The whole runs among `summaries` (windows merged or left out, see
+/// [`windows::whole_runs`]), saying on stderr what became of the windows.
+fn whole_runs(summaries: Vec<Summary>, merge: bool) -> Vec<Summary> {
+    let (runs, note) = windows::whole_runs(summaries, merge);
+    if let Some(note) = note {
+        eprintln!("diagnose: {note}");
+    }
+    runs
 }
 
 /// Runs `edge-service diagnose`.

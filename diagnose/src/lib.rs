@@ -1,5 +1,8 @@
 //! Root-cause rules from Edge Agent summaries (the research's Algorithm 1).
 //!
+//! Window summaries (one per time window of a traced run) are left out, or
+//! merged into one run per stream with `--merge-windows` ([`windows`]).
+//!
 //! The flow: summaries (from files or the service's store, [`input`]) are
 //! labelled good or bad ([`label`]: given, or by clustering durations),
 //! syscall names with the same meaning are merged ([`mapping`]), each run
@@ -22,3 +25,4 @@ pub mod mapping;
 pub mod report;
 pub mod rules;
 pub mod tree;
+pub mod windows;

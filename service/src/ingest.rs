@@ -96,9 +96,12 @@ pub fn prepare(
 }
 
 /// The id of an item the decoder refused, when its first bytes look like a
-/// version-1 summary (the version varint is one byte, the id the next 16).
+/// summary of a version this build reads (the version varint is one byte,
+/// the id the next 16).
 fn readable_id(item: &[u8]) -> Option<[u8; 16]> {
-    if item.len() >= 17 && u16::from(item[0]) == agent_core::FORMAT_VERSION {
+    let version = item.first().map(|v| u16::from(*v));
+    let known = agent_core::OLDEST_FORMAT_VERSION..=agent_core::FORMAT_VERSION;
+    if item.len() >= 17 && version.is_some_and(|v| known.contains(&v)) {
         item[1..17].try_into().ok()
     } else {
         None

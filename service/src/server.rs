@@ -18,7 +18,9 @@ use serde_json::{json, Value};
 use crate::directive::Directive;
 use crate::ingest::{self, Rejection};
 use crate::metrics::Metrics;
-use crate::store::{Inserted, RunFilter, RunRow, Store, StoreError, StoreOpener};
+use crate::store::{
+    DeviceFilter, DeviceRow, Inserted, RunFilter, RunRow, Store, StoreError, StoreOpener,
+};
 use crate::tokens::Tokens;
 use crate::writer::{WriteError, Writer};
 use agent_core::framing::{FramingError, Items, CONTENT_TYPE, MAX_BODY};
@@ -27,8 +29,10 @@ use agent_core::framing::{FramingError, Items, CONTENT_TYPE, MAX_BODY};
 pub const RETRY_AFTER_SECS: u32 = 5;
 /// Runs `GET /v1/runs` returns when no `limit` is given.
 pub const DEFAULT_RUNS_LIMIT: u64 = 1000;
-/// Largest `limit` accepted by `GET /v1/runs`.
+/// Largest `limit` accepted by `GET /v1/runs` and `GET /v1/devices`.
 pub const MAX_RUNS_LIMIT: u64 = 100_000;
+/// Devices `GET /v1/devices` returns when no `limit` is given.
+pub const DEFAULT_DEVICES_LIMIT: u64 = 1000;
 
 /// Who may call the API.
 #[derive(Clone, Debug)]
@@ -229,6 +233,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/directives", get(get_directive))
         .route("/v1/runs", get(get_runs))
         .route("/v1/runs/{id}", get(get_run))
+        .route("/v1/devices", get(get_devices))
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(get_metrics))
         .layer(middleware::from_fn_with_state(app.clone(), track))
@@ -396,7 +401,34 @@ struct RunsQuery {
     program: Option<String>,
     since: Option<u64>,
     until: Option<u64>,
+    device: Option<String>,
+    stream: Option<String>,
     limit: Option<u64>,
+}
+
+/// A `limit` parameter: `default` when absent, else 1..=[`MAX_RUNS_LIMIT`].
+fn checked_limit(limit: Option<u64>, default: u64) -> Result<u64, ApiError> {
+    let limit = limit.unwrap_or(default);
+    if limit == 0 || limit > MAX_RUNS_LIMIT {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("limit must be 1..={MAX_RUNS_LIMIT}"),
+        ));
+    }
+    Ok(limit)
+}
+
+/// A `device=` or `stream=` parameter: 32 hex digits (any case).
+fn id_param(name: &str, text: Option<String>) -> Result<Option<[u8; 16]>, ApiError> {
+    text.map(|t| {
+        summary_view::id_from_hex(&t.to_ascii_lowercase()).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("{name} `{t}` is not 32 hex digits"),
+            )
+        })
+    })
+    .transpose()
 }
 
 async fn get_runs(
@@ -406,23 +438,42 @@ async fn get_runs(
 ) -> Result<Json<wire::RunList>, ApiError> {
     let token_group = app.authenticate(&headers)?;
     let Query(q) = query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?;
-    let limit = q.limit.unwrap_or(DEFAULT_RUNS_LIMIT);
-    if limit == 0 || limit > MAX_RUNS_LIMIT {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            format!("limit must be 1..={MAX_RUNS_LIMIT}"),
-        ));
-    }
+    let limit = checked_limit(q.limit, DEFAULT_RUNS_LIMIT)?;
     let filter = RunFilter {
         group: group_for_read(token_group, q.group)?,
         program: q.program,
         since_unix_ns: q.since,
         until_unix_ns: q.until,
+        device: id_param("device", q.device)?,
+        stream: id_param("stream", q.stream)?,
         limit: Some(limit),
     };
     let runs = app.read(move |store| store.runs(&filter)).await?;
     Ok(Json(wire::RunList {
         runs: runs.iter().map(RunRow::view).collect(),
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+struct DevicesQuery {
+    group: Option<String>,
+    limit: Option<u64>,
+}
+
+async fn get_devices(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    query: Result<Query<DevicesQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<wire::DeviceList>, ApiError> {
+    let token_group = app.authenticate(&headers)?;
+    let Query(q) = query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?;
+    let filter = DeviceFilter {
+        group: group_for_read(token_group, q.group)?,
+        limit: Some(checked_limit(q.limit, DEFAULT_DEVICES_LIMIT)?),
+    };
+    let devices = app.read(move |store| store.devices(&filter)).await?;
+    Ok(Json(wire::DeviceList {
+        devices: devices.iter().map(DeviceRow::view).collect(),
     }))
 }
 

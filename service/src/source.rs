@@ -22,6 +22,8 @@ impl SummarySource for SqliteSource {
             program: filter.program.clone(),
             since_unix_ns: filter.since_unix_ns,
             until_unix_ns: filter.until_unix_ns,
+            device: None,
+            stream: None,
             limit: None,
         };
         let stored = store.load(&filter)?;

@@ -138,7 +138,7 @@ fn bad_items_are_rejected_with_the_decoders_reason_and_the_rest_stored() {
     let mut trailing = sample::encoded(20, 300, None);
     trailing.push(0);
     let mut wrong_version = sample::encoded(21, 300, None);
-    wrong_version[0] = 2;
+    wrong_version[0] = (agent_core::FORMAT_VERSION + 1) as u8;
     let mut inconsistent = sample::summary(22, 300, None);
     inconsistent.run.events += 1;
     let mut buf = [0u8; 2048];
@@ -575,4 +575,185 @@ fn random_and_mutated_bodies_never_break_the_server() {
         let (status, _) = get(&server.url, &format!("/v1/runs/{id}"), Some(TOKEN));
         assert_eq!(status, 200);
     }
+}
+
+/// A summary of device `device` (all bytes the same), window `window` of
+/// the stream `stream`, as a version 2 device sends it.
+fn from_device(seed: u64, device: u8, stream: u8, window: u32) -> Vec<u8> {
+    let mut s = sample::summary(seed, 300, None);
+    s.origin = agent_core::Origin {
+        device: [device; 16],
+        stream: [stream; 16],
+        window_ns: if window == 0 { 0 } else { 10_000_000_000 },
+    };
+    s.run.window = window;
+    if window > 0 {
+        s.run.exit = agent_core::Exit::Running;
+    }
+    s.cpu = Some(agent_core::CpuTime {
+        user_ns: seed * 1_000,
+        system_ns: seed,
+    });
+    let mut buf = [0u8; agent_core::MAX_ENCODED_LEN];
+    s.encode(&mut buf).unwrap().to_vec()
+}
+
+fn listed_ids(json: &serde_json::Value, list: &str, field: &str) -> Vec<String> {
+    json[list]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {list} in {json}"))
+        .iter()
+        .map(|r| r[field].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn runs_filter_by_device_and_stream_and_devices_are_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let v1 = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../agent-core/tests/fixtures/v1-wget.bin"),
+    )
+    .unwrap();
+    // Device d1: three windows of one stream, and a whole run; device d2: a
+    // whole run. In one upload framed as the uploader frames it.
+    let items = vec![
+        from_device(101, 0xd1, 0x51, 1),
+        from_device(102, 0xd1, 0x51, 2),
+        from_device(103, 0xd1, 0x51, 3),
+        from_device(104, 0xd1, 0x52, 0),
+        from_device(105, 0xd2, 0x53, 0),
+    ];
+    let (status, json) = post_items(&server.url, &items);
+    assert_eq!(status, 200, "{json}");
+    let ids: Vec<String> = items.iter().map(|i| id_of(i)).collect();
+    assert_eq!(accepted(&json), ids);
+    // A version 1 summary (no device, stream or window length), to its
+    // group `lab`, beside a version 2 one.
+    let lab_v2 = from_device(107, 0xd4, 0x55, 0);
+    let (status, _, json) = post(
+        &server.url,
+        Some(LAB_TOKEN),
+        Some(CONTENT_TYPE),
+        &common::body([v1.as_slice(), lab_v2.as_slice()]),
+    );
+    assert_eq!(status, 200, "{json}");
+    let v1_id = id_of(&v1);
+    assert_eq!(accepted(&json), vec![v1_id.clone(), id_of(&lab_v2)]);
+    // Another group's device, seen only by that group.
+    let theirs = from_device(106, 0xd3, 0x54, 0);
+    let (status, _, json) = post(
+        &server.url,
+        Some(OTHER_TOKEN),
+        Some(CONTENT_TYPE),
+        &common::body([theirs.as_slice()]),
+    );
+    assert_eq!(status, 200, "{json}");
+
+    let d1 = "d1".repeat(16);
+    let (status, runs) = get(&server.url, &format!("/v1/runs?device={d1}"), Some(TOKEN));
+    assert_eq!(status, 200, "{runs}");
+    assert_eq!(listed_ids(&runs, "runs", "id"), ids[..4].to_vec());
+    let w2 = &runs["runs"][1];
+    assert_eq!(w2["device"], d1.as_str());
+    assert_eq!(w2["stream"], "51".repeat(16));
+    assert_eq!(w2["window"], 2);
+    assert_eq!(w2["window_ns"], 10_000_000_000u64);
+    assert_eq!(w2["exit"], "running");
+    assert_eq!(w2["cpu_user_ns"], 102_000);
+    assert_eq!(w2["cpu_system_ns"], 102);
+    assert_eq!(w2["in_flight"], 0);
+    // Upper-case hex is the same id.
+    let (_, upper) = get(
+        &server.url,
+        &format!("/v1/runs?device={}", d1.to_uppercase()),
+        Some(TOKEN),
+    );
+    assert_eq!(upper, runs);
+
+    // The windows of one stream, in order.
+    let (_, stream) = get(
+        &server.url,
+        &format!("/v1/runs?stream={}", "51".repeat(16)),
+        Some(TOKEN),
+    );
+    assert_eq!(listed_ids(&stream, "runs", "id"), ids[..3].to_vec());
+    let windows: Vec<u64> = stream["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["window"].as_u64().unwrap())
+        .collect();
+    assert_eq!(windows, vec![1, 2, 3]);
+
+    // The version 1 summary was stored, without a device: the all-zero id
+    // finds it, and its view says null.
+    let (_, none) = get(
+        &server.url,
+        &format!("/v1/runs?device={}", "0".repeat(32)),
+        Some(LAB_TOKEN),
+    );
+    assert_eq!(listed_ids(&none, "runs", "id"), vec![v1_id.clone()]);
+    assert_eq!(none["runs"][0]["device"], serde_json::Value::Null);
+    assert_eq!(none["runs"][0]["stream"], serde_json::Value::Null);
+    assert_eq!(none["runs"][0]["cpu_user_ns"], serde_json::Value::Null);
+    let (status, shown) = get(&server.url, &format!("/v1/runs/{v1_id}"), Some(LAB_TOKEN));
+    assert_eq!(status, 200);
+    assert_eq!(shown["origin"]["device"], serde_json::Value::Null);
+    assert_eq!(shown["facts"]["program"], "wget");
+    let (_, lab) = get(&server.url, "/v1/devices", Some(LAB_TOKEN));
+    assert_eq!(listed_ids(&lab, "devices", "device"), vec!["d4".repeat(16)]);
+
+    // Another group's device is not among this group's runs.
+    let d3 = "d3".repeat(16);
+    let (_, none) = get(&server.url, &format!("/v1/runs?device={d3}"), Some(TOKEN));
+    assert_eq!(none["runs"], serde_json::json!([]));
+
+    // Refused parameters.
+    for bad in ["device=d1", "device=zz", "stream=123", "device="] {
+        let (status, json) = get(&server.url, &format!("/v1/runs?{bad}"), Some(TOKEN));
+        assert_eq!(status, 400, "{bad}: {json}");
+    }
+
+    // The devices of the token's group, most recently seen first, with the
+    // facts of their latest run and their counts.
+    let (status, devices) = get(&server.url, "/v1/devices", Some(TOKEN));
+    assert_eq!(status, 200, "{devices}");
+    let listed = listed_ids(&devices, "devices", "device");
+    assert_eq!(listed.len(), 2, "{devices}");
+    assert!(listed.contains(&d1) && listed.contains(&"d2".repeat(16)));
+    let one = devices["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["device"] == d1.as_str())
+        .unwrap();
+    let latest = Summary::decode(&items[3]).unwrap();
+    assert_eq!(one["group"], "phones");
+    assert_eq!(one["runs"], 1);
+    assert_eq!(one["windows"], 3);
+    assert_eq!(one["last_start_unix_ns"], latest.run.start_unix_ns);
+    assert_eq!(one["last_program"], latest.facts.program.as_str());
+    assert_eq!(one["facts"]["kernel"], "6.1.0-28-amd64");
+    assert_eq!(one["facts"]["device_model"], "ThinkPad X1 Carbon Gen 9");
+    assert_eq!(one["facts"]["os_name"], "Debian GNU/Linux");
+    assert!(
+        one["last_seen_unix_ns"].as_u64().unwrap() >= one["first_seen_unix_ns"].as_u64().unwrap()
+    );
+    let parsed: wire::DeviceList = serde_json::from_value(devices.clone()).unwrap();
+    assert_eq!(parsed.devices.len(), 2);
+    let (_, limited) = get(&server.url, "/v1/devices?limit=1", Some(TOKEN));
+    assert_eq!(limited["devices"].as_array().unwrap().len(), 1);
+
+    // Scoping as /v1/runs: the other token sees its own device only, may
+    // not ask for this group, and no token is 401.
+    let (_, theirs) = get(&server.url, "/v1/devices", Some(OTHER_TOKEN));
+    assert_eq!(listed_ids(&theirs, "devices", "device"), vec![d3]);
+    let (status, _) = get(&server.url, "/v1/devices?group=phones", Some(OTHER_TOKEN));
+    assert_eq!(status, 403);
+    let (status, _) = get(&server.url, "/v1/devices", None);
+    assert_eq!(status, 401);
+    let (status, _) = get(&server.url, "/v1/devices?limit=0", Some(TOKEN));
+    assert_eq!(status, 400);
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use diagnose::input::{RunFilter as DiagnoseFilter, SummarySource};
 use service::sample;
 use service::source::SqliteSource;
-use service::store::{Inserted, NewRun, RunFilter, SqliteStore, Store};
+use service::store::{DeviceFilter, Inserted, NewRun, RunFilter, SqliteStore, Store};
 
 fn new_run(seed: u64, group: &str) -> (agent_core::Summary, NewRun) {
     let raw = sample::encoded(seed, 500, None);
@@ -137,4 +137,304 @@ fn filters_and_the_diagnose_source_agree() {
 
     let missing = SqliteSource.load(&dir.path().join("nope.db"), &DiagnoseFilter::default());
     assert!(missing.unwrap_err().to_string().contains("does not exist"));
+}
+
+/// The schema of edge-service before summary format 2 (schema version 1),
+/// exactly as that build created it.
+const SCHEMA_1: &str = "
+CREATE TABLE runs (
+    seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, group_name TEXT NOT NULL,
+    program TEXT NOT NULL, start_unix_ns INTEGER NOT NULL, duration_ns INTEGER NOT NULL,
+    exit_kind TEXT NOT NULL, exit_value INTEGER, arch TEXT NOT NULL,
+    processes INTEGER NOT NULL, threads INTEGER NOT NULL, events INTEGER NOT NULL,
+    window_index INTEGER NOT NULL, spool_dropped INTEGER NOT NULL, truncated INTEGER NOT NULL,
+    facts TEXT NOT NULL, received_unix_ns INTEGER NOT NULL, raw BLOB NOT NULL
+);
+CREATE INDEX runs_by_group_start ON runs (group_name, start_unix_ns);
+CREATE TABLE syscalls (
+    run INTEGER NOT NULL REFERENCES runs (seq), syscall TEXT NOT NULL, fd_kind TEXT NOT NULL,
+    count INTEGER NOT NULL, errors INTEGER NOT NULL, total_ns INTEGER NOT NULL,
+    min_ns INTEGER NOT NULL, max_ns INTEGER NOT NULL, mean_ns REAL NOT NULL,
+    consecutive INTEGER NOT NULL, gap_mean_ns REAL NOT NULL, result_mean REAL NOT NULL,
+    param_mean REAL, PRIMARY KEY (run, syscall, fd_kind)
+) WITHOUT ROWID;
+CREATE VIEW run_syscalls AS
+    SELECT r.id, r.group_name, r.program, r.start_unix_ns, s.*
+    FROM syscalls s JOIN runs r ON r.seq = s.run;
+CREATE TABLE directives (
+    group_name TEXT PRIMARY KEY, match_text TEXT, only_list TEXT, time_window TEXT
+);
+PRAGMA user_version = 1;
+";
+
+/// A run with a device, a stream, CPU time, a call in flight and two peers.
+fn windowed_run(seed: u64, device: u8, window: u32) -> (agent_core::Summary, NewRun) {
+    use agent_core::{CpuTime, FdKind, InFlightCall, LastCall, Peer, PeerAddr, PeerIp, SyscallId};
+    let mut s = sample::summary(seed, 300, None);
+    s.run.window = window;
+    s.run.exit = agent_core::Exit::Running;
+    s.origin = agent_core::Origin {
+        device: [device; 16],
+        stream: [device ^ 0xff; 16],
+        window_ns: 1_000_000_000,
+    };
+    s.cpu = Some(CpuTime {
+        user_ns: 7_000,
+        system_ns: 3_000,
+    });
+    s.in_flight.count = 1;
+    s.in_flight
+        .oldest
+        .push(InFlightCall {
+            tid: 9,
+            id: SyscallId::from_name("read").unwrap(),
+            fd_kind: FdKind::Tcp,
+            peer: None,
+            start_unix_ns: s.run.start_unix_ns,
+        })
+        .unwrap();
+    let peer = |ip: PeerIp, port, calls| Peer {
+        addr: PeerAddr {
+            transport: FdKind::Tcp,
+            ip,
+            port,
+        },
+        calls,
+        bytes: calls * 100,
+        total_ns: calls * 1_000,
+        errors: 1,
+        last: Some(LastCall {
+            id: SyscallId::from_name("read").unwrap(),
+            result: -104,
+            end_unix_ns: s.run.start_unix_ns + 5,
+        }),
+    };
+    s.peers
+        .list
+        .push(peer(PeerIp::V4([192, 0, 2, 1]), 80, 9))
+        .unwrap();
+    let mut v6 = [0u8; 16];
+    v6[15] = 1;
+    s.peers.list.push(peer(PeerIp::V6(v6), 443, 4)).unwrap();
+    s.peers.rest = agent_core::PeerRest {
+        peers: 3,
+        calls: 6,
+        bytes: 0,
+        total_ns: 60,
+        errors: 0,
+    };
+    let mut buf = [0u8; agent_core::MAX_ENCODED_LEN];
+    let raw = s.encode(&mut buf).unwrap().to_vec();
+    let s = agent_core::Summary::decode(&raw).unwrap();
+    let run = NewRun::from_summary(&s, raw, "phones", 100 + seed);
+    (s, run)
+}
+
+fn v1_fixture() -> Vec<u8> {
+    std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../agent-core/tests/fixtures/v1-wget.bin"),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_schema_1_file_is_migrated_and_keeps_its_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("old.db");
+    // A file the previous build made, holding one version 1 run.
+    let v1 = v1_fixture();
+    let old = agent_core::Summary::decode(&v1).unwrap();
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(SCHEMA_1).unwrap();
+        conn.execute(
+            "INSERT INTO runs (id, group_name, program, start_unix_ns, duration_ns, exit_kind, \
+             exit_value, arch, processes, threads, events, window_index, spool_dropped, truncated, \
+             facts, received_unix_ns, raw) VALUES (?1, 'phones', 'wget', ?2, ?3, 'code', 0, \
+             'x86_64', 1, 1, ?4, 0, 0, 0, '{}', 5, ?5)",
+            rusqlite::params![
+                summary_view::id_hex(&old.id),
+                old.run.start_unix_ns as i64,
+                old.run.duration_ns as i64,
+                old.run.events as i64,
+                v1,
+            ],
+        )
+        .unwrap();
+    }
+
+    let mut store = SqliteStore::open(&db, Duration::from_secs(1)).unwrap();
+    assert_eq!(store.schema_version().unwrap(), 2);
+    let listed = store.runs(&RunFilter::default()).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, old.id);
+    assert_eq!(
+        (listed[0].device, listed[0].stream, listed[0].window_ns),
+        (None, None, 0)
+    );
+    assert_eq!((listed[0].cpu_user_ns, listed[0].in_flight), (None, 0));
+    assert_eq!(store.run(&old.id).unwrap().unwrap().raw, v1);
+
+    // New runs go in beside it, with their device; the old one is the run
+    // without a device.
+    let (new, run) = windowed_run(3, 0xd1, 2);
+    assert_eq!(store.insert_runs(&[run]).unwrap(), vec![Inserted::Stored]);
+    let no_device = RunFilter {
+        device: Some([0; 16]),
+        ..RunFilter::default()
+    };
+    let ids: Vec<[u8; 16]> = store
+        .runs(&no_device)
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(ids, vec![old.id]);
+    let device = RunFilter {
+        device: Some([0xd1; 16]),
+        ..RunFilter::default()
+    };
+    let ids: Vec<[u8; 16]> = store.runs(&device).unwrap().iter().map(|r| r.id).collect();
+    assert_eq!(ids, vec![new.id]);
+    drop(store);
+
+    // Opening again (or from several connections) migrates nothing twice.
+    let mut again = SqliteStore::open(&db, Duration::from_secs(1)).unwrap();
+    assert_eq!(again.runs(&RunFilter::default()).unwrap().len(), 2);
+    // A file from a newer build is refused, naming both versions.
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .pragma_update(None, "user_version", 3)
+        .unwrap();
+    let err = SqliteStore::open(&db, Duration::from_secs(1))
+        .unwrap_err()
+        .to_string();
+    let cause = format!(
+        "{:#}",
+        SqliteStore::open(&db, Duration::from_secs(1)).unwrap_err()
+    );
+    assert!(err.contains("old.db"), "{err}");
+    assert!(cause.contains("schema version 3 is newer"), "{cause}");
+}
+
+/// transport, address, port, calls, bytes, last_syscall, last_result
+type PeerColumns = (String, String, i64, i64, i64, Option<String>, Option<i64>);
+
+#[test]
+fn origin_cpu_in_flight_peers_and_devices_are_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let mut store = SqliteStore::open(&db, Duration::from_secs(1)).unwrap();
+    let (w1, run1) = windowed_run(40, 0xaa, 1);
+    let (w2, run2) = windowed_run(41, 0xaa, 2);
+    let (other, run3) = windowed_run(42, 0xbb, 0);
+    let mut foreign = windowed_run(43, 0xaa, 0).1;
+    foreign.group = "laptops".into();
+    let v1 = v1_fixture();
+    let old = NewRun::from_summary(&agent_core::Summary::decode(&v1).unwrap(), v1, "phones", 1);
+    store
+        .insert_runs(&[run2.clone(), run1, run3, foreign, old, run2])
+        .unwrap();
+
+    let rows = store
+        .runs(&RunFilter {
+            stream: Some([0xaa ^ 0xff; 16]),
+            ..RunFilter::default()
+        })
+        .unwrap();
+    let ids: Vec<[u8; 16]> = rows.iter().map(|r| r.id).collect();
+    // Both windows of the phones stream and the laptops run of the same
+    // device and stream, oldest start first.
+    assert_eq!(ids.len(), 3, "{rows:?}");
+    assert_eq!(&ids[..2], &[w1.id, w2.id]);
+    let r = &rows[0];
+    assert_eq!(r.device, Some([0xaa; 16]));
+    assert_eq!(r.window, 1);
+    assert_eq!(r.window_ns, 1_000_000_000);
+    assert_eq!((r.cpu_user_ns, r.cpu_system_ns), (Some(7_000), Some(3_000)));
+    assert_eq!(r.in_flight, 1);
+
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let peers: Vec<PeerColumns> = conn
+        .prepare(
+            "SELECT transport, address, port, calls, bytes, last_syscall, last_result \
+             FROM run_peers WHERE id = ?1 ORDER BY calls DESC",
+        )
+        .unwrap()
+        .query_map([summary_view::id_hex(&w1.id)], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+            ))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        peers,
+        vec![
+            (
+                "tcp".into(),
+                "192.0.2.1".into(),
+                80,
+                9,
+                900,
+                Some("read".into()),
+                Some(-104)
+            ),
+            (
+                "tcp".into(),
+                "::1".into(),
+                443,
+                4,
+                400,
+                Some("read".into()),
+                Some(-104)
+            ),
+        ]
+    );
+    let folded: i64 = conn
+        .query_row(
+            "SELECT peers_folded FROM runs WHERE id = ?1",
+            [summary_view::id_hex(&w1.id)],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(folded, 3);
+
+    // Devices: per group; counts of whole runs and windows (the repeat not
+    // counted again); the v1 run has no device and is not listed.
+    let phones = store
+        .devices(&DeviceFilter {
+            group: Some("phones".into()),
+            limit: None,
+        })
+        .unwrap();
+    let listed: Vec<([u8; 16], u64, u64)> = phones
+        .iter()
+        .map(|d| (d.device, d.runs, d.windows))
+        .collect();
+    assert_eq!(listed.len(), 2, "{phones:?}");
+    assert!(listed.contains(&([0xaa; 16], 0, 2)), "{listed:?}");
+    assert!(listed.contains(&([0xbb; 16], 1, 0)), "{listed:?}");
+    let aa = phones.iter().find(|d| d.device == [0xaa; 16]).unwrap();
+    // Facts and program of the most recent window (by start), although
+    // window 2 was stored first.
+    assert_eq!(aa.last_start_unix_ns, w2.run.start_unix_ns);
+    assert_eq!(aa.last_program, w2.facts.program.as_str());
+    assert_eq!(aa.facts, summary_view::to_json(&w2)["facts"]);
+    assert_eq!((aa.first_seen_unix_ns, aa.last_seen_unix_ns), (140, 141));
+    let bb = phones.iter().find(|d| d.device == [0xbb; 16]).unwrap();
+    assert_eq!(bb.facts["kernel"], other.facts.kernel.as_str());
+    let all = store.devices(&DeviceFilter::default()).unwrap();
+    assert_eq!(all.len(), 3);
+    assert!(all
+        .iter()
+        .any(|d| d.group == "laptops" && d.device == [0xaa; 16] && d.runs == 1));
 }

@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 
 pub mod file;
+pub mod observe;
 
 use agent_core::summary::MAX_ERRNOS;
 use agent_core::{Exit, Summary, SyscallSummary, Transition};
@@ -157,6 +158,10 @@ pub fn to_json(summary: &Summary) -> Value {
         "facts": facts_json(summary),
         "syscalls": summary.syscalls.iter().map(syscall_json).collect::<Vec<_>>(),
         "transitions": summary.transitions.iter().map(transition_json).collect::<Vec<_>>(),
+        "origin": observe::origin_json(summary),
+        "cpu": observe::cpu_json(summary.cpu),
+        "in_flight": observe::in_flight_json(&summary.in_flight),
+        "peers": observe::peers_json(&summary.peers),
     })
 }
 
@@ -178,7 +183,9 @@ fn top_errnos_text(s: &SyscallSummary) -> String {
 
 /// A table in the spirit of `strace -c`, with the extra columns: consecutive
 /// calls, mean gap between them, mean result, mean requested size and the
-/// top errnos. Rows are sorted by total time, largest first.
+/// top errnos. Rows are sorted by total time, largest first. Above it: the
+/// run, its window, stream and device, the CPU time and the facts; below
+/// it: the transitions, the calls in flight at the cut and the peers.
 pub fn table(summary: &Summary) -> String {
     let r = &summary.run;
     let f = &summary.facts;
@@ -197,6 +204,7 @@ pub fn table(summary: &Summary) -> String {
         r.events,
         if summary.truncated { "  (truncated)" } else { "" },
     );
+    observe::origin_lines(&mut out, summary);
     let _ = writeln!(
         out,
         "os {} {}  kernel {}  device {}  agent {}",
@@ -300,6 +308,8 @@ pub fn table(summary: &Summary) -> String {
             );
         }
     }
+    observe::in_flight_lines(&mut out, summary);
+    observe::peer_lines(&mut out, summary);
     out
 }
 

@@ -65,8 +65,30 @@ pub struct RunView {
     pub threads: u32,
     /// Syscalls seen.
     pub events: u64,
-    /// Window index (0 for a whole run).
+    /// Window index (0 for a whole run; 1, 2, ... for the windows of a
+    /// stream).
     pub window: u32,
+    /// The device's id, 32 lowercase hex digits; `None` when the summary did
+    /// not carry one (format version 1).
+    #[serde(default)]
+    pub device: Option<String>,
+    /// The stream (the traced run its windows share), 32 lowercase hex
+    /// digits; `None` when not known.
+    #[serde(default)]
+    pub stream: Option<String>,
+    /// The window length, ns; 0 for a whole run.
+    #[serde(default)]
+    pub window_ns: u64,
+    /// User-mode CPU time of the traced processes, ns; `None`: not measured.
+    #[serde(default)]
+    pub cpu_user_ns: Option<u64>,
+    /// Kernel-mode CPU time of the traced processes, ns; `None`: not
+    /// measured.
+    #[serde(default)]
+    pub cpu_system_ns: Option<u64>,
+    /// Calls in flight when the summary was cut.
+    #[serde(default)]
+    pub in_flight: u32,
     /// Summaries the device's spool dropped before this one.
     pub spool_dropped: u32,
     /// Whether entries were folded to fit the size cap.
@@ -75,6 +97,38 @@ pub struct RunView {
     pub facts: serde_json::Value,
     /// When the service stored it, ns since the Unix epoch.
     pub received_unix_ns: u64,
+}
+
+/// The answer to `GET /v1/devices`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceList {
+    /// The devices, most recently seen first.
+    pub devices: Vec<DeviceView>,
+}
+
+/// One device as `GET /v1/devices` lists it: what its runs of one group
+/// say about it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeviceView {
+    /// The device's id, 32 lowercase hex digits.
+    pub device: String,
+    /// The group its runs were uploaded to.
+    pub group: String,
+    /// When the service stored its first run, ns since the Unix epoch.
+    pub first_seen_unix_ns: u64,
+    /// When the service stored its latest run, ns since the Unix epoch.
+    pub last_seen_unix_ns: u64,
+    /// Start of its most recent run or window, ns since the Unix epoch.
+    pub last_start_unix_ns: u64,
+    /// The program of that run.
+    pub last_program: String,
+    /// The facts of that run (os, kernel, model, agent version, ...), in
+    /// the shape of `GET /v1/runs`.
+    pub facts: serde_json::Value,
+    /// Whole runs stored (window index 0).
+    pub runs: u64,
+    /// Windows stored (window index 1 and up).
+    pub windows: u64,
 }
 
 #[cfg(test)]

@@ -8,7 +8,9 @@
 mod rows;
 mod sqlite;
 
-pub use rows::{NewRun, RunFilter, RunRow, StoredRun, SyscallRow};
+pub use rows::{
+    DeviceFilter, DeviceRow, NewRun, PeerRow, RunFilter, RunRow, StoredRun, SyscallRow,
+};
 pub use sqlite::SqliteStore;
 
 use crate::directive::Directive;
@@ -45,6 +47,9 @@ pub trait Store: Send {
     fn runs(&mut self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError>;
     /// The stored bytes of the runs matching `filter`, oldest start first.
     fn load(&mut self, filter: &RunFilter) -> Result<Vec<StoredRun>, StoreError>;
+    /// The devices of `filter`'s group (every group's when `None`), most
+    /// recently seen first.
+    fn devices(&mut self, filter: &DeviceFilter) -> Result<Vec<DeviceRow>, StoreError>;
     /// One run by id.
     fn run(&mut self, id: &[u8; 16]) -> Result<Option<StoredRun>, StoreError>;
     /// The directive of `group`, if one was set.

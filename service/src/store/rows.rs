@@ -1,6 +1,6 @@
 //! The shapes runs take on their way into and out of a store.
 
-use agent_core::{Exit, Summary};
+use agent_core::{CpuTime, Exit, Summary};
 use serde_json::Value;
 
 /// A decoded, validated summary ready to be written: the columns of its run
@@ -27,6 +27,38 @@ pub struct NewRun {
     /// Exactly the bytes the device sent (`Summary::encode`'s output).
     pub raw: Vec<u8>,
     pub syscalls: Vec<SyscallRow>,
+    /// The device's id; `None` when the summary carries none (all zero:
+    /// format version 1).
+    pub device: Option<[u8; 16]>,
+    /// The stream its windows share; `None` when not known.
+    pub stream: Option<[u8; 16]>,
+    /// The window length, ns (0: a whole run).
+    pub window_ns: u64,
+    pub cpu: Option<CpuTime>,
+    /// Calls in flight at the cut.
+    pub in_flight: u32,
+    /// The peers with their own entry.
+    pub peers: Vec<PeerRow>,
+    /// How many peers the summary folded into its rest.
+    pub peers_folded: u32,
+}
+
+/// One socket peer of a run, as the `peers` table holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerRow {
+    /// `tcp` or `udp`.
+    pub transport: &'static str,
+    /// `192.0.2.1`, `2001:db8::1`.
+    pub address: String,
+    pub port: u16,
+    pub calls: u64,
+    pub bytes: u64,
+    pub total_ns: u64,
+    pub errors: u64,
+    /// The most recent call: its syscall, raw result and end time.
+    pub last_syscall: Option<String>,
+    pub last_result: Option<i64>,
+    pub last_end_unix_ns: Option<u64>,
 }
 
 /// One (syscall, fd kind) of a run, with the derived values operators query.
@@ -91,6 +123,29 @@ impl NewRun {
                     param_mean: s.param_mean(),
                 })
                 .collect(),
+            device: summary_view::observe::known_id(&summary.origin.device),
+            stream: summary_view::observe::known_id(&summary.origin.stream),
+            window_ns: summary.origin.window_ns,
+            cpu: summary.cpu,
+            in_flight: summary.in_flight.count,
+            peers: summary
+                .peers
+                .list
+                .iter()
+                .map(|p| PeerRow {
+                    transport: p.addr.transport.name(),
+                    address: summary_view::observe::ip_text(p.addr.ip),
+                    port: p.addr.port,
+                    calls: p.calls,
+                    bytes: p.bytes,
+                    total_ns: p.total_ns,
+                    errors: p.errors,
+                    last_syscall: p.last.map(|l| l.id.to_string()),
+                    last_result: p.last.map(|l| l.result),
+                    last_end_unix_ns: p.last.map(|l| l.end_unix_ns),
+                })
+                .collect(),
+            peers_folded: summary.peers.rest.peers,
         }
     }
 }
@@ -103,8 +158,52 @@ pub struct RunFilter {
     pub program: Option<String>,
     pub since_unix_ns: Option<u64>,
     pub until_unix_ns: Option<u64>,
+    /// Only this device's runs; all zero: only runs without a device id.
+    pub device: Option<[u8; 16]>,
+    /// Only this stream's windows; all zero: only runs without a stream id.
+    pub stream: Option<[u8; 16]>,
     /// At most this many (the oldest first); `None`: all.
     pub limit: Option<u64>,
+}
+
+/// Which devices `GET /v1/devices` lists.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeviceFilter {
+    pub group: Option<String>,
+    /// At most this many (the most recently seen first); `None`: all.
+    pub limit: Option<u64>,
+}
+
+/// A device as the `devices` table holds it: kept up to date by every
+/// stored run that carries a device id.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceRow {
+    pub device: [u8; 16],
+    pub group: String,
+    pub first_seen_unix_ns: u64,
+    pub last_seen_unix_ns: u64,
+    pub last_start_unix_ns: u64,
+    pub last_program: String,
+    pub facts: Value,
+    pub runs: u64,
+    pub windows: u64,
+}
+
+impl DeviceRow {
+    /// One entry of `GET /v1/devices`.
+    pub fn view(&self) -> wire::DeviceView {
+        wire::DeviceView {
+            device: summary_view::id_hex(&self.device),
+            group: self.group.clone(),
+            first_seen_unix_ns: self.first_seen_unix_ns,
+            last_seen_unix_ns: self.last_seen_unix_ns,
+            last_start_unix_ns: self.last_start_unix_ns,
+            last_program: self.last_program.clone(),
+            facts: self.facts.clone(),
+            runs: self.runs,
+            windows: self.windows,
+        }
+    }
 }
 
 /// A run as listed by `GET /v1/runs`.
@@ -125,6 +224,12 @@ pub struct RunRow {
     pub truncated: bool,
     pub facts: Value,
     pub received_unix_ns: u64,
+    pub device: Option<[u8; 16]>,
+    pub stream: Option<[u8; 16]>,
+    pub window_ns: u64,
+    pub cpu_user_ns: Option<u64>,
+    pub cpu_system_ns: Option<u64>,
+    pub in_flight: u32,
 }
 
 impl RunRow {
@@ -142,6 +247,12 @@ impl RunRow {
             threads: self.threads,
             events: self.events,
             window: self.window,
+            device: self.device.as_ref().map(summary_view::id_hex),
+            stream: self.stream.as_ref().map(summary_view::id_hex),
+            window_ns: self.window_ns,
+            cpu_user_ns: self.cpu_user_ns,
+            cpu_system_ns: self.cpu_system_ns,
+            in_flight: self.in_flight,
             spool_dropped: self.spool_dropped,
             truncated: self.truncated,
             facts: self.facts.clone(),

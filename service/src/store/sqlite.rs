@@ -13,7 +13,9 @@ use std::time::Duration;
 use agent_core::Exit;
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Row};
 
-use super::{Inserted, NewRun, RunFilter, RunRow, Store, StoreError, StoredRun};
+use super::{
+    DeviceFilter, DeviceRow, Inserted, NewRun, RunFilter, RunRow, Store, StoreError, StoredRun,
+};
 use crate::directive::Directive;
 
 /// WAL size beyond which housekeeping forces the WAL back to zero (only
@@ -23,10 +25,13 @@ pub const WAL_TRUNCATE_LEN: u64 = 512 << 20;
 /// of 4 KiB pages).
 pub const WRITER_CHECKPOINT_PAGES: i64 = 16384;
 
-/// The schema version this build writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 1;
+/// The schema version this build writes (`PRAGMA user_version`). A file of
+/// an older version is brought up to it when opened ([`MIGRATIONS`]).
+const SCHEMA_VERSION: i64 = 2;
 
-const SCHEMA: &str = "
+/// Version 1: runs, their syscalls, directives. A new file gets it first,
+/// then every migration, so that new and migrated files are alike.
+const SCHEMA_1: &str = "
 CREATE TABLE IF NOT EXISTS runs (
     seq              INTEGER PRIMARY KEY,   -- insertion order; syscalls.run points here
     id               TEXT NOT NULL UNIQUE,  -- 32 lowercase hex digits
@@ -75,9 +80,61 @@ CREATE TABLE IF NOT EXISTS directives (
 );
 ";
 
+/// Version 2 (summary format 2): where each run comes from (device,
+/// stream, window length), its CPU time and calls in flight, its socket
+/// peers, and a table of devices kept up to date by every insert. Runs
+/// stored before keep `NULL` device and stream (format 1 summaries carry
+/// none).
+const MIGRATE_TO_2: &str = "
+ALTER TABLE runs ADD COLUMN device TEXT;          -- 32 hex digits; NULL: not known
+ALTER TABLE runs ADD COLUMN stream TEXT;          -- 32 hex digits; NULL: not known
+ALTER TABLE runs ADD COLUMN window_ns INTEGER NOT NULL DEFAULT 0;   -- 0: a whole run
+ALTER TABLE runs ADD COLUMN cpu_user_ns INTEGER;  -- NULL: not measured
+ALTER TABLE runs ADD COLUMN cpu_system_ns INTEGER;
+ALTER TABLE runs ADD COLUMN in_flight INTEGER NOT NULL DEFAULT 0;   -- calls in flight at the cut
+ALTER TABLE runs ADD COLUMN peers_folded INTEGER NOT NULL DEFAULT 0; -- peers beyond the peers rows
+CREATE INDEX runs_by_device ON runs (device, start_unix_ns);
+CREATE INDEX runs_by_stream ON runs (stream, window_index);
+CREATE TABLE peers (
+    run              INTEGER NOT NULL REFERENCES runs (seq),
+    transport        TEXT NOT NULL,         -- tcp | udp
+    address          TEXT NOT NULL,         -- 192.0.2.1 | 2001:db8::1
+    port             INTEGER NOT NULL,
+    calls            INTEGER NOT NULL,
+    bytes            INTEGER NOT NULL,
+    total_ns         INTEGER NOT NULL,
+    errors           INTEGER NOT NULL,
+    last_syscall     TEXT,                  -- the most recent call; NULL: none
+    last_result      INTEGER,
+    last_end_unix_ns INTEGER,
+    PRIMARY KEY (run, transport, address, port)
+) WITHOUT ROWID;
+CREATE VIEW run_peers AS
+    SELECT r.id, r.group_name, r.device, r.program, r.start_unix_ns, r.window_index, p.*
+    FROM peers p JOIN runs r ON r.seq = p.run;
+CREATE TABLE devices (
+    group_name         TEXT NOT NULL,
+    device             TEXT NOT NULL,       -- 32 hex digits
+    first_seen_unix_ns INTEGER NOT NULL,    -- received time of its first run
+    last_seen_unix_ns  INTEGER NOT NULL,    -- received time of its latest run
+    last_start_unix_ns INTEGER NOT NULL,    -- start of its most recent run
+    last_program       TEXT NOT NULL,       -- that run's program
+    facts              TEXT NOT NULL,       -- that run's facts, JSON
+    runs               INTEGER NOT NULL,    -- whole runs stored
+    windows            INTEGER NOT NULL,    -- windows stored
+    PRIMARY KEY (group_name, device)
+) WITHOUT ROWID;
+";
+
+/// `MIGRATIONS[i]` takes a file from version `i + 1` to `i + 2`.
+const MIGRATIONS: &[&str] = &[MIGRATE_TO_2];
+
 const RUN_COLUMNS: &str = "id, group_name, program, start_unix_ns, duration_ns, exit_kind, \
     exit_value, arch, processes, threads, events, window_index, spool_dropped, truncated, \
-    facts, received_unix_ns";
+    facts, received_unix_ns, device, stream, window_ns, cpu_user_ns, cpu_system_ns, in_flight";
+
+const DEVICE_COLUMNS: &str = "device, group_name, first_seen_unix_ns, last_seen_unix_ns, \
+    last_start_unix_ns, last_program, facts, runs, windows";
 
 /// A connection to an SQLite store file.
 #[derive(Debug)]
@@ -91,7 +148,7 @@ impl SqliteStore {
     /// the file locked waits up to `busy_timeout` before giving up (busy).
     pub fn open(path: &Path, busy_timeout: Duration) -> anyhow::Result<SqliteStore> {
         use anyhow::Context;
-        let conn = Connection::open(path)
+        let mut conn = Connection::open(path)
             .with_context(|| format!("cannot open database {}", path.display()))?;
         conn.busy_timeout(busy_timeout)?;
         let mode: String = conn
@@ -107,21 +164,19 @@ impl SqliteStore {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         // 64 MiB of page cache: the indexes' hot pages stay in memory.
         conn.pragma_update(None, "cache_size", -65536)?;
-        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        if version > SCHEMA_VERSION {
-            anyhow::bail!(
-                "database {} has schema version {version}, newer than this edge-service ({SCHEMA_VERSION})",
-                path.display()
-            );
-        }
-        conn.execute_batch(&format!(
-            "BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-        ))
-        .with_context(|| format!("cannot create the schema in {}", path.display()))?;
+        migrate(&mut conn)
+            .with_context(|| format!("cannot create the schema in {}", path.display()))?;
         Ok(SqliteStore {
             conn,
             path: path.to_path_buf(),
         })
+    }
+
+    /// The schema version of the open file (`PRAGMA user_version`).
+    pub fn schema_version(&self) -> anyhow::Result<i64> {
+        Ok(self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))?)
     }
 
     /// The database file.
@@ -168,9 +223,32 @@ impl SqliteStore {
             let mut insert_run = tx.prepare_cached(
                 "INSERT INTO runs (id, group_name, program, start_unix_ns, duration_ns, exit_kind, \
                  exit_value, arch, processes, threads, events, window_index, spool_dropped, \
-                 truncated, facts, received_unix_ns, raw) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) \
+                 truncated, facts, received_unix_ns, raw, device, stream, window_ns, \
+                 cpu_user_ns, cpu_system_ns, in_flight, peers_folded) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, \
+                 ?18, ?19, ?20, ?21, ?22, ?23, ?24) \
                  ON CONFLICT (id) DO NOTHING",
+            )?;
+            let mut insert_peer = tx.prepare_cached(
+                "INSERT INTO peers (run, transport, address, port, calls, bytes, total_ns, errors, \
+                 last_syscall, last_result, last_end_unix_ns) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )?;
+            // The device's facts follow its most recent run (by start), so a
+            // spool uploaded out of order does not roll them back.
+            let mut upsert_device = tx.prepare_cached(
+                "INSERT INTO devices (group_name, device, first_seen_unix_ns, last_seen_unix_ns, \
+                 last_start_unix_ns, last_program, facts, runs, windows) \
+                 VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6, ?7, ?8) \
+                 ON CONFLICT (group_name, device) DO UPDATE SET \
+                 first_seen_unix_ns = min(first_seen_unix_ns, excluded.first_seen_unix_ns), \
+                 last_seen_unix_ns = max(last_seen_unix_ns, excluded.last_seen_unix_ns), \
+                 last_program = CASE WHEN excluded.last_start_unix_ns >= last_start_unix_ns \
+                     THEN excluded.last_program ELSE last_program END, \
+                 facts = CASE WHEN excluded.last_start_unix_ns >= last_start_unix_ns \
+                     THEN excluded.facts ELSE facts END, \
+                 last_start_unix_ns = max(last_start_unix_ns, excluded.last_start_unix_ns), \
+                 runs = runs + excluded.runs, windows = windows + excluded.windows",
             )?;
             let mut group_of = tx.prepare_cached("SELECT group_name FROM runs WHERE id = ?1")?;
             let mut insert_syscall = tx.prepare_cached(
@@ -199,6 +277,13 @@ impl SqliteStore {
                     run.facts_json,
                     sql_int(run.received_unix_ns),
                     run.raw,
+                    run.device.as_ref().map(summary_view::id_hex),
+                    run.stream.as_ref().map(summary_view::id_hex),
+                    sql_int(run.window_ns),
+                    run.cpu.map(|c| sql_int(c.user_ns)),
+                    run.cpu.map(|c| sql_int(c.system_ns)),
+                    run.in_flight,
+                    run.peers_folded,
                 ])?;
                 if changed == 0 {
                     let group: String = group_of.query_row([&id], |r| r.get(0))?;
@@ -225,6 +310,34 @@ impl SqliteStore {
                         s.gap_mean_ns,
                         s.result_mean,
                         s.param_mean,
+                    ])?;
+                }
+                for p in &run.peers {
+                    insert_peer.execute(params![
+                        seq,
+                        p.transport,
+                        p.address,
+                        p.port,
+                        sql_int(p.calls),
+                        sql_int(p.bytes),
+                        sql_int(p.total_ns),
+                        sql_int(p.errors),
+                        p.last_syscall,
+                        p.last_result,
+                        p.last_end_unix_ns.map(sql_int),
+                    ])?;
+                }
+                if let Some(device) = &run.device {
+                    let whole = i64::from(run.window == 0);
+                    upsert_device.execute(params![
+                        run.group,
+                        summary_view::id_hex(device),
+                        sql_int(run.received_unix_ns),
+                        sql_int(run.start_unix_ns),
+                        run.program,
+                        run.facts_json,
+                        whole,
+                        1 - whole,
                     ])?;
                 }
                 outcomes.push(Inserted::Stored);
@@ -258,6 +371,17 @@ impl SqliteStore {
             args.push(sql_int(t).into());
             sql.push_str(&format!(" AND start_unix_ns < ?{}", args.len()));
         }
+        for (column, id) in [("device", &filter.device), ("stream", &filter.stream)] {
+            match id {
+                // All zero: the runs that carry no such id (stored as NULL).
+                Some(id) if *id == [0; 16] => sql.push_str(&format!(" AND {column} IS NULL")),
+                Some(id) => {
+                    args.push(summary_view::id_hex(id).into());
+                    sql.push_str(&format!(" AND {column} = ?{}", args.len()));
+                }
+                None => {}
+            }
+        }
         sql.push_str(" ORDER BY start_unix_ns, seq");
         if let Some(n) = filter.limit {
             args.push(sql_int(n).into());
@@ -267,6 +391,31 @@ impl SqliteStore {
         let rows = stmt.query_map(rusqlite::params_from_iter(args), map)?;
         rows.collect()
     }
+}
+
+/// Brings the file to [`SCHEMA_VERSION`] in one transaction (a new file
+/// gets version 1, then every migration). The version is read inside the
+/// transaction, so connections opened at once migrate only once.
+fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version > SCHEMA_VERSION {
+        anyhow::bail!(
+            "schema version {version} is newer than this edge-service's ({SCHEMA_VERSION})"
+        );
+    }
+    if version < 1 {
+        // IF NOT EXISTS: files made before the version was recorded.
+        tx.execute_batch(SCHEMA_1)?;
+    }
+    for (from, step) in (1..).zip(MIGRATIONS) {
+        if version <= from {
+            tx.execute_batch(step)?;
+        }
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()?;
+    Ok(())
 }
 
 /// SQLite integers are signed 64-bit: larger values (never produced by a
@@ -300,7 +449,7 @@ fn id_column(row: &Row<'_>, index: usize) -> rusqlite::Result<[u8; 16]> {
         rusqlite::Error::FromSqlConversionFailure(
             index,
             rusqlite::types::Type::Text,
-            format!("run id `{text}` is not 32 hex digits").into(),
+            format!("id `{text}` is not 32 hex digits").into(),
         )
     })
 }
@@ -324,6 +473,34 @@ fn run_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
         truncated: row.get(13)?,
         facts: serde_json::from_str(&facts).unwrap_or(serde_json::Value::Null),
         received_unix_ns: row.get::<_, i64>(15)?.max(0) as u64,
+        device: optional_id_column(row, 16)?,
+        stream: optional_id_column(row, 17)?,
+        window_ns: row.get::<_, i64>(18)?.max(0) as u64,
+        cpu_user_ns: row.get::<_, Option<i64>>(19)?.map(|v| v.max(0) as u64),
+        cpu_system_ns: row.get::<_, Option<i64>>(20)?.map(|v| v.max(0) as u64),
+        in_flight: row.get(21)?,
+    })
+}
+
+fn optional_id_column(row: &Row<'_>, index: usize) -> rusqlite::Result<Option<[u8; 16]>> {
+    match row.get_ref(index)? {
+        rusqlite::types::ValueRef::Null => Ok(None),
+        _ => id_column(row, index).map(Some),
+    }
+}
+
+fn device_row(row: &Row<'_>) -> rusqlite::Result<DeviceRow> {
+    let facts: String = row.get(6)?;
+    Ok(DeviceRow {
+        device: id_column(row, 0)?,
+        group: row.get(1)?,
+        first_seen_unix_ns: row.get::<_, i64>(2)?.max(0) as u64,
+        last_seen_unix_ns: row.get::<_, i64>(3)?.max(0) as u64,
+        last_start_unix_ns: row.get::<_, i64>(4)?.max(0) as u64,
+        last_program: row.get(5)?,
+        facts: serde_json::from_str(&facts).unwrap_or(serde_json::Value::Null),
+        runs: row.get::<_, i64>(7)?.max(0) as u64,
+        windows: row.get::<_, i64>(8)?.max(0) as u64,
     })
 }
 
@@ -354,6 +531,27 @@ impl Store for SqliteStore {
 
     fn runs(&mut self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
         self.select_runs(RUN_COLUMNS, filter, run_row)
+            .map_err(store_error)
+    }
+
+    fn devices(&mut self, filter: &DeviceFilter) -> Result<Vec<DeviceRow>, StoreError> {
+        let mut sql = format!("SELECT {DEVICE_COLUMNS} FROM devices WHERE 1 = 1");
+        let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        if let Some(g) = &filter.group {
+            args.push(g.clone().into());
+            sql.push_str(&format!(" AND group_name = ?{}", args.len()));
+        }
+        sql.push_str(" ORDER BY last_seen_unix_ns DESC, device, group_name");
+        if let Some(n) = filter.limit {
+            args.push(sql_int(n).into());
+            sql.push_str(&format!(" LIMIT ?{}", args.len()));
+        }
+        self.conn
+            .prepare_cached(&sql)
+            .and_then(|mut stmt| {
+                stmt.query_map(rusqlite::params_from_iter(args), device_row)?
+                    .collect()
+            })
             .map_err(store_error)
     }
 

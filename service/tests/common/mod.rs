@@ -7,6 +7,8 @@ use std::process::{Child, Command, Stdio};
 
 pub const TOKEN: &str = "phones-token-0123456789";
 pub const OTHER_TOKEN: &str = "laptops-token-0123456789";
+/// The group of the shipped version 1 fixture (its `group` fact is `lab`).
+pub const LAB_TOKEN: &str = "lab-token-0123456789abcd";
 pub const CONTENT_TYPE: &str = "application/vnd.edge-agent.summaries";
 
 /// A running server; killed when dropped.
@@ -27,7 +29,7 @@ pub fn write_tokens(dir: &Path) -> PathBuf {
     let path = dir.join("tokens");
     std::fs::write(
         &path,
-        format!("# test fleet\nphones {TOKEN}\nlaptops {OTHER_TOKEN}\n"),
+        format!("# test fleet\nphones {TOKEN}\nlaptops {OTHER_TOKEN}\nlab {LAB_TOKEN}\n"),
     )
     .unwrap();
     path
