@@ -8,7 +8,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 
-use agent_core::{Arch, Exit, Facts, RunRecord, SyscallId};
+use agent_core::{Arch, CpuTime, Exit, Facts, RunRecord, Summary, SyscallId};
 
 use super::{Engine, Observer, Session};
 use crate::backend::{Backend, Control, RawCall, Requests, Resume, SyscallRead};
@@ -35,6 +35,13 @@ enum Step {
     Exited(i32),
     /// The agent is asked to stop (SIGINT).
     RequestStop,
+    /// The clock moves on this many ns (no stop).
+    Advance(u64),
+    /// A timer tick (no stop).
+    Tick,
+    /// The task's process has used this much CPU, user and system ns (no
+    /// stop).
+    Cpu(u64, u64),
 }
 
 /// What the engine asked of the backend.
@@ -57,6 +64,11 @@ struct Fake {
     /// (tgid, ppid) of tasks, as /proc would say.
     ids: HashMap<Tid, (Tid, Tid)>,
     stop: bool,
+    tick: bool,
+    /// The clock (monotonic ns).
+    now: u64,
+    /// Each process's CPU time, as /proc would say.
+    cpu: HashMap<Tid, CpuTime>,
     log: Vec<Action>,
 }
 
@@ -78,6 +90,7 @@ impl Fake {
     fn new(script: &[(Tid, Step)]) -> Fake {
         Fake {
             script: script.iter().copied().collect(),
+            now: crate::sys::monotonic_ns(),
             ..Fake::default()
         }
     }
@@ -143,6 +156,21 @@ impl Backend for Fake {
                 self.stop = true;
                 return Ok(None);
             }
+            Step::Advance(ns) => {
+                s.vanished();
+                self.now += ns;
+                return Ok(None);
+            }
+            Step::Tick => {
+                s.vanished();
+                self.tick = true;
+                return Ok(None);
+            }
+            Step::Cpu(user_ns, system_ns) => {
+                s.vanished();
+                self.cpu.insert(tid, CpuTime { user_ns, system_ns });
+                return Ok(None);
+            }
         }))
     }
 
@@ -181,21 +209,32 @@ impl Backend for Fake {
         Some("after-exec".into())
     }
 
+    fn cpu_time(&mut self, tgid: Tid) -> Option<CpuTime> {
+        self.cpu.get(&tgid).copied()
+    }
+
+    fn monotonic_ns(&mut self) -> u64 {
+        self.now
+    }
+
     fn requests(&mut self) -> Requests {
         Requests {
             stop: self.stop,
-            tick: false,
+            tick: std::mem::take(&mut self.tick),
         }
     }
 
     fn quiet(&mut self) {}
 }
 
-/// The sessions the engine handed over, in order.
+/// The sessions the engine handed over, in order, and the windows.
 #[derive(Default)]
-struct Done(Vec<Session>);
+struct Done(Vec<Session>, Vec<Summary>);
 
 impl Observer<Fake> for Done {
+    fn window_done(&mut self, summary: Summary) {
+        self.1.push(summary);
+    }
     fn session_done(&mut self, session: Session) {
         self.0.push(session);
     }
