@@ -221,17 +221,36 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
     /// next window).
     pub fn reset_window(&mut self, start_ns: u64) {
         let threads = core::mem::take(&mut self.threads);
-        let mut peers = core::mem::take(&mut self.peers);
-        peers.retain(|p| p.calls > 0);
-        for p in peers.iter_mut() {
-            p.calls = 0;
-            p.bytes = 0;
-            p.total_ns = 0;
-            p.errors = 0;
-        }
+        let peers = self.carried_peers();
         *self = Collector::new(start_ns);
         self.threads = threads;
         self.peers = peers;
+    }
+
+    /// Makes this collector the one of the window that follows `ended`'s,
+    /// starting at `start_ns`: what [`Collector::reset_window`] would make
+    /// of `ended`, while `ended` stays as it is (to be summarized later,
+    /// off the tracer's stop path). Reuses this collector's memory.
+    pub fn follow(&mut self, ended: &Self, start_ns: u64) {
+        *self = Collector::new(start_ns);
+        self.threads = ended.threads.clone();
+        self.peers = ended.carried_peers();
+    }
+
+    /// The peers a new window starts with: those called in this one, their
+    /// figures zeroed, their last call kept.
+    fn carried_peers(&self) -> Vec<PeerStats, COLLECT_PEERS> {
+        self.peers
+            .iter()
+            .filter(|p| p.calls > 0)
+            .map(|p| PeerStats {
+                calls: 0,
+                bytes: 0,
+                total_ns: 0,
+                errors: 0,
+                ..*p
+            })
+            .collect()
     }
 
     /// The peer table of a summary whose window started at `start_unix_ns`

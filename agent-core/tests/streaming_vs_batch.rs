@@ -292,3 +292,57 @@ fn collector_state_fits_in_64_kib() {
     let size = std::mem::size_of::<Collector>();
     assert!(size <= 64 * 1024, "Collector is {size} bytes");
 }
+
+/// Per-key counts and the transitions' total count of a summary.
+fn counts_of(summary: &Summary) -> (HashMap<Key, u64>, u64) {
+    let keys = summary.syscalls.iter().map(|s| (s.key, s.count)).collect();
+    let transitions = summary.transitions.iter().map(|t| t.count).sum();
+    (keys, transitions)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Windows cut with `Collector::follow` (the tracer's rotation) lose and
+    /// double nothing: their counts add up to the whole stream's, and the
+    /// consecutive-call state carries over (the transitions add up too).
+    #[test]
+    fn windows_cut_with_follow_add_up_to_the_whole(
+        raw in proptest::collection::vec(event_strategy(), 0..400),
+        cuts in proptest::collection::vec(0usize..400, 0..4),
+    ) {
+        let events = to_events(&raw);
+        let mut whole: Box<Collector> = Box::new(Collector::new(0));
+        for ev in &events {
+            whole.record(ev);
+        }
+        let (want_keys, want_transitions) =
+            counts_of(&whole.summarize([1; 16], run_record(), Facts::new()));
+
+        let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(events.len())).collect();
+        cuts.sort_unstable();
+        let mut current: Box<Collector> = Box::new(Collector::new(0));
+        let mut keys: HashMap<Key, u64> = HashMap::new();
+        let mut transitions = 0;
+        let mut add = |c: &Collector| {
+            let (k, t) = counts_of(&c.summarize([1; 16], run_record(), Facts::new()));
+            for (key, n) in k {
+                *keys.entry(key).or_default() += n;
+            }
+            transitions += t;
+        };
+        let mut from = 0;
+        for cut in cuts.iter().copied().chain([events.len()]) {
+            for ev in &events[from..cut] {
+                current.record(ev);
+            }
+            from = cut;
+            let mut next: Box<Collector> = Box::new(Collector::new(0));
+            next.follow(&current, cut as u64);
+            add(&current);
+            current = next;
+        }
+        prop_assert_eq!(keys, want_keys);
+        prop_assert_eq!(transitions, want_transitions);
+    }
+}

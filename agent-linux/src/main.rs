@@ -72,6 +72,48 @@ struct WaitArgs {
     spin_us: u64,
 }
 
+#[derive(Args, Debug)]
+struct WindowArgs {
+    /// Cut the trace into windows of this length (1s to 24h; a number with
+    /// ms, s, m or h, bare: seconds), aligned to wall-clock multiples of
+    /// it: one summary per window [run: one summary for the whole run;
+    /// attach and watch: 60s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_window)]
+    window: Option<std::time::Duration>,
+}
+
+/// A `--window` length: `10s`, `500ms`, `2m`, `1h`, `1.5s`, or a bare
+/// number of seconds; 1 s to 24 h.
+fn parse_window(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let scale = match unit.trim() {
+        "" | "s" => 1.0,
+        "ms" => 0.001,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {text:?} (use ms, s, m or h, e.g. 10s)"
+            ))
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 10s, 1m, 1h)"))?;
+    let secs = value * scale;
+    if !(1.0..=24.0 * 3600.0).contains(&secs) {
+        return Err(format!("{text:?} is outside 1s to 24h"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+/// The window attach and watch cut into when not told.
+const DEFAULT_LIVE_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl WaitArgs {
     fn policy(&self) -> WaitPolicy {
         WaitPolicy::spin_us(self.spin_us)
@@ -97,6 +139,8 @@ struct RunArgs {
     facts: FactArgs,
     #[command(flatten)]
     wait: WaitArgs,
+    #[command(flatten)]
+    window: WindowArgs,
     /// Print the tracer's own counters (ptrace calls per syscall) on stderr.
     #[arg(long, hide = true)]
     stats: bool,
@@ -121,6 +165,8 @@ struct AttachArgs {
     facts: FactArgs,
     #[command(flatten)]
     wait: WaitArgs,
+    #[command(flatten)]
+    window: WindowArgs,
     #[arg(long, hide = true)]
     stats: bool,
 }
@@ -140,6 +186,8 @@ struct WatchArgs {
     facts: FactArgs,
     #[command(flatten)]
     wait: WaitArgs,
+    #[command(flatten)]
+    window: WindowArgs,
 }
 
 #[derive(Args, Debug)]
@@ -234,11 +282,20 @@ impl Sink {
         open_spool(spool)
     }
 
-    fn put(&self, summary: &mut Summary) -> anyhow::Result<PathBuf> {
+    /// Stores a summary. `last`: the trace's last one (the run's end),
+    /// which a `--out` file takes; the windows before it go to the file's
+    /// name with their index before the extension (`run.summary` ->
+    /// `run.3.summary`). A stream takes each in turn.
+    fn put(&self, summary: &mut Summary, last: bool) -> anyhow::Result<PathBuf> {
         match self {
             Sink::File(path) => {
-                write_summary(path, summary)?;
-                Ok(path.clone())
+                let path = if last {
+                    path.clone()
+                } else {
+                    window_path(path, summary.run.window)
+                };
+                write_summary(&path, summary)?;
+                Ok(path)
             }
             Sink::Stream(path) => {
                 let bytes = encode(summary)?;
@@ -258,6 +315,21 @@ impl Sink {
             Sink::Spool(spool) => Ok(spool.put(summary)?),
         }
     }
+}
+
+/// Where window `index` of a trace given `--out FILE` goes: FILE with the
+/// index before its extension (`run.summary` -> `run.3.summary`, `run` ->
+/// `run.3`).
+fn window_path(path: &Path, index: u32) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let named = match name.rfind('.') {
+        Some(dot) if dot > 0 => format!("{}.{index}{}", &name[..dot], &name[dot..]),
+        _ => format!("{name}.{index}"),
+    };
+    path.with_file_name(named)
 }
 
 #[cfg(feature = "upload")]
@@ -368,6 +440,20 @@ fn print_stats(syscalls: u64, stops: u64) {
     );
 }
 
+/// With `--stats`: a summary's encoded size, per window.
+fn print_size(summary: &Summary) {
+    let mut copy = summary.clone();
+    match encode(&mut copy) {
+        Ok(bytes) => eprintln!(
+            "edge-agent stats: window={} events={} encoded_bytes={}",
+            summary.run.window,
+            summary.run.events,
+            bytes.len()
+        ),
+        Err(e) => eprintln!("edge-agent stats: window={}: {e:#}", summary.run.window),
+    }
+}
+
 fn want_stats(flag: bool) -> bool {
     flag || std::env::var_os("EDGE_AGENT_STATS").is_some_and(|v| !v.is_empty() && v != "0")
 }
@@ -383,6 +469,7 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         facts,
         platform: None,
         wait: a.wait.policy(),
+        window: a.window.window,
     };
     if opts.only.is_some() {
         // A seccomp-filtered program needs its tracer until it ends: the
@@ -397,16 +484,22 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
 fn trace_and_save(opts: &TraceOptions, sink: Sink, stats: bool) -> anyhow::Result<ExitCode> {
     signals::install().context("cannot install signal handlers")?;
     let mut started = Started::start(opts)?;
-    let mut summary = started.trace()?;
+    // The program's status always wins: a summary that cannot be saved is
+    // one line on stderr, not the agent's exit status.
+    let save = |summary: &mut Summary, last: bool| {
+        if stats {
+            print_size(summary);
+        }
+        if let Err(e) = sink.put(summary, last) {
+            eprintln!("edge-agent: the summary was not saved: {e:#}");
+        }
+    };
+    let mut summary = started.trace(&mut |mut w| save(&mut w, false))?;
     if stats {
         let s = started.engine_stats();
         print_stats(s.syscalls, s.stops);
     }
-    // The program's status always wins: a summary that cannot be saved is
-    // one line on stderr, not the agent's exit status.
-    if let Err(e) = sink.put(&mut summary) {
-        eprintln!("edge-agent: the summary was not saved: {e:#}");
-    }
+    save(&mut summary, true);
     if signals::stop_requested().is_some() {
         if started.is_serving() {
             eprintln!(
@@ -429,18 +522,38 @@ fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
     };
     let sink = Sink::open(a.output.out, a.output.spool, None)?;
     signals::install().context("cannot install signal handlers")?;
-    let mut summary = agent_linux::attach(&AttachOptions {
-        pid: a.pid,
-        facts,
-        platform: None,
-        duration,
-        wait: a.wait.policy(),
-    })?;
-    if want_stats(a.stats) {
+    let stats = want_stats(a.stats);
+    let mut failures = 0u32;
+    let mut on_window = |mut w: Summary| {
+        if stats {
+            print_size(&w);
+        }
+        if let Err(e) = sink.put(&mut w, false) {
+            failures += 1;
+            eprintln!("edge-agent: window {} was not saved: {e:#}", w.run.window);
+        }
+    };
+    let mut summary = agent_linux::attach(
+        &AttachOptions {
+            pid: a.pid,
+            facts,
+            platform: None,
+            duration,
+            wait: a.wait.policy(),
+            window: Some(a.window.window.unwrap_or(DEFAULT_LIVE_WINDOW)),
+        },
+        &mut on_window,
+    )?;
+    if stats {
+        print_size(&summary);
         print_stats(summary.run.events, 0);
     }
-    sink.put(&mut summary)?;
-    Ok(ExitCode::SUCCESS)
+    sink.put(&mut summary, true)?;
+    Ok(if failures == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
@@ -448,7 +561,7 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
     let sink = Sink::open(None, a.spool, a.out_dir)?;
     signals::install().context("cannot install signal handlers")?;
     let mut failures = 0u32;
-    let mut on_summary = |mut s: Summary| match sink.put(&mut s) {
+    let mut on_summary = |mut s: Summary| match sink.put(&mut s, true) {
         Ok(path) => eprintln!(
             "edge-agent: {} ({} syscalls) -> {}",
             s.facts.program,
@@ -468,6 +581,7 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
             pattern: a.pattern,
             facts,
             wait: a.wait.policy(),
+            window: Some(a.window.window.unwrap_or(DEFAULT_LIVE_WINDOW)),
             ..Default::default()
         },
         &mut on_summary,

@@ -71,6 +71,9 @@ pub enum Event {
     /// `execve` succeeded: the message is the tid the task had before (a
     /// non-leader thread that execs takes the leader's tid).
     Exec,
+    /// The task is about to exit (`PTRACE_O_TRACEEXIT`): still whole, so
+    /// its CPU time can be read one last time.
+    Exit,
     /// `PTRACE_EVENT_STOP` with SIGTRAP: after `PTRACE_INTERRUPT`, a new
     /// child's first stop, or the end of a group-stop being listened to.
     Interrupt,
@@ -103,6 +106,7 @@ pub fn classify(tid: Tid, status: WaitStatus) -> Option<Stop> {
         (libc::SIGTRAP, sys::PTRACE_EVENT_VFORK) => Stop::Event(stopped, Event::Vfork),
         (libc::SIGTRAP, sys::PTRACE_EVENT_CLONE) => Stop::Event(stopped, Event::Clone),
         (libc::SIGTRAP, sys::PTRACE_EVENT_EXEC) => Stop::Event(stopped, Event::Exec),
+        (libc::SIGTRAP, sys::PTRACE_EVENT_EXIT) => Stop::Event(stopped, Event::Exit),
         (libc::SIGTRAP, sys::PTRACE_EVENT_STOP) => Stop::Event(stopped, Event::Interrupt),
         (_, sys::PTRACE_EVENT_STOP) => Stop::GroupStop(stopped, sig),
         (_, 0) => Stop::SignalDelivery(stopped, sig),

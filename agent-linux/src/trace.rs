@@ -6,11 +6,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
+use std::time::Duration;
 
-use agent_core::{RunRecord, Summary, SyscallId};
+use agent_core::{Summary, SyscallId};
 use anyhow::{anyhow, bail, Context};
 
 use crate::arch::{Abi, Native};
+use crate::engine::window::{MAX_WINDOW, MIN_WINDOW};
 use crate::engine::{Engine, Observer, Session};
 use crate::facts::{self, PlatformFacts};
 use crate::fd::FdRoles;
@@ -36,13 +38,19 @@ pub struct TraceOptions {
     /// How the tracer waits for stops ([`WaitPolicy::default`]: polls
     /// briefly before sleeping).
     pub wait: WaitPolicy,
+    /// Cut the run into windows of this length ([`MIN_WINDOW`] to
+    /// [`MAX_WINDOW`]), aligned to wall-clock multiples of it; `None`: one
+    /// summary for the whole run.
+    pub window: Option<Duration>,
 }
 
 /// A traced command's result.
 #[derive(Debug)]
 pub struct TraceOutcome {
-    /// The run's summary.
+    /// The run's summary (with `window`: its last window's).
     pub summary: Summary,
+    /// The windows before the last, in order (empty without `window`).
+    pub windows: Vec<Summary>,
     /// The command's exit status (as `wait` reported it).
     pub status: ExitStatus,
 }
@@ -55,18 +63,43 @@ pub struct TraceOutcome {
 /// tracer detaches, the program runs on, and this waits for it to end.
 pub fn trace_command(opts: &TraceOptions) -> anyhow::Result<TraceOutcome> {
     let mut started = Started::start(opts)?;
-    let summary = started.trace()?;
+    let mut windows = Vec::new();
+    let summary = started.trace(&mut |w| windows.push(w))?;
     let status = started.wait()?;
-    Ok(TraceOutcome { summary, status })
+    Ok(TraceOutcome {
+        summary,
+        windows,
+        status,
+    })
 }
 
-/// Collects ended sessions.
-#[derive(Debug, Default)]
-struct Collect(Vec<Session>);
+/// How often the loop's timer ticks when windows are cut: an idle
+/// program's window is summarized within this long of its boundary.
+const WINDOW_TICK_US: u64 = 100_000;
 
-impl Observer for Collect {
+/// Checks a window length against the accepted range.
+pub fn check_window(window: Option<Duration>) -> anyhow::Result<()> {
+    match window {
+        Some(w) if !(MIN_WINDOW..=MAX_WINDOW).contains(&w) => bail!(
+            "the window must be between 1 s and 24 h (got {:.3} s)",
+            w.as_secs_f64()
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// Collects ended sessions, and hands windows on.
+struct Collect<'a> {
+    done: Vec<Session>,
+    on_window: &'a mut dyn FnMut(Summary),
+}
+
+impl Observer for Collect<'_> {
+    fn window_done(&mut self, summary: Summary) {
+        (self.on_window)(summary);
+    }
     fn session_done(&mut self, session: Session) {
-        self.0.push(session);
+        self.done.push(session);
     }
 }
 
@@ -79,6 +112,8 @@ pub struct Started {
     /// The command as the user gave it, for errors.
     given: String,
     status: Option<sys::WaitStatus>,
+    /// The run is cut into windows.
+    windowed: bool,
 }
 
 impl Started {
@@ -88,6 +123,7 @@ impl Started {
         let Some(arg0) = opts.command.first() else {
             bail!("no command given");
         };
+        check_window(opts.window)?;
         let program = facts::program_name(arg0);
         let platform = opts.platform.clone().unwrap_or_else(PlatformFacts::detect);
         let facts = facts::build(&platform, &program, &opts.facts)?;
@@ -138,7 +174,12 @@ impl Started {
         }
         let mut engine = Engine::new(opts.only.as_deref(), opts.only.is_some());
         engine.set_wait_policy(opts.wait);
-        let session = engine.add_session(Session::new(pid, facts));
+        let mut session = Session::new(pid, facts);
+        if let Some(w) = opts.window {
+            session.set_window(w);
+        }
+        let windowed = opts.window.is_some();
+        let session = engine.add_session(session);
         if let Err(e) = engine.seize(session, pid, pid) {
             // It never ran the program: do not leave it stopped.
             let _ = sys::kill(pid, libc::SIGKILL);
@@ -156,6 +197,7 @@ impl Started {
             error_fd: read_fd,
             given: arg0.to_string_lossy().into_owned(),
             status: None,
+            windowed,
         })
     }
 
@@ -165,28 +207,35 @@ impl Started {
     }
 
     /// Traces until the command and its descendants end, or a stop request
-    /// detaches them; returns the summary.
+    /// detaches them; returns the summary (cut into windows: the last
+    /// window's, the others go to `on_window` as they end).
     ///
     /// With `--only` the tracees cannot be let go (their filter needs a
     /// tracer): a stop request returns the summary at once, marked
     /// detached, and [`Started::wait`] keeps them running until they end.
-    pub fn trace(&mut self) -> anyhow::Result<Summary> {
-        let mut done = Collect::default();
-        self.engine.run(&mut done).context("tracing failed")?;
+    pub fn trace(&mut self, on_window: &mut dyn FnMut(Summary)) -> anyhow::Result<Summary> {
+        let mut done = Collect {
+            done: Vec::new(),
+            on_window,
+        };
+        if self.windowed {
+            crate::signals::tick_every(WINDOW_TICK_US);
+        }
+        let result = self.engine.run(&mut done);
         crate::signals::quiet();
+        result.context("tracing failed")?;
+        let mut done = done.done;
         if self.engine.is_serving() {
             // The command may not have exec'd yet: its error, if any, is
             // read once it has ended ([`Started::wait`]).
             let session = done
-                .0
                 .first()
                 .or_else(|| self.engine.sessions().next())
                 .ok_or_else(|| anyhow!("the traced session vanished"))?;
             return Ok(summarize(session));
         }
-        done.0.extend(self.engine.take_sessions());
+        done.extend(self.engine.take_sessions());
         let session = done
-            .0
             .into_iter()
             .next()
             .ok_or_else(|| anyhow!("the traced session vanished"))?;
@@ -213,12 +262,17 @@ impl Started {
     /// not detach (`--only`, see [`Started::trace`]).
     pub fn wait(&mut self) -> anyhow::Result<ExitStatus> {
         if self.engine.is_serving() && self.status.is_none() {
-            let mut done = Collect::default();
+            // Serving cuts no windows.
+            let mut done = Collect {
+                done: Vec::new(),
+                on_window: &mut |_| {},
+            };
             self.engine
                 .run(&mut done)
                 .context("serving the command failed")?;
-            done.0.extend(self.engine.take_sessions());
-            self.status = done.0.iter().find_map(|s| s.root_status);
+            let mut done = done.done;
+            done.extend(self.engine.take_sessions());
+            self.status = done.iter().find_map(|s| s.root_status);
             if let Some(err) = child_error(self.error_fd) {
                 return Err(err.context(format!("cannot run {}", self.given)));
             }
@@ -305,28 +359,11 @@ pub fn resolve_command(name: &std::ffi::OsStr) -> anyhow::Result<PathBuf> {
     bail!("{}: command not found", name.to_string_lossy())
 }
 
-/// A finished (or detached) session's summary, with a fresh random id and
-/// the session's origin.
+/// A finished (or detached) session's summary (its whole run, or its last
+/// window), with a fresh random id and the session's origin
+/// ([`Session::summary`]).
 pub fn summarize(session: &Session) -> Summary {
-    let id = crate::engine::session::random_id();
-    let end = if session.live == 0 {
-        session.end_ns
-    } else {
-        sys::monotonic_ns()
-    };
-    let run = RunRecord {
-        processes: session.processes,
-        threads: session.threads,
-        ..RunRecord::new(
-            session.start_unix_ns,
-            end.saturating_sub(session.start_ns),
-            session.exit(),
-            Native::NATIVE,
-        )
-    };
-    let mut summary = session.collector.summarize(id, run, session.facts.clone());
-    summary.origin = session.origin;
-    summary
+    session.summary()
 }
 
 /// A one-line reason why ptrace refused `pid`.
@@ -498,6 +535,9 @@ pub struct AttachOptions {
     pub duration: Option<std::time::Duration>,
     /// How the tracer waits for stops.
     pub wait: WaitPolicy,
+    /// Cut the trace into windows of this length (as
+    /// [`TraceOptions::window`]); `None`: one summary.
+    pub window: Option<Duration>,
 }
 
 /// Seizes every thread of `pid` into `session`, including threads born
@@ -556,12 +596,16 @@ pub fn process_program(pid: Tid) -> String {
         .unwrap_or_default()
 }
 
-struct Deadline {
+struct Deadline<'a> {
     at: Option<std::time::Instant>,
     done: Vec<Session>,
+    on_window: &'a mut dyn FnMut(Summary),
 }
 
-impl Observer for Deadline {
+impl Observer for Deadline<'_> {
+    fn window_done(&mut self, summary: Summary) {
+        (self.on_window)(summary);
+    }
     fn tick(&mut self, _engine: &mut Engine) {
         if self.at.is_some_and(|at| std::time::Instant::now() >= at) {
             crate::signals::request_stop();
@@ -574,8 +618,10 @@ impl Observer for Deadline {
 
 /// Attaches to `opts.pid` and all its threads, traces until it ends, the
 /// duration passes, or a stop is requested, then detaches; returns the
-/// summary. The process is never killed or left stopped.
-pub fn attach(opts: &AttachOptions) -> anyhow::Result<Summary> {
+/// summary (cut into windows: the last window's; the others go to
+/// `on_window` as they end). The process is never killed or left stopped.
+pub fn attach(opts: &AttachOptions, on_window: &mut dyn FnMut(Summary)) -> anyhow::Result<Summary> {
+    check_window(opts.window)?;
     let pid = opts.pid;
     if pid <= 0 || !Path::new(&format!("/proc/{pid}")).exists() {
         bail!("no process with PID {pid}");
@@ -589,14 +635,18 @@ pub fn attach(opts: &AttachOptions) -> anyhow::Result<Summary> {
     engine.set_wait_policy(opts.wait);
     let mut session = Session::new(pid, facts);
     session.program_from_exec = true;
+    if let Some(w) = opts.window {
+        session.set_window(w);
+    }
     let session = engine.add_session(session);
     seize_all(&mut engine, session, pid)?;
     let mut obs = Deadline {
         at: opts.duration.map(|d| std::time::Instant::now() + d),
         done: Vec::new(),
+        on_window,
     };
-    if opts.duration.is_some() {
-        crate::signals::tick_every(100_000);
+    if opts.duration.is_some() || opts.window.is_some() {
+        crate::signals::tick_every(WINDOW_TICK_US);
     }
     let result = engine.run(&mut obs);
     crate::signals::quiet();

@@ -26,6 +26,9 @@ pub struct WatchOptions {
     pub scan_interval: Duration,
     /// How the tracer waits for stops.
     pub wait: WaitPolicy,
+    /// Cut each traced process's trace into windows of this length (as
+    /// [`crate::TraceOptions::window`]); `None`: one summary per process.
+    pub window: Option<Duration>,
 }
 
 impl Default for WatchOptions {
@@ -36,6 +39,7 @@ impl Default for WatchOptions {
             platform: None,
             scan_interval: Duration::from_millis(100),
             wait: WaitPolicy::default(),
+            window: None,
         }
     }
 }
@@ -47,6 +51,7 @@ struct Watcher<'a> {
     /// Pids already looked at (matching or not), pruned when they vanish.
     seen: HashSet<Tid>,
     me: Tid,
+    window: Option<Duration>,
     on_summary: &'a mut dyn FnMut(Summary),
 }
 
@@ -95,6 +100,9 @@ impl Watcher<'_> {
             };
             let mut session = Session::new(pid, facts);
             session.program_from_exec = true;
+            if let Some(w) = self.window {
+                session.set_window(w);
+            }
             let session = engine.add_session(session);
             if let Err(e) = seize_all(engine, session, pid) {
                 eprintln!("edge-agent: not watching PID {pid} ({program}): {e:#}");
@@ -110,6 +118,9 @@ impl Observer for Watcher<'_> {
     fn keep_alive(&self) -> bool {
         true
     }
+    fn window_done(&mut self, summary: Summary) {
+        (self.on_summary)(summary);
+    }
     fn session_done(&mut self, session: Session) {
         (self.on_summary)(summarize(&session));
     }
@@ -123,6 +134,7 @@ pub fn watch(opts: &WatchOptions, on_summary: &mut dyn FnMut(Summary)) -> anyhow
     if opts.pattern.is_empty() {
         anyhow::bail!("--match needs a non-empty text");
     }
+    crate::trace::check_window(opts.window)?;
     // Validate the facts before the first process shows up.
     let platform = opts.platform.clone().unwrap_or_else(PlatformFacts::detect);
     facts::build(&platform, "", &opts.facts)?;
@@ -133,6 +145,7 @@ pub fn watch(opts: &WatchOptions, on_summary: &mut dyn FnMut(Summary)) -> anyhow
         // Processes already running are not new.
         seen: list_pids().into_iter().collect(),
         me: sys::getpid(),
+        window: opts.window,
         on_summary,
     };
     let mut engine = Engine::new(None, false);

@@ -13,7 +13,7 @@ pub mod ptrace;
 
 use std::io;
 
-use agent_core::Arch;
+use agent_core::{Arch, CpuTime};
 
 pub use crate::stop::{Control, Resume};
 use crate::stop::{Stop, Stopped};
@@ -62,7 +62,7 @@ pub struct Requests {
 /// (`next_stop`, `read_syscall`, `event_msg`), control of tasks (the
 /// [`Control`] of stopped ones through their guards, `interrupt`, `seize`), and facts about tasks that
 /// the kernel keeps outside the stops (`task_ids`, `share_files`,
-/// `read_u64`, `exe_name`), plus the agent's own `requests` and `quiet`.
+/// `read_u64`, `exe_name`, `cpu_time`), the clock, plus the agent's own `requests` and `quiet`.
 pub trait Backend: Control {
     /// The next report of any tracee; `Ok(None)` when there is none yet (a
     /// signal interrupted the wait). `ECHILD`: no tracee is left.
@@ -95,6 +95,17 @@ pub trait Backend: Control {
 
     /// The base name of `tid`'s executable.
     fn exe_name(&mut self, tid: Tid) -> Option<String>;
+
+    /// The CPU time process `tgid` has used so far (all its threads), in
+    /// whole clock ticks; `None` when it is gone. Read at window cuts and
+    /// as a process's last thread exits, never per syscall.
+    fn cpu_time(&mut self, tgid: Tid) -> Option<CpuTime>;
+
+    /// The clock syscalls are stamped with (CLOCK_MONOTONIC, ns); the
+    /// scripted backend of the engine's tests keeps its own.
+    fn monotonic_ns(&mut self) -> u64 {
+        crate::sys::monotonic_ns()
+    }
 
     /// What the agent's own signals asked since the last call.
     fn requests(&mut self) -> Requests;

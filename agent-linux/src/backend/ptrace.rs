@@ -9,6 +9,8 @@
 
 use std::io;
 
+use agent_core::CpuTime;
+
 use super::{Backend, Control, RawCall, Requests, Resume, SyscallRead};
 use crate::arch::{arch_from_audit, Abi, Native};
 use crate::signals;
@@ -17,13 +19,15 @@ use crate::sys::{self, RegsBuf, SyscallInfo, Tid};
 use crate::wait::WaitPolicy;
 
 /// The ptrace options every tracee gets. Never `PTRACE_O_EXITKILL`: if the
-/// agent dies, its tracees must run on.
+/// agent dies, its tracees must run on. `PTRACE_O_TRACEEXIT`: a task stops
+/// once more as it exits, where its process's final CPU time is read.
 pub fn ptrace_options(seccomp: bool) -> u32 {
     let mut o = sys::PTRACE_O_TRACESYSGOOD
         | sys::PTRACE_O_TRACEFORK
         | sys::PTRACE_O_TRACEVFORK
         | sys::PTRACE_O_TRACECLONE
-        | sys::PTRACE_O_TRACEEXEC;
+        | sys::PTRACE_O_TRACEEXEC
+        | sys::PTRACE_O_TRACEEXIT;
     if seccomp {
         o |= sys::PTRACE_O_TRACESECCOMP;
     }
@@ -41,6 +45,8 @@ pub struct Ptrace {
     syscall_info: Option<bool>,
     info: SyscallInfo,
     regs: RegsBuf,
+    /// The unit of /proc's CPU times (`USER_HZ`), ns.
+    ns_per_tick: u64,
 }
 
 impl Ptrace {
@@ -57,6 +63,7 @@ impl Ptrace {
                 .map(|_| false),
             info: SyscallInfo::new(),
             regs: RegsBuf::new(),
+            ns_per_tick: sys::ns_per_clock_tick(),
         }
     }
 
@@ -196,6 +203,10 @@ impl Backend for Ptrace {
         Some(exe.file_name()?.to_string_lossy().into_owned())
     }
 
+    fn cpu_time(&mut self, tgid: Tid) -> Option<CpuTime> {
+        read_cpu_time(tgid, self.ns_per_tick)
+    }
+
     fn requests(&mut self) -> Requests {
         Requests {
             stop: signals::stop_requested().is_some(),
@@ -206,6 +217,33 @@ impl Backend for Ptrace {
     fn quiet(&mut self) {
         signals::quiet();
     }
+}
+
+/// The CPU time process `tgid` has used (all its threads, the exited ones
+/// included; not its children), from /proc/TGID/stat, in whole clock ticks
+/// of `ns_per_tick`.
+pub fn read_cpu_time(tgid: Tid, ns_per_tick: u64) -> Option<CpuTime> {
+    sys::COUNTERS
+        .proc_reads
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let stat = std::fs::read_to_string(format!("/proc/{tgid}/stat")).ok()?;
+    parse_stat_cpu(&stat, ns_per_tick)
+}
+
+/// utime and stime (fields 14 and 15) of a /proc/PID/stat line, in ns.
+/// The command name (field 2) may hold spaces and parentheses: the fields
+/// are counted after its last `)`.
+fn parse_stat_cpu(stat: &str, ns_per_tick: u64) -> Option<CpuTime> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // Fields from 3 (state) on: utime is the 12th of them, stime the 13th.
+    let mut fields = rest.split_ascii_whitespace().skip(11);
+    let ticks = |f: Option<&str>| f?.parse::<u64>().ok();
+    let user = ticks(fields.next())?;
+    let system = ticks(fields.next())?;
+    Some(CpuTime {
+        user_ns: user.saturating_mul(ns_per_tick),
+        system_ns: system.saturating_mul(ns_per_tick),
+    })
 }
 
 /// The thread-group id of `tid`, from /proc/TID/status.

@@ -55,6 +55,9 @@ impl<B: Backend> Engine<B> {
     /// A syscall's exit with result `ret`.
     #[inline]
     pub(super) fn exit(&mut self, tid: Tid, ret: i64, now: u64) {
+        // Past a window boundary: the call counts in the next window (and
+        // was in flight at the cut).
+        self.cut_if_due(now);
         let Some(t) = self.threads.get_mut(&tid) else {
             return;
         };

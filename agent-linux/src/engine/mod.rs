@@ -10,16 +10,19 @@
 //! syscall once its fd's kind is cached.
 
 mod calls;
+mod cpu;
+mod rotate;
 pub mod session;
 mod tasks;
 #[cfg(test)]
 mod tests;
 mod thread;
+pub mod window;
 
 use std::collections::HashMap;
 use std::io;
 
-use agent_core::SyscallId;
+use agent_core::{Summary, SyscallId};
 
 use crate::backend::ptrace::Ptrace;
 use crate::backend::{Backend, Resume, SyscallRead};
@@ -40,6 +43,11 @@ pub trait Observer<B: Backend = Ptrace> {
     fn keep_alive(&self) -> bool {
         false
     }
+    /// A window of a session cut into windows ended (all but the session's
+    /// last: that one comes with [`Observer::session_done`], as
+    /// [`Session::summary`]). Called by the loop after the tracee that
+    /// reached the boundary was resumed.
+    fn window_done(&mut self, summary: Summary);
     /// A session ended (its last thread exited, or it was detached).
     fn session_done(&mut self, session: Session);
 }
@@ -79,6 +87,11 @@ pub struct Engine<B: Backend = Ptrace> {
     seccomp_before_entry: bool,
     mode: Mode,
     stats: EngineStats,
+    /// When the first open session's current window ends (monotonic ns;
+    /// `u64::MAX`: no windows).
+    next_cut: u64,
+    /// Windows were cut and wait for [`Engine::emit_windows`].
+    windows_pending: bool,
 }
 
 impl Engine<Ptrace> {
@@ -127,6 +140,8 @@ impl<B: Backend> Engine<B> {
             seccomp_before_entry,
             mode: Mode::Tracing,
             stats: EngineStats::default(),
+            next_cut: u64::MAX,
+            windows_pending: false,
         }
     }
 
@@ -164,6 +179,7 @@ impl<B: Backend> Engine<B> {
     /// Starts a session; returns its index for [`Engine::add_thread`].
     pub fn add_session(&mut self, session: Session) -> usize {
         self.sessions.push(Some(session));
+        self.refresh_next_cut();
         self.sessions.len() - 1
     }
 
@@ -206,7 +222,13 @@ impl<B: Backend> Engine<B> {
                 match self.mode {
                     // A stop request's kick timer: nothing to kick now.
                     Mode::Serving => self.backend.quiet(),
-                    Mode::Tracing => observer.tick(self),
+                    Mode::Tracing => {
+                        // Windows end on time even when nothing stops.
+                        let now = self.backend.monotonic_ns();
+                        self.cut_if_due(now);
+                        self.emit_windows(observer);
+                        observer.tick(self);
+                    }
                     Mode::Detaching => {}
                 }
             }
@@ -219,7 +241,11 @@ impl<B: Backend> Engine<B> {
                 continue;
             }
             match self.backend.next_stop() {
-                Ok(Some(stop)) => self.handle(stop),
+                Ok(Some(stop)) => {
+                    self.handle(stop);
+                    // The stopped tracee runs again: summarize what it cut.
+                    self.emit_windows(observer);
+                }
                 Ok(None) => {}
                 Err(e) if e.raw_os_error() == Some(libc::ECHILD) => self.all_vanished(),
                 Err(e) => return Err(e),
@@ -228,13 +254,24 @@ impl<B: Backend> Engine<B> {
     }
 
     fn flush_done(&mut self, observer: &mut dyn Observer<B>) {
-        for slot in &mut self.sessions {
-            if slot.as_ref().is_some_and(|s| s.live == 0 && s.threads > 0) {
-                if let Some(s) = slot.take() {
-                    observer.session_done(s);
-                }
+        for i in 0..self.sessions.len() {
+            let Some(end_ns) = self.sessions[i]
+                .as_ref()
+                .filter(|s| s.live == 0 && s.threads > 0)
+                .map(|s| s.end_ns)
+            else {
+                continue;
+            };
+            if self.mode == Mode::Tracing {
+                // The windows that ended before the session did.
+                self.cut_session(i, end_ns);
+                self.emit_windows(observer);
+            }
+            if let Some(s) = self.sessions[i].take() {
+                observer.session_done(s);
             }
         }
+        self.refresh_next_cut();
     }
 
     /// Ends every session still open (after [`Engine::run`] returned with
@@ -267,6 +304,10 @@ impl<B: Backend> Engine<B> {
                             self.resume(s, 0);
                         }
                         Event::Exec => self.exec_stop(s),
+                        Event::Exit => {
+                            self.exiting(s.tid());
+                            self.resume(s, 0);
+                        }
                         // PTRACE_INTERRUPT, a new child's first stop, or the
                         // end of a group-stop we listened to: carry on.
                         Event::Interrupt | Event::Other => self.resume(s, 0),
@@ -330,7 +371,7 @@ impl<B: Backend> Engine<B> {
             self.resume(s, 0);
             return;
         }
-        let now = crate::sys::monotonic_ns();
+        let now = self.backend.monotonic_ns();
         match self.backend.read_syscall(&s, false) {
             SyscallRead::Entry(call) => self.entry(s.tid(), call, now, false),
             SyscallRead::Exit(ret) => self.exit(s.tid(), ret, now),
@@ -353,7 +394,7 @@ impl<B: Backend> Engine<B> {
             self.resume(s, 0);
             return;
         }
-        let now = crate::sys::monotonic_ns();
+        let now = self.backend.monotonic_ns();
         match self.backend.read_syscall(&s, true) {
             SyscallRead::Entry(call) | SyscallRead::EntryOrExit(call, _) => {
                 let before_entry = self.seccomp_before_entry;

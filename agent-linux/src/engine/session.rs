@@ -1,8 +1,15 @@
 //! What the engine hands its caller: one [`Session`] per traced program
-//! (its statistics and how it ended), and the engine's own counters. A
-//! leaf: it uses nothing of the engine.
+//! (its statistics and how it ended), and the engine's own counters. It
+//! uses only the engine's leaves [`super::window::Windows`] and
+//! [`super::cpu::CpuAccount`].
 
-use agent_core::{Collector, Exit, Facts, Origin};
+use std::time::Duration;
+
+use agent_core::{Collector, CpuTime, Exit, Facts, InFlight, Origin, RunRecord, Summary};
+
+use super::cpu::CpuAccount;
+use super::window::{Ended, Windows};
+use crate::arch::{Abi, Native};
 
 use crate::sys::{self, Tid, WaitStatus};
 
@@ -40,6 +47,14 @@ pub struct Session {
     /// zero until then), the stream id (random, shared by all the
     /// session's windows) and the window length.
     pub origin: Origin,
+    /// Its window rotation (`None`: one summary for the whole run; see
+    /// [`Session::set_window`]).
+    pub(super) windows: Option<Windows>,
+    /// The CPU time of its processes.
+    pub(super) cpu: CpuAccount,
+    /// The calls in flight when the agent let the session go (empty for a
+    /// session that ended).
+    pub in_flight_at_end: InFlight,
 }
 
 impl Session {
@@ -63,6 +78,9 @@ impl Session {
                 stream: random_id(),
                 ..Origin::default()
             },
+            windows: None,
+            cpu: CpuAccount::default(),
+            in_flight_at_end: InFlight::default(),
         }
     }
 
@@ -77,6 +95,93 @@ impl Session {
             None if self.detached => Exit::Detached,
             None => Exit::Running,
         }
+    }
+}
+
+impl Session {
+    /// Cuts the session into windows of `len` (at least 1 ns; the agent
+    /// takes [`MIN_WINDOW`] to [`MAX_WINDOW`]), aligned to multiples of
+    /// `len` in wall-clock time. Call before the session's first thread.
+    pub fn set_window(&mut self, len: Duration) {
+        let w = Windows::new(
+            len,
+            self.start_ns,
+            self.start_unix_ns,
+            self.processes,
+            self.threads,
+        );
+        self.origin.window_ns = w.len_ns;
+        self.windows = Some(w);
+    }
+
+    /// The session's windows (`None`: one summary for the whole run).
+    pub fn windows(&self) -> Option<&Windows> {
+        self.windows.as_ref()
+    }
+
+    /// When the current window ends (monotonic ns); never without windows.
+    pub(super) fn next_cut(&self) -> u64 {
+        self.windows.as_ref().map_or(u64::MAX, |w| w.end_ns)
+    }
+
+    /// A monotonic time as wall-clock time, through the offset taken at the
+    /// session's start (so a time converts the same way in every window).
+    pub fn to_unix_ns(&self, mono_ns: u64) -> u64 {
+        let unix = self.start_unix_ns as i128 + (mono_ns as i128 - self.start_ns as i128);
+        unix.clamp(0, u64::MAX as i128) as u64
+    }
+
+    /// The summary of the session's end: the whole run, or its last window
+    /// (which carries the real exit). CPU time: what the readings grew by
+    /// since the last window. In flight: what was when the agent let go.
+    pub fn summary(&self) -> Summary {
+        let end = if self.live == 0 {
+            self.end_ns
+        } else {
+            crate::sys::monotonic_ns()
+        };
+        let (start, window, processes, threads) = match &self.windows {
+            Some(w) => (w.start_ns, w.index, w.processes, w.threads),
+            None => (self.start_ns, 0, self.processes, self.threads),
+        };
+        let run = RunRecord {
+            processes,
+            threads,
+            window,
+            ..RunRecord::new(
+                self.to_unix_ns(start),
+                end.saturating_sub(start),
+                self.exit(),
+                Native::NATIVE,
+            )
+        };
+        let mut summary = self
+            .collector
+            .summarize(random_id(), run, self.facts.clone());
+        summary.origin = self.origin;
+        summary.cpu = Some(self.cpu.pending());
+        summary.in_flight = self.in_flight_at_end.clone();
+        summary
+    }
+
+    /// The summary of an ended window (never the last: `Exit::Running`).
+    pub(super) fn window_summary(&self, e: &Ended, collector: &Collector, cpu: CpuTime) -> Summary {
+        let run = RunRecord {
+            processes: e.processes,
+            threads: e.threads,
+            window: e.index,
+            ..RunRecord::new(
+                self.to_unix_ns(e.start_ns),
+                e.end_ns.saturating_sub(e.start_ns),
+                Exit::Running,
+                Native::NATIVE,
+            )
+        };
+        let mut summary = collector.summarize(random_id(), run, self.facts.clone());
+        summary.origin = self.origin;
+        summary.cpu = Some(cpu);
+        summary.in_flight = e.in_flight.clone();
+        summary
     }
 }
 

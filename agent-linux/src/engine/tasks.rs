@@ -6,6 +6,8 @@
 
 use std::rc::Rc;
 
+use agent_core::CpuTime;
+
 use super::thread::{Call, Thread, ThreadState};
 use super::{Engine, Mode};
 use crate::backend::Backend;
@@ -29,16 +31,40 @@ impl<B: Backend> Engine<B> {
             .find(|t| t.tgid == tgid)
             .map(|t| Rc::clone(&t.fds))
             .unwrap_or_else(new_table);
-        self.insert_thread(session, tid, tgid, fds);
+        // A process attached to: what it used before does not count.
+        let known = self
+            .sessions
+            .get(session)
+            .and_then(Option::as_ref)
+            .is_some_and(|s| s.cpu.knows(tgid));
+        let base = if known {
+            CpuTime::default()
+        } else {
+            self.backend.cpu_time(tgid).unwrap_or_default()
+        };
+        self.insert_thread(session, tid, tgid, fds, base);
     }
 
-    fn insert_thread(&mut self, session: usize, tid: Tid, tgid: Tid, fds: SharedFds) {
+    /// `cpu_base`: the CPU time the process had used when first seen (zero
+    /// for a new child).
+    fn insert_thread(
+        &mut self,
+        session: usize,
+        tid: Tid,
+        tgid: Tid,
+        fds: SharedFds,
+        cpu_base: CpuTime,
+    ) {
         if let Some(Some(s)) = self.sessions.get_mut(session) {
             s.threads = s.threads.saturating_add(1);
             s.live = s.live.saturating_add(1);
             if tid == tgid {
                 s.processes = s.processes.saturating_add(1);
             }
+            if let Some(w) = s.windows.as_mut() {
+                w.thread_added(tid == tgid);
+            }
+            s.cpu.thread_added(tgid, cpu_base);
         }
         let state = if self.mode == Mode::Detaching {
             ThreadState::Detaching
@@ -93,7 +119,7 @@ impl<B: Backend> Engine<B> {
         } else {
             new_table()
         };
-        self.insert_thread(session, child, tgid, fds);
+        self.insert_thread(session, child, tgid, fds, CpuTime::default());
         if let Some(pos) = self.early.iter().position(|s| s.tid() == child) {
             let held = self.early.swap_remove(pos);
             if self.mode == Mode::Detaching {
@@ -160,7 +186,7 @@ impl<B: Backend> Engine<B> {
                 None => return Err(s),
             },
         };
-        self.insert_thread(session, tid, tgid, fds);
+        self.insert_thread(session, tid, tgid, fds, CpuTime::default());
         self.resume(s, 0);
         Ok(())
     }
@@ -226,6 +252,7 @@ impl<B: Backend> Engine<B> {
     }
 
     fn forget_thread(&mut self, tid: Tid, t: &Thread, status: Option<WaitStatus>) {
+        let now = self.backend.monotonic_ns();
         if let Some(Some(s)) = self.sessions.get_mut(t.session) {
             s.collector.thread_exited(tid as u32);
             s.live = s.live.saturating_sub(1);
@@ -233,7 +260,43 @@ impl<B: Backend> Engine<B> {
                 s.root_status = status;
             }
             if s.live == 0 {
-                s.end_ns = crate::sys::monotonic_ns();
+                s.end_ns = now;
+            }
+            // The last thread of a process let go (not exited, its exit
+            // stop read it then): read what the process used until now.
+            if s.cpu.thread_removed(t.tgid) && status.is_none() {
+                if let Some(cpu) = self.backend.cpu_time(t.tgid) {
+                    s.cpu.sample(t.tgid, cpu);
+                }
+            }
+        }
+    }
+
+    /// A thread's exit stop (`PTRACE_EVENT_EXIT`): its process is still
+    /// whole, so its CPU time is read (the last reading before the process
+    /// is gone is its final figure, but for the exit itself).
+    pub(super) fn exiting(&mut self, tid: Tid) {
+        let Some(t) = self.threads.get(&tid) else {
+            return;
+        };
+        let (session, tgid) = (t.session, t.tgid);
+        if let (Some(cpu), Some(Some(s))) =
+            (self.backend.cpu_time(tgid), self.sessions.get_mut(session))
+        {
+            s.cpu.sample(tgid, cpu);
+        }
+    }
+
+    /// Notes, in each open session, the calls in flight as the agent lets
+    /// go (for its last summary).
+    fn note_in_flight_at_end(&mut self) {
+        for i in 0..self.sessions.len() {
+            let Some(Some(s)) = self.sessions.get(i) else {
+                continue;
+            };
+            let (flying, _) = super::rotate::in_flight(&self.threads, i, |m| s.to_unix_ns(m));
+            if let Some(Some(s)) = self.sessions.get_mut(i) {
+                s.in_flight_at_end = flying;
             }
         }
     }
@@ -243,8 +306,10 @@ impl<B: Backend> Engine<B> {
     /// [`Engine::run`]). Threads already waiting for a syscall's exit stop
     /// get it and are then resumed without syscall stops.
     pub(super) fn serve_only(&mut self) {
+        self.note_in_flight_at_end();
         self.mode = Mode::Serving;
-        let now = crate::sys::monotonic_ns();
+        self.refresh_next_cut();
+        let now = self.backend.monotonic_ns();
         for s in self.sessions.iter_mut().flatten() {
             s.detached = true;
             s.end_ns = now;
@@ -257,7 +322,9 @@ impl<B: Backend> Engine<B> {
         if self.mode == Mode::Detaching {
             return;
         }
+        self.note_in_flight_at_end();
         self.mode = Mode::Detaching;
+        self.refresh_next_cut();
         let tids: Vec<Tid> = self.threads.keys().copied().collect();
         for tid in tids {
             match self.threads.get_mut(&tid) {

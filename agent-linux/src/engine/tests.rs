@@ -8,7 +8,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 
-use agent_core::{Arch, Exit, Facts, RunRecord, SyscallId};
+use agent_core::{Arch, CpuTime, Exit, Facts, RunRecord, Summary, SyscallId};
 
 use super::{Engine, Observer, Session};
 use crate::backend::{Backend, Control, RawCall, Requests, Resume, SyscallRead};
@@ -35,6 +35,13 @@ enum Step {
     Exited(i32),
     /// The agent is asked to stop (SIGINT).
     RequestStop,
+    /// The clock moves on this many ns (no stop).
+    Advance(u64),
+    /// A timer tick (no stop).
+    Tick,
+    /// The task's process has used this much CPU, user and system ns (no
+    /// stop).
+    Cpu(u64, u64),
 }
 
 /// What the engine asked of the backend.
@@ -57,6 +64,11 @@ struct Fake {
     /// (tgid, ppid) of tasks, as /proc would say.
     ids: HashMap<Tid, (Tid, Tid)>,
     stop: bool,
+    tick: bool,
+    /// The clock (monotonic ns).
+    now: u64,
+    /// Each process's CPU time, as /proc would say.
+    cpu: HashMap<Tid, CpuTime>,
     log: Vec<Action>,
 }
 
@@ -78,6 +90,7 @@ impl Fake {
     fn new(script: &[(Tid, Step)]) -> Fake {
         Fake {
             script: script.iter().copied().collect(),
+            now: crate::sys::monotonic_ns(),
             ..Fake::default()
         }
     }
@@ -143,6 +156,21 @@ impl Backend for Fake {
                 self.stop = true;
                 return Ok(None);
             }
+            Step::Advance(ns) => {
+                s.vanished();
+                self.now += ns;
+                return Ok(None);
+            }
+            Step::Tick => {
+                s.vanished();
+                self.tick = true;
+                return Ok(None);
+            }
+            Step::Cpu(user_ns, system_ns) => {
+                s.vanished();
+                self.cpu.insert(tid, CpuTime { user_ns, system_ns });
+                return Ok(None);
+            }
         }))
     }
 
@@ -181,21 +209,32 @@ impl Backend for Fake {
         Some("after-exec".into())
     }
 
+    fn cpu_time(&mut self, tgid: Tid) -> Option<CpuTime> {
+        self.cpu.get(&tgid).copied()
+    }
+
+    fn monotonic_ns(&mut self) -> u64 {
+        self.now
+    }
+
     fn requests(&mut self) -> Requests {
         Requests {
             stop: self.stop,
-            tick: false,
+            tick: std::mem::take(&mut self.tick),
         }
     }
 
     fn quiet(&mut self) {}
 }
 
-/// The sessions the engine handed over, in order.
+/// The sessions the engine handed over, in order, and the windows.
 #[derive(Default)]
-struct Done(Vec<Session>);
+struct Done(Vec<Session>, Vec<Summary>);
 
 impl Observer<Fake> for Done {
+    fn window_done(&mut self, summary: Summary) {
+        self.1.push(summary);
+    }
     fn session_done(&mut self, session: Session) {
         self.0.push(session);
     }
@@ -450,4 +489,193 @@ fn a_seccomp_program_is_served_to_its_end_after_a_stop_request() {
             Action::Resume(P, Resume::Cont, 0),
         ]
     );
+}
+
+/// An engine on `fake` tracing P in a session that started at wall-clock
+/// 10.5 s (the fake clock's now), cut into 1 s windows.
+fn windowed_engine(fake: Fake) -> Engine<Fake> {
+    let t0 = fake.now;
+    let mut e = Engine::with_backend(fake, None, false, false);
+    let mut session = Session::new(P, Facts::default());
+    session.start_ns = t0;
+    session.start_unix_ns = 10_500_000_000;
+    session.set_window(std::time::Duration::from_secs(1));
+    let s = e.add_session(session);
+    e.add_thread(s, P, P);
+    e
+}
+
+fn summary_counts(summary: &Summary) -> HashMap<String, u64> {
+    summary
+        .syscalls
+        .iter()
+        .map(|s| (s.key.id.to_string(), s.count))
+        .collect()
+}
+
+const MS: u64 = 1_000_000;
+
+#[test]
+fn a_call_completing_past_a_boundary_counts_in_the_next_window_once() {
+    let mut e = windowed_engine(Fake::new(&[
+        (P, Step::Entry("getpid", [0; 6])),
+        (P, Step::Exit(1)),
+        // Enters in window 1, completes past its end (10.5 s + 600 ms).
+        (P, Step::Entry("read", [3, 0, 0, 0, 0, 0])),
+        (P, Step::Advance(600 * MS)),
+        (P, Step::Exit(5)),
+        (P, Step::Entry("getpid", [0; 6])),
+        (P, Step::Exit(1)),
+        // Idle past two more boundaries: the tick cuts windows 2 and 3.
+        (P, Step::Advance(1_900 * MS)),
+        (P, Step::Tick),
+        (P, Step::Entry("write", [1, 0, 0, 0, 0, 0])),
+        (P, Step::Exit(1)),
+        (P, Step::Exited(0)),
+    ]));
+    let mut done = Done::default();
+    e.run(&mut done).unwrap();
+    let windows = done.1;
+    assert_eq!(done.0.len(), 1);
+    let last = done.0[0].summary();
+
+    assert_eq!(
+        windows.iter().map(|w| w.run.window).collect::<Vec<_>>(),
+        vec![1, 2, 3],
+        "windows cut at the exit past the boundary and at the tick"
+    );
+    assert_eq!(last.run.window, 4);
+    assert_eq!(last.run.exit, Exit::Code(0));
+    assert!(windows.iter().all(|w| w.run.exit == Exit::Running));
+
+    // The read counts where it completed, and only there.
+    assert_eq!(
+        summary_counts(&windows[0]),
+        HashMap::from([("getpid".into(), 1)])
+    );
+    assert_eq!(
+        summary_counts(&windows[1]),
+        HashMap::from([("read".into(), 1), ("getpid".into(), 1)])
+    );
+    assert_eq!(windows[2].run.events, 0);
+    assert_eq!(summary_counts(&last), HashMap::from([("write".into(), 1)]));
+    let total: u64 = windows.iter().map(|w| w.run.events).sum::<u64>() + last.run.events;
+    assert_eq!(total, 4);
+    assert_eq!(total, e.stats().syscalls);
+
+    // The thread's last call carries over the boundary: getpid -> read.
+    let getpid = SyscallId::from_name("getpid").unwrap();
+    let read = SyscallId::from_name("read").unwrap();
+    assert!(
+        windows[1]
+            .transitions
+            .iter()
+            .any(|t| (t.from, t.to) == (getpid, read)),
+        "{:?}",
+        windows[1].transitions
+    );
+
+    // Wall-clock spans: the first from the start, then whole seconds.
+    let spans: Vec<(u64, u64)> = windows
+        .iter()
+        .chain([&last])
+        .map(|w| (w.run.start_unix_ns, w.run.duration_ns))
+        .collect();
+    assert_eq!(
+        spans,
+        vec![
+            (10_500_000_000, 500 * MS),
+            (11_000_000_000, 1_000 * MS),
+            (12_000_000_000, 1_000 * MS),
+            (13_000_000_000, 0),
+        ]
+    );
+    // One stream, the window length, for all.
+    assert!(windows
+        .iter()
+        .all(|w| w.origin == last.origin && w.origin.window_ns == 1_000 * MS));
+
+    // The read was in flight at the first cut, from its entry.
+    assert_eq!(windows[0].in_flight.count, 1);
+    let flying = windows[0].in_flight.oldest[0];
+    assert_eq!((flying.tid, flying.id), (P as u32, read));
+    assert_eq!(flying.start_unix_ns, 10_500_000_000);
+    assert_eq!(windows[1].in_flight.count, 0);
+    assert_eq!(
+        last.in_flight.count, 0,
+        "an ended run has nothing in flight"
+    );
+}
+
+#[test]
+fn a_blocked_call_is_in_flight_in_every_window_with_its_start() {
+    let mut e = windowed_engine(Fake::new(&[
+        (P, Step::Advance(100 * MS)),
+        (P, Step::Entry("read", [3, 0, 0, 0, 0, 0])),
+        (P, Step::Advance(500 * MS)),
+        (P, Step::Tick),
+        (P, Step::Advance(1_000 * MS)),
+        (P, Step::Tick),
+        (P, Step::Exit(0)),
+        (P, Step::Exited(0)),
+    ]));
+    let mut done = Done::default();
+    e.run(&mut done).unwrap();
+    let windows = done.1;
+    assert_eq!(windows.len(), 2);
+    for w in &windows {
+        assert_eq!(w.in_flight.count, 1, "window {}", w.run.window);
+        assert_eq!(w.in_flight.oldest[0].start_unix_ns, 10_600_000_000);
+    }
+    let last = done.0[0].summary();
+    assert_eq!(summary_counts(&last).get("read"), Some(&1));
+}
+
+#[test]
+fn window_cpu_times_add_up_to_the_runs() {
+    let mut fake = Fake::new(&[
+        (P, Step::Cpu(1_300 * MS, 100 * MS)),
+        (P, Step::Advance(600 * MS)),
+        (P, Step::Tick),
+        (P, Step::Cpu(1_500 * MS, 150 * MS)),
+        // The exit stop reads the process one last time.
+        (P, Step::Event(Event::Exit, 0)),
+        (P, Step::Cpu(9_000 * MS, 9_000 * MS)), // gone: never read
+        (P, Step::Exited(0)),
+    ]);
+    // Attached to a process that had used 1 s already: not counted.
+    fake.cpu.insert(
+        P,
+        CpuTime {
+            user_ns: 1_000 * MS,
+            system_ns: 0,
+        },
+    );
+    let mut e = windowed_engine(fake);
+    let mut done = Done::default();
+    e.run(&mut done).unwrap();
+    let w1 = done.1[0].cpu.unwrap();
+    let last = done.0[0].summary().cpu.unwrap();
+    assert_eq!((w1.user_ns, w1.system_ns), (300 * MS, 100 * MS));
+    assert_eq!((last.user_ns, last.system_ns), (200 * MS, 50 * MS));
+}
+
+#[test]
+fn without_windows_one_summary_has_the_whole_run() {
+    let mut e = engine(
+        Fake::new(&[
+            (P, Step::Entry("getpid", [0; 6])),
+            (P, Step::Advance(5_000 * MS)),
+            (P, Step::Exit(1)),
+            (P, Step::Tick),
+            (P, Step::Exited(0)),
+        ]),
+        false,
+    );
+    let mut done = Done::default();
+    e.run(&mut done).unwrap();
+    assert!(done.1.is_empty());
+    let s = done.0[0].summary();
+    assert_eq!((s.run.window, s.origin.window_ns), (0, 0));
+    assert_eq!(s.run.events, 1);
 }

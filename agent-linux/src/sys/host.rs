@@ -53,6 +53,16 @@ pub fn self_cpu_us() -> u64 {
     self_usage().map_or(0, |ru| us(ru.user_time()) + us(ru.system_time()))
 }
 
+/// Nanoseconds per clock tick (`USER_HZ`, the unit of the CPU times in
+/// /proc/PID/stat): 10 ms almost everywhere.
+pub fn ns_per_clock_tick() -> u64 {
+    use nix::unistd::{sysconf, SysconfVar};
+    match sysconf(SysconfVar::CLK_TCK) {
+        Ok(Some(hz)) if hz > 0 => 1_000_000_000 / hz as u64,
+        _ => 10_000_000,
+    }
+}
+
 fn self_usage() -> Option<Usage> {
     getrusage(UsageWho::RUSAGE_SELF).ok()
 }

@@ -26,13 +26,14 @@ mod spawn;
 mod wait;
 
 pub use fs::{file_type, read_memory, readlink, share_files};
-pub use host::{geteuid, getpid, max_rss_kib, monotonic_ns, self_cpu_us, uname};
+pub use host::{geteuid, getpid, max_rss_kib, monotonic_ns, ns_per_clock_tick, self_cpu_us, uname};
 pub use ptrace::{
     detach, event_msg, get_regs, interrupt, listen, resume_cont, resume_syscall, seize,
-    syscall_info, RegsBuf, SyscallInfo, PTRACE_EVENT_CLONE, PTRACE_EVENT_EXEC, PTRACE_EVENT_FORK,
-    PTRACE_EVENT_SECCOMP, PTRACE_EVENT_STOP, PTRACE_EVENT_VFORK, PTRACE_O_TRACECLONE,
-    PTRACE_O_TRACEEXEC, PTRACE_O_TRACEFORK, PTRACE_O_TRACESECCOMP, PTRACE_O_TRACESYSGOOD,
-    PTRACE_O_TRACEVFORK, SYSCALL_INFO_ENTRY, SYSCALL_INFO_EXIT, SYSCALL_INFO_SECCOMP,
+    syscall_info, RegsBuf, SyscallInfo, PTRACE_EVENT_CLONE, PTRACE_EVENT_EXEC, PTRACE_EVENT_EXIT,
+    PTRACE_EVENT_FORK, PTRACE_EVENT_SECCOMP, PTRACE_EVENT_STOP, PTRACE_EVENT_VFORK,
+    PTRACE_O_TRACECLONE, PTRACE_O_TRACEEXEC, PTRACE_O_TRACEEXIT, PTRACE_O_TRACEFORK,
+    PTRACE_O_TRACESECCOMP, PTRACE_O_TRACESYSGOOD, PTRACE_O_TRACEVFORK, SYSCALL_INFO_ENTRY,
+    SYSCALL_INFO_EXIT, SYSCALL_INFO_SECCOMP,
 };
 pub use signal::{die_of_signal, kill, set_handler, set_timer};
 pub use spawn::{

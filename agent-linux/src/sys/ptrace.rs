@@ -33,6 +33,7 @@ pub const PTRACE_O_TRACEFORK: u32 = 1 << 1;
 pub const PTRACE_O_TRACEVFORK: u32 = 1 << 2;
 pub const PTRACE_O_TRACECLONE: u32 = 1 << 3;
 pub const PTRACE_O_TRACEEXEC: u32 = 1 << 4;
+pub const PTRACE_O_TRACEEXIT: u32 = 1 << 6;
 pub const PTRACE_O_TRACESECCOMP: u32 = 1 << 7;
 
 // ptrace events (status >> 16 of a ptrace-event stop).
@@ -40,6 +41,7 @@ pub const PTRACE_EVENT_FORK: i32 = 1;
 pub const PTRACE_EVENT_VFORK: i32 = 2;
 pub const PTRACE_EVENT_CLONE: i32 = 3;
 pub const PTRACE_EVENT_EXEC: i32 = 4;
+pub const PTRACE_EVENT_EXIT: i32 = 6;
 pub const PTRACE_EVENT_SECCOMP: i32 = 7;
 pub const PTRACE_EVENT_STOP: i32 = 128;
 
