@@ -9,7 +9,8 @@ use std::process::ExitCode;
 
 use agent_core::{Summary, SyscallId, MAX_ENCODED_LEN};
 use agent_linux::{
-    facts, relay, signals, sys, AttachOptions, Started, TraceOptions, WaitPolicy, WatchOptions,
+    ebpf, facts, relay, signals, sys, AttachOptions, Started, TraceOptions, WaitPolicy,
+    WatchOptions,
 };
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
@@ -78,6 +79,35 @@ impl WaitArgs {
     }
 }
 
+/// Which tracer records the syscalls.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum BackendName {
+    /// Stops the program at each syscall (works everywhere).
+    Ptrace,
+    /// A BPF program in the kernel: no stops (root, a kernel with BTF).
+    Ebpf,
+    /// eBPF when it loads here, else ptrace (one line on stderr says which).
+    Auto,
+}
+
+#[derive(Args, Debug)]
+struct BackendArgs {
+    /// The tracer: ptrace, ebpf, or auto (eBPF when the agent may load BPF
+    /// programs and the kernel has BTF, else ptrace).
+    #[arg(long, value_enum, default_value_t = BackendName::Auto)]
+    backend: BackendName,
+}
+
+impl BackendArgs {
+    fn choice(&self) -> ebpf::Choice {
+        match self.backend {
+            BackendName::Ptrace => ebpf::Choice::Ptrace,
+            BackendName::Ebpf => ebpf::Choice::Ebpf,
+            BackendName::Auto => ebpf::Choice::Auto,
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 struct RunArgs {
     #[command(flatten)]
@@ -97,6 +127,8 @@ struct RunArgs {
     facts: FactArgs,
     #[command(flatten)]
     wait: WaitArgs,
+    #[command(flatten)]
+    backend: BackendArgs,
     /// Print the tracer's own counters (ptrace calls per syscall) on stderr.
     #[arg(long, hide = true)]
     stats: bool,
@@ -121,6 +153,8 @@ struct AttachArgs {
     facts: FactArgs,
     #[command(flatten)]
     wait: WaitArgs,
+    #[command(flatten)]
+    backend: BackendArgs,
     #[arg(long, hide = true)]
     stats: bool,
 }
@@ -384,6 +418,13 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         platform: None,
         wait: a.wait.policy(),
     };
+    let needs_ptrace = opts
+        .only
+        .as_ref()
+        .map(|_| "--only needs ptrace's seccomp prefilter");
+    if let ebpf::Chosen::Ebpf(probe) = ebpf::choose(a.backend.choice(), needs_ptrace)? {
+        return trace_and_save_ebpf(&opts, *probe, sink, stats);
+    }
     if opts.only.is_some() {
         // A seccomp-filtered program needs its tracer until it ends: the
         // tracer runs in a process of its own, out of reach of a `kill -9`
@@ -420,6 +461,42 @@ fn trace_and_save(opts: &TraceOptions, sink: Sink, stats: bool) -> anyhow::Resul
     Ok(relay::end_as(status))
 }
 
+/// [`trace_and_save`] on the eBPF backend: nothing to serve, nothing
+/// stopped; a stop request detaches the programs and the command runs on.
+fn trace_and_save_ebpf(
+    opts: &TraceOptions,
+    probe: ebpf::Probe,
+    sink: Sink,
+    stats: bool,
+) -> anyhow::Result<ExitCode> {
+    signals::install().context("cannot install signal handlers")?;
+    let mut started = ebpf::runner::EbpfStarted::start(opts, probe)?;
+    let mut summary = started.trace()?;
+    if stats {
+        print_ebpf_stats(&started.stats());
+    }
+    if let Err(e) = sink.put(&mut summary) {
+        eprintln!("edge-agent: the summary was not saved: {e:#}");
+    }
+    if signals::stop_requested().is_some() {
+        eprintln!("edge-agent: detached; the program runs on");
+    }
+    let status = started.wait()?;
+    Ok(relay::end_as(status))
+}
+
+fn print_ebpf_stats(s: &ebpf::runner::RunnerStats) {
+    eprintln!(
+        "edge-agent stats: backend=ebpf syscalls={} lost={} unreadable={} polls={} max_rss_kib={} cpu_ms={}",
+        s.syscalls,
+        s.lost,
+        s.unreadable,
+        s.polls,
+        sys::max_rss_kib(),
+        sys::self_cpu_us() / 1000
+    );
+}
+
 fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
     let facts = collect_facts(&a.facts)?;
     let duration = match a.duration {
@@ -429,16 +506,29 @@ fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
     };
     let sink = Sink::open(a.output.out, a.output.spool, None)?;
     signals::install().context("cannot install signal handlers")?;
-    let mut summary = agent_linux::attach(&AttachOptions {
+    let opts = AttachOptions {
         pid: a.pid,
         facts,
         platform: None,
         duration,
         wait: a.wait.policy(),
-    })?;
-    if want_stats(a.stats) {
-        print_stats(summary.run.events, 0);
-    }
+    };
+    let mut summary = match ebpf::choose(a.backend.choice(), None)? {
+        ebpf::Chosen::Ebpf(probe) => {
+            let (summary, s) = ebpf::runner::attach(&opts, *probe)?;
+            if want_stats(a.stats) {
+                print_ebpf_stats(&s);
+            }
+            summary
+        }
+        ebpf::Chosen::Ptrace => {
+            let summary = agent_linux::attach(&opts)?;
+            if want_stats(a.stats) {
+                print_stats(summary.run.events, 0);
+            }
+            summary
+        }
+    };
     sink.put(&mut summary)?;
     Ok(ExitCode::SUCCESS)
 }
