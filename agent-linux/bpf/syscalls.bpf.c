@@ -3,6 +3,8 @@
  * syscall of the traced processes, through a ring buffer, for the same
  * agent_core::Collector the ptrace backend feeds (src/ebpf/).
  *
+ * - on_exec moves a call in flight to the new tid when a non-leader thread
+ *   execs (it takes the leader's tid).
  * - TRACED holds the traced processes' tgids: the agent puts the root in,
  *   sched_process_fork adds the children of traced processes (threads need
  *   nothing: the filter is on the tgid), sched_process_exit removes a
@@ -334,6 +336,29 @@ int on_fork(struct bpf_raw_tracepoint_args *ctx)
 		bpf_map_update_elem(&TRACED, &child_tgid, &one, BPF_ANY);
 	}
 	send_task_event(KIND_FORK, child_tid, child_tgid, BPF_CORE_READ(parent, pid), process);
+	return 0;
+}
+
+/* sched_process_exec(struct task_struct *p, pid_t old_pid, ...): a thread
+ * other than the leader that execs takes the leader's tid; its execve
+ * completes under the new tid. */
+SEC("raw_tracepoint/sched_process_exec")
+int on_exec(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *task = (struct task_struct *)ctx->args[0];
+	__u32 old_tid = (__u32)ctx->args[1];
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+	if (!traced(tgid))
+		return 0;
+	__u32 tid = BPF_CORE_READ(task, pid);
+	if (tid == old_tid)
+		return 0;
+	struct inflight *call = bpf_map_lookup_elem(&INFLIGHT, &old_tid);
+	if (!call)
+		return 0;
+	struct inflight moved = *call;
+	bpf_map_update_elem(&INFLIGHT, &tid, &moved, BPF_ANY);
+	bpf_map_delete_elem(&INFLIGHT, &old_tid);
 	return 0;
 }
 

@@ -1,6 +1,6 @@
 //! Loading the BPF program (`bpf/syscalls.bpf.o`, committed, rebuilt by
 //! `scripts/build-bpf`) with aya, telling it the host's register layout,
-//! giving it the fd roles, attaching its four raw tracepoints, and
+//! giving it the fd roles, attaching its five raw tracepoints, and
 //! reading what it writes. Dropping the [`Probe`] closes its fds, which
 //! detaches the programs: nothing is left in the kernel, even after
 //! `kill -9` of the agent.
@@ -26,10 +26,11 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/syscalls.bpf.o");
 const MAX_NR: u32 = 1024;
 
 /// The raw tracepoints and the programs attached to them.
-const ATTACH: [(&str, &str); 4] = [
+const ATTACH: [(&str, &str); 5] = [
     ("on_sys_enter", "sys_enter"),
     ("on_sys_exit", "sys_exit"),
     ("on_fork", "sched_process_fork"),
+    ("on_exec", "sched_process_exec"),
     ("on_exit", "sched_process_exit"),
 ];
 
