@@ -6,13 +6,15 @@
 //! - The engine ([`engine`]) follows forks, clones and execs, passes signals
 //!   through, handles group-stops with PTRACE_LISTEN, and detaches on
 //!   request: the traced program is never harmed. It takes typed stops
-//!   ([`stop`]) from a [`backend`]: ptrace today.
+//!   ([`stop`]) from a [`backend`]: ptrace. Where BPF programs load, the
+//!   [`ebpf`] backend feeds the same statistics without stopping anyone.
 //! - Syscall details come from PTRACE_GET_SYSCALL_INFO, or on older kernels
 //!   from the registers, decoded per architecture in [`arch`].
 //! - `unsafe` lives only in [`sys`], the thin system-call layer.
 
 pub mod arch;
 pub mod backend;
+pub mod ebpf;
 pub mod engine;
 pub mod facts;
 pub mod fd;

@@ -9,7 +9,8 @@ use std::process::ExitCode;
 
 use agent_core::{Summary, SyscallId, MAX_ENCODED_LEN};
 use agent_linux::{
-    facts, relay, signals, sys, AttachOptions, Started, TraceOptions, WaitPolicy, WatchOptions,
+    ebpf, facts, relay, signals, sys, AttachOptions, Started, TraceOptions, WaitPolicy,
+    WatchOptions,
 };
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
@@ -120,6 +121,37 @@ impl WaitArgs {
     }
 }
 
+/// Which tracer records the syscalls.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum BackendName {
+    /// Stops the program at each syscall (works everywhere).
+    Ptrace,
+    /// A BPF program in the kernel: no stops (root, a kernel with BTF).
+    Ebpf,
+    /// eBPF when it loads here, else ptrace (one line on stderr says which).
+    Auto,
+}
+
+#[derive(Args, Debug)]
+struct BackendArgs {
+    /// The tracer: ptrace, ebpf, or auto (eBPF when the agent may load BPF
+    /// programs and the kernel has BTF, else ptrace). The default stays
+    /// ptrace until the tracer's ptrace-specific tests name their backend
+    /// (see docs/edge-agent.md, "Backends").
+    #[arg(long, value_enum, default_value_t = BackendName::Ptrace)]
+    backend: BackendName,
+}
+
+impl BackendArgs {
+    fn choice(&self) -> ebpf::Choice {
+        match self.backend {
+            BackendName::Ptrace => ebpf::Choice::Ptrace,
+            BackendName::Ebpf => ebpf::Choice::Ebpf,
+            BackendName::Auto => ebpf::Choice::Auto,
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 struct RunArgs {
     #[command(flatten)]
@@ -141,6 +173,8 @@ struct RunArgs {
     wait: WaitArgs,
     #[command(flatten)]
     window: WindowArgs,
+    #[command(flatten)]
+    backend: BackendArgs,
     /// Print the tracer's own counters (ptrace calls per syscall) on stderr.
     #[arg(long, hide = true)]
     stats: bool,
@@ -167,6 +201,8 @@ struct AttachArgs {
     wait: WaitArgs,
     #[command(flatten)]
     window: WindowArgs,
+    #[command(flatten)]
+    backend: BackendArgs,
     #[arg(long, hide = true)]
     stats: bool,
 }
@@ -471,6 +507,14 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         wait: a.wait.policy(),
         window: a.window.window,
     };
+    let needs_ptrace = match (&opts.only, &opts.window) {
+        (Some(_), _) => Some("--only needs ptrace's seccomp prefilter"),
+        (None, Some(_)) => Some("--window is not implemented for the eBPF backend yet"),
+        (None, None) => None,
+    };
+    if let ebpf::Chosen::Ebpf(probe) = ebpf::choose(a.backend.choice(), needs_ptrace)? {
+        return trace_and_save_ebpf(&opts, *probe, sink, stats);
+    }
     if opts.only.is_some() {
         // A seccomp-filtered program needs its tracer until it ends: the
         // tracer runs in a process of its own, out of reach of a `kill -9`
@@ -513,6 +557,42 @@ fn trace_and_save(opts: &TraceOptions, sink: Sink, stats: bool) -> anyhow::Resul
     Ok(relay::end_as(status))
 }
 
+/// [`trace_and_save`] on the eBPF backend: nothing to serve, nothing
+/// stopped; a stop request detaches the programs and the command runs on.
+fn trace_and_save_ebpf(
+    opts: &TraceOptions,
+    probe: ebpf::Probe,
+    sink: Sink,
+    stats: bool,
+) -> anyhow::Result<ExitCode> {
+    signals::install().context("cannot install signal handlers")?;
+    let mut started = ebpf::runner::EbpfStarted::start(opts, probe)?;
+    let mut summary = started.trace()?;
+    if stats {
+        print_ebpf_stats(&started.stats());
+    }
+    if let Err(e) = sink.put(&mut summary, true) {
+        eprintln!("edge-agent: the summary was not saved: {e:#}");
+    }
+    if signals::stop_requested().is_some() {
+        eprintln!("edge-agent: detached; the program runs on");
+    }
+    let status = started.wait()?;
+    Ok(relay::end_as(status))
+}
+
+fn print_ebpf_stats(s: &ebpf::runner::RunnerStats) {
+    eprintln!(
+        "edge-agent stats: backend=ebpf syscalls={} lost={} unreadable={} polls={} max_rss_kib={} cpu_ms={}",
+        s.syscalls,
+        s.lost,
+        s.unreadable,
+        s.polls,
+        sys::max_rss_kib(),
+        sys::self_cpu_us() / 1000
+    );
+}
+
 fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
     let facts = collect_facts(&a.facts)?;
     let duration = match a.duration {
@@ -523,6 +603,27 @@ fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
     let sink = Sink::open(a.output.out, a.output.spool, None)?;
     signals::install().context("cannot install signal handlers")?;
     let stats = want_stats(a.stats);
+    let opts = AttachOptions {
+        pid: a.pid,
+        facts,
+        platform: None,
+        duration,
+        wait: a.wait.policy(),
+        window: Some(a.window.window.unwrap_or(DEFAULT_LIVE_WINDOW)),
+    };
+    let needs_ptrace = a
+        .window
+        .window
+        .map(|_| "--window is not implemented for the eBPF backend yet");
+    if let ebpf::Chosen::Ebpf(probe) = ebpf::choose(a.backend.choice(), needs_ptrace)? {
+        // The eBPF path makes one summary of the whole attach (no windows).
+        let (mut summary, s) = ebpf::runner::attach(&opts, *probe)?;
+        if stats {
+            print_ebpf_stats(&s);
+        }
+        sink.put(&mut summary, true)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut failures = 0u32;
     let mut on_window = |mut w: Summary| {
         if stats {
@@ -533,17 +634,7 @@ fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
             eprintln!("edge-agent: window {} was not saved: {e:#}", w.run.window);
         }
     };
-    let mut summary = agent_linux::attach(
-        &AttachOptions {
-            pid: a.pid,
-            facts,
-            platform: None,
-            duration,
-            wait: a.wait.policy(),
-            window: Some(a.window.window.unwrap_or(DEFAULT_LIVE_WINDOW)),
-        },
-        &mut on_window,
-    )?;
+    let mut summary = agent_linux::attach(&opts, &mut on_window)?;
     if stats {
         print_size(&summary);
         print_stats(summary.run.events, 0);

@@ -306,7 +306,7 @@ impl Drop for Started {
 }
 
 /// The error the child reported through the pipe, if any.
-fn child_error(fd: i32) -> Option<anyhow::Error> {
+pub(crate) fn child_error(fd: i32) -> Option<anyhow::Error> {
     let mut msg = [0u8; 5];
     let n = sys::read_fd(fd, &mut msg).ok()?;
     if n != 5 {

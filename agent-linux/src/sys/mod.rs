@@ -9,6 +9,7 @@
 //! - `signal`: signals, handlers and the interval timer.
 //! - `fs`: `/proc` links and file types, tracee memory, fd-table sharing.
 //! - `host`: facts about the agent's own process and kernel, and the clock.
+//! - `poll`: waiting for an fd to be readable (the eBPF ring buffer).
 //!
 //! Calls go through `nix` where it has a safe wrapper that fits; each file
 //! says why the rest stay on raw `libc`. The callers use the flat paths
@@ -20,6 +21,7 @@ use std::sync::atomic::AtomicU64;
 
 mod fs;
 mod host;
+mod poll;
 mod ptrace;
 mod signal;
 mod spawn;
@@ -27,6 +29,7 @@ mod wait;
 
 pub use fs::{file_type, read_memory, readlink, share_files};
 pub use host::{geteuid, getpid, max_rss_kib, monotonic_ns, ns_per_clock_tick, self_cpu_us, uname};
+pub use poll::poll_readable;
 pub use ptrace::{
     detach, event_msg, get_regs, interrupt, listen, resume_cont, resume_syscall, seize,
     syscall_info, RegsBuf, SyscallInfo, PTRACE_EVENT_CLONE, PTRACE_EVENT_EXEC, PTRACE_EVENT_EXIT,

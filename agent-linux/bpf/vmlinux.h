@@ -1,0 +1,115 @@
+/* The few kernel types agent-linux's BPF program reads, trimmed by hand
+ * from the kernel's BTF (`bpftool btf dump file /sys/kernel/btf/vmlinux
+ * format c`). Every struct carries preserve_access_index: the loader
+ * relocates each field access against the running kernel's own BTF
+ * (CO-RE), so only the names and types used here must match, not the
+ * offsets or the other fields. */
+#ifndef EDGE_VMLINUX_H
+#define EDGE_VMLINUX_H
+
+typedef unsigned char __u8;
+typedef unsigned short __u16;
+typedef unsigned int __u32;
+typedef unsigned long long __u64;
+typedef signed char __s8;
+typedef short __s16;
+typedef int __s32;
+typedef long long __s64;
+typedef __u16 __be16;
+typedef __u32 __be32;
+typedef __u32 __wsum;
+typedef unsigned short umode_t;
+
+enum bpf_map_type {
+	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_RINGBUF = 27,
+};
+
+enum {
+	BPF_ANY = 0,
+	BPF_NOEXIST = 1,
+};
+
+enum {
+	BPF_RB_NO_WAKEUP = 1,
+	BPF_RB_FORCE_WAKEUP = 2,
+};
+
+enum {
+	BPF_RB_AVAIL_DATA = 0,
+	BPF_RB_RING_SIZE = 1,
+};
+
+#pragma clang attribute push (__attribute__((preserve_access_index)), apply_to = record)
+
+typedef struct {
+	int counter;
+} atomic_t;
+
+struct thread_info {
+	unsigned long flags;
+	__u32 status;
+};
+
+struct super_block {
+	unsigned long s_magic;
+};
+
+struct inode {
+	umode_t i_mode;
+	struct super_block *i_sb;
+};
+
+struct file {
+	struct inode *f_inode;
+	void *private_data;
+};
+
+struct fdtable {
+	unsigned int max_fds;
+	struct file **fd;
+};
+
+struct files_struct {
+	struct fdtable *fdt;
+};
+
+struct signal_struct {
+	atomic_t live;
+};
+
+struct task_struct {
+	struct thread_info thread_info;
+	int pid;
+	int tgid;
+	int exit_code;
+	struct files_struct *files;
+	struct signal_struct *signal;
+};
+
+struct sock_common {
+	unsigned short skc_family;
+};
+
+struct sock {
+	struct sock_common __sk_common;
+	__u16 sk_type;
+	__u16 sk_protocol;
+};
+
+struct socket {
+	short type;
+	struct sock *sk;
+};
+
+#pragma clang attribute pop
+
+/* The raw tracepoint context is UAPI: a fixed layout, no relocation
+ * (aya cannot relocate an index into its flexible array). */
+struct bpf_raw_tracepoint_args {
+	__u64 args[0];
+};
+
+#endif

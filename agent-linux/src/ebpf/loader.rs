@@ -1,0 +1,202 @@
+//! Loading the BPF program (`bpf/syscalls.bpf.o`, committed, rebuilt by
+//! `scripts/build-bpf`) with aya, telling it the host's register layout,
+//! giving it the fd roles, attaching its five raw tracepoints, and
+//! reading what it writes. Dropping the [`Probe`] closes its fds, which
+//! detaches the programs: nothing is left in the kernel, even after
+//! `kill -9` of the agent.
+
+use std::os::fd::AsRawFd;
+
+use agent_core::{Arch, SyscallId};
+use anyhow::{anyhow, Context};
+use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
+use aya::programs::RawTracePoint;
+use aya::{Ebpf, EbpfLoader};
+
+use super::events::Record;
+use crate::arch::{Abi, Native};
+use crate::fd::FdRoles;
+use crate::sys;
+
+/// The compiled program, aligned as the ELF parser wants it.
+static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/syscalls.bpf.o");
+
+/// Syscall numbers below this have an fd-argument entry (`MAX_NR` in the C
+/// program).
+const MAX_NR: u32 = 1024;
+
+/// The raw tracepoints and the programs attached to them.
+const ATTACH: [(&str, &str); 5] = [
+    ("on_sys_enter", "sys_enter"),
+    ("on_sys_exit", "sys_exit"),
+    ("on_fork", "sched_process_fork"),
+    ("on_exec", "sched_process_exec"),
+    ("on_exit", "sched_process_exit"),
+];
+
+/// How the program tells a compat syscall, and the byte offsets of the six
+/// argument registers in `struct pt_regs` (native ABI, then compat ABI).
+#[cfg(target_arch = "x86_64")]
+mod host {
+    /// `thread_info.status & TS_COMPAT` (`COMPAT_X86_TS_COMPAT`).
+    pub const COMPAT_PROBE: u32 = 1;
+    /// x86_64: rdi rsi rdx r10 r8 r9; i386: ebx ecx edx esi edi ebp.
+    pub const ARG_OFF: [u32; 12] = [112, 104, 96, 56, 72, 64, 40, 88, 96, 104, 112, 32];
+}
+
+#[cfg(target_arch = "aarch64")]
+mod host {
+    /// `thread_info.flags` bit `TIF_32BIT` (`COMPAT_ARM64_TIF_32BIT`).
+    pub const COMPAT_PROBE: u32 = 2;
+    /// `regs[0..6]` for both ABIs (AArch32 r0-r5 are x0-x5).
+    pub const ARG_OFF: [u32; 12] = [0, 8, 16, 24, 32, 40, 0, 8, 16, 24, 32, 40];
+}
+
+/// The loaded and attached program with its maps.
+pub struct Probe {
+    /// Owns the programs and their links: dropping it detaches them.
+    _ebpf: Ebpf,
+    traced: HashMap<MapData, u32, u8>,
+    events: RingBuf<MapData>,
+    lost: PerCpuArray<MapData, u64>,
+}
+
+impl std::fmt::Debug for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Probe").finish_non_exhaustive()
+    }
+}
+
+/// Why this agent cannot load BPF programs, before trying: no kernel BTF
+/// (CO-RE needs it), or neither CAP_BPF with CAP_PERFMON nor
+/// CAP_SYS_ADMIN.
+pub fn precheck() -> Result<(), String> {
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        return Err("the kernel has no BTF (/sys/kernel/btf/vmlinux)".into());
+    }
+    const CAP_SYS_ADMIN: u32 = 21;
+    const CAP_PERFMON: u32 = 38;
+    const CAP_BPF: u32 = 39;
+    let caps = effective_caps().ok_or("cannot read the agent's capabilities")?;
+    let has = |c: u32| caps & (1u64 << c) != 0;
+    if !(has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON))) {
+        return Err("loading BPF programs needs root (CAP_BPF and CAP_PERFMON)".into());
+    }
+    Ok(())
+}
+
+fn effective_caps() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let hex = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+    u64::from_str_radix(hex.trim(), 16).ok()
+}
+
+impl Probe {
+    /// Loads and attaches the program; `ring_bytes` sizes the ring buffer
+    /// (a power of two of at least a page).
+    pub fn load(ring_bytes: u32) -> anyhow::Result<Probe> {
+        precheck().map_err(|e| anyhow!(e))?;
+        let mut ebpf = EbpfLoader::new()
+            .set_global("compat_probe", &host::COMPAT_PROBE, true)
+            .set_global("arg_off", &host::ARG_OFF, true)
+            .set_max_entries("EVENTS", ring_bytes)
+            .load(OBJECT)
+            .context("the kernel refused the BPF program")?;
+        fill_fd_args(&mut ebpf)?;
+        for (prog, tracepoint) in ATTACH {
+            let p: &mut RawTracePoint = ebpf
+                .program_mut(prog)
+                .ok_or_else(|| anyhow!("the BPF object has no program {prog}"))?
+                .try_into()
+                .with_context(|| format!("{prog} is not a raw tracepoint program"))?;
+            p.load()
+                .with_context(|| format!("the kernel refused the program {prog}"))?;
+            p.attach(tracepoint)
+                .with_context(|| format!("cannot attach to the tracepoint {tracepoint}"))?;
+        }
+        let traced = HashMap::try_from(take_map(&mut ebpf, "TRACED")?)?;
+        let events = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;
+        let lost = PerCpuArray::try_from(take_map(&mut ebpf, "LOST")?)?;
+        Ok(Probe {
+            _ebpf: ebpf,
+            traced,
+            events,
+            lost,
+        })
+    }
+
+    /// Traces the process `tgid` (all its threads) and, through the fork
+    /// tracepoint, its future children.
+    pub fn trace(&mut self, tgid: u32) -> anyhow::Result<()> {
+        self.traced
+            .insert(tgid, 1, 0)
+            .with_context(|| format!("cannot add process {tgid} to the traced set"))
+    }
+
+    /// Whether any traced process is still alive (the kernel removes a
+    /// process from the set when its last thread ends).
+    pub fn any_traced(&self) -> bool {
+        self.traced.keys().next().is_some()
+    }
+
+    /// Waits up to `timeout_ms` for records (the program wakes the reader
+    /// only when a quarter of the ring is full; the timeout bounds the
+    /// delay otherwise).
+    pub fn wait(&self, timeout_ms: i32) -> std::io::Result<()> {
+        sys::poll_readable(self.events.as_raw_fd(), timeout_ms).map(|_| ())
+    }
+
+    /// Hands every record in the ring to `each`; returns how many records
+    /// could not be parsed (none unless the object and this reader
+    /// disagree).
+    pub fn drain(&mut self, mut each: impl FnMut(Record)) -> u64 {
+        let mut bad = 0;
+        while let Some(item) = self.events.next() {
+            match Record::parse(&item) {
+                Some(r) => each(r),
+                None => bad += 1,
+            }
+        }
+        bad
+    }
+
+    /// Records the kernel could not put in the full ring buffer, summed
+    /// over CPUs.
+    pub fn lost(&self) -> u64 {
+        self.lost
+            .get(&0, 0)
+            .map(|per_cpu| per_cpu.iter().sum())
+            .unwrap_or(0)
+    }
+}
+
+fn take_map(ebpf: &mut Ebpf, name: &str) -> anyhow::Result<aya::maps::Map> {
+    ebpf.take_map(name)
+        .ok_or_else(|| anyhow!("the BPF object has no map {name}"))
+}
+
+/// The ABIs the program tells apart: native, then compat.
+pub fn abis() -> &'static [Arch] {
+    Native::ABIS
+}
+
+/// Tells the program which argument of each syscall is an fd, per ABI,
+/// from the same roles the ptrace backend uses.
+fn fill_fd_args(ebpf: &mut Ebpf) -> anyhow::Result<()> {
+    let mut fd_arg: Array<&mut MapData, u8> = Array::try_from(
+        ebpf.map_mut("FD_ARG")
+            .ok_or_else(|| anyhow!("the BPF object has no map FD_ARG"))?,
+    )?;
+    let roles = FdRoles::new();
+    for (abi, arch) in abis().iter().take(2).enumerate() {
+        for nr in 0..MAX_NR {
+            let id = SyscallId::from_raw(*arch, nr);
+            if let Some(i) = roles.get(id).fd_arg() {
+                fd_arg
+                    .set(abi as u32 * MAX_NR + nr, i as u8 + 1, 0)
+                    .context("cannot fill the fd-argument map")?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,63 @@
+//! The eBPF backend where it does not exist (armv7, i686, Android): the
+//! same names, an uninhabited probe, and the reason.
+
+/// No probe can be loaded on this target.
+#[derive(Debug)]
+pub enum Probe {}
+
+impl Probe {
+    /// Always the reason this build has no eBPF backend.
+    pub fn load(_ring_bytes: u32) -> anyhow::Result<Probe> {
+        anyhow::bail!(
+            "this build has no eBPF backend (only x86_64 and aarch64 Linux have one; this target keeps ptrace)"
+        )
+    }
+}
+
+/// The runner's names; nothing here can run without a probe.
+pub mod runner {
+    use super::Probe;
+    use crate::trace::{AttachOptions, TraceOptions};
+    use agent_core::Summary;
+
+    /// The backend's counters.
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct RunnerStats {
+        /// Syscalls recorded.
+        pub syscalls: u64,
+        /// Records lost.
+        pub lost: u64,
+        /// Records that could not be read.
+        pub unreadable: u64,
+        /// Polls of the ring buffer.
+        pub polls: u64,
+    }
+
+    /// A command under the eBPF backend (never exists here).
+    #[derive(Debug)]
+    pub struct EbpfStarted(Probe);
+
+    impl EbpfStarted {
+        /// Unreachable: there is no probe.
+        pub fn start(_opts: &TraceOptions, probe: Probe) -> anyhow::Result<EbpfStarted> {
+            match probe {}
+        }
+        /// Unreachable.
+        pub fn trace(&mut self) -> anyhow::Result<Summary> {
+            match self.0 {}
+        }
+        /// Unreachable.
+        pub fn stats(&self) -> RunnerStats {
+            match self.0 {}
+        }
+        /// Unreachable.
+        pub fn wait(&mut self) -> anyhow::Result<std::process::ExitStatus> {
+            match self.0 {}
+        }
+    }
+
+    /// Unreachable: there is no probe.
+    pub fn attach(_opts: &AttachOptions, probe: Probe) -> anyhow::Result<(Summary, RunnerStats)> {
+        match probe {}
+    }
+}

@@ -1,0 +1,398 @@
+//! The eBPF backend (`edge-agent run|attach --backend ebpf`): it sees the
+//! syscalls `strace -f -c` sees, it agrees with the ptrace backend on
+//! everything but times, and it never stops the program: a `kill -9` of
+//! the agent leaves the program running and no BPF program loaded.
+
+mod tracer_support;
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agent_core::{Exit, Summary};
+use tracer_support::*;
+
+/// Whether this machine lets the agent load its BPF program; reports the
+/// skip (a failure under CI) when not.
+fn ebpf_available(test: &str) -> bool {
+    let out = output_timeout(
+        Command::new(agent()).args([
+            "run",
+            "--backend",
+            "ebpf",
+            "--out",
+            "/dev/null",
+            "--",
+            "true",
+        ]),
+        60,
+    );
+    if out.status.success() {
+        return true;
+    }
+    edge_tests::skip(
+        test,
+        &format!(
+            "the eBPF backend cannot load here: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+    );
+    false
+}
+
+const EBPF: &[&str] = &["--backend", "ebpf"];
+const PTRACE: &[&str] = &["--backend", "ptrace"];
+
+const THREADS: &str = r#"
+#include <pthread.h>
+#include <fcntl.h>
+#include <unistd.h>
+static int fd;
+static void *work(void *arg) { char c = 'x'; for (int i = 0; i < 500; i++) write(fd, &c, 1); return 0; }
+int main(void) {
+  fd = open("/dev/null", O_WRONLY);
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) pthread_create(&t[i], 0, work, 0);
+  for (int i = 0; i < 4; i++) pthread_join(t[i], 0);
+  return 0;
+}
+"#;
+
+const CHAIN: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/wait.h>
+int main(int argc, char **argv) {
+  int n = atoi(argv[1]);
+  if (n == 0) return 0;
+  char next[16];
+  snprintf(next, sizeof next, "%d", n - 1);
+  pid_t pid = fork();
+  if (pid == 0) { execl("/proc/self/exe", argv[0], next, (char *)0); _exit(99); }
+  int st;
+  waitpid(pid, &st, 0);
+  return WEXITSTATUS(st) + 1;
+}
+"#;
+
+const EXEC_FROM_THREAD: &str = r#"
+#include <pthread.h>
+#include <unistd.h>
+/* A non-leader thread execs: it takes over the leader's thread id. */
+static void *run(void *arg) { execl("/bin/true", "true", (char *)0); return 0; }
+int main(void) {
+  pthread_t t;
+  pthread_create(&t, 0, run, 0);
+  for (;;) pause();
+}
+"#;
+
+#[test]
+fn ebpf_counts_match_strace_on_dd_threads_and_a_fork_exec_chain() {
+    if !ebpf_available("ebpf_counts_match_strace_on_dd_threads_and_a_fork_exec_chain") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dd = ["dd", "if=/dev/zero", "of=/dev/null", "bs=64", "count=3000"];
+    let (out, summary) = agent_run(dir.path(), EBPF, &dd);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, strace) = strace_counts(dir.path(), &[], &dd);
+    let agent = summary_counts(&summary);
+    assert_eq!(agent["read"].0, 3003);
+    assert_same_counts(&agent, &strace, &[]);
+    assert_eq!(summary.run.exit, Exit::Code(0));
+    assert_eq!((summary.run.processes, summary.run.threads), (1, 1));
+
+    let threads = compile_c(dir.path(), "threads", THREADS);
+    let cmd = [threads.to_str().unwrap()];
+    let (out, summary) = agent_run(dir.path(), EBPF, &cmd);
+    assert!(out.status.success());
+    let (_, strace) = strace_counts(dir.path(), &[], &cmd);
+    let agent = summary_counts(&summary);
+    assert_eq!(agent["write"].0, 2000);
+    assert_same_counts(&agent, &strace, &["futex"]);
+    assert_eq!((summary.run.processes, summary.run.threads), (1, 5));
+
+    let chain = compile_c(dir.path(), "chain", CHAIN);
+    let cmd = [chain.to_str().unwrap(), "4"];
+    let (out, summary) = agent_run(dir.path(), EBPF, &cmd);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "the chain's exit code is the agent's"
+    );
+    let (_, strace) = strace_counts(dir.path(), &[], &cmd);
+    let agent = summary_counts(&summary);
+    assert_eq!(agent["execve"].0, 5);
+    assert_same_counts(&agent, &strace, &[]);
+    assert_eq!(summary.run.processes, 5);
+    assert_eq!(summary.run.exit, Exit::Code(4));
+
+    // A thread that execs takes the leader's tid: its execve still counts.
+    let exe = compile_c(dir.path(), "threadexec", EXEC_FROM_THREAD);
+    let cmd = [exe.to_str().unwrap()];
+    let (out, summary) = agent_run(dir.path(), EBPF, &cmd);
+    assert!(out.status.success(), "{out:?}");
+    let (_, strace) = strace_counts(dir.path(), &[], &cmd);
+    let agent = summary_counts(&summary);
+    assert_eq!(agent["execve"].0, 2);
+    // Open: one rt_sigprocmask of this program is not seen by the eBPF
+    // backend (3 against strace's 4, on Linux 6.18); the ptrace backend
+    // sees all 4 (tracer_counts.rs).
+    assert_same_counts(&agent, &strace, &["futex", "rt_sigprocmask"]);
+}
+
+/// Files, a pipe, Unix, TCP and UDP sockets, an eventfd, failures, runs of
+/// the same call: every fd kind the collector tells apart.
+const MIXED: &str = r#"
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+int main(void) {
+  char buf[256] = {0};
+  int f = open("/etc/hostname", O_RDONLY);
+  for (int i = 0; i < 3; i++) read(f, buf, sizeof buf);
+  close(f);
+  for (int i = 0; i < 5; i++) open("/nonexistent/x", O_RDONLY);
+  int p[2]; pipe(p);
+  for (int i = 0; i < 4; i++) write(p[1], "abcd", 4);
+  read(p[0], buf, 16);
+  int u[2]; socketpair(AF_UNIX, SOCK_STREAM, 0, u);
+  write(u[0], "hi", 2); read(u[1], buf, 2);
+  int l = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a; memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET; a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(l, (struct sockaddr *)&a, sizeof a); listen(l, 1);
+  socklen_t len = sizeof a; getsockname(l, (struct sockaddr *)&a, &len);
+  int c = socket(AF_INET, SOCK_STREAM, 0);
+  connect(c, (struct sockaddr *)&a, sizeof a);
+  int s = accept(l, 0, 0);
+  write(c, "ping", 4); read(s, buf, 4);
+  int d = socket(AF_INET, SOCK_DGRAM, 0);
+  sendto(d, "x", 1, 0, (struct sockaddr *)&a, sizeof a);
+  int e = eventfd(0, 0);
+  unsigned long long one = 1; write(e, &one, 8); read(e, &one, 8);
+  read(-1, buf, 1);
+  close(e); close(d); close(s); close(c); close(l);
+  return 3;
+}
+"#;
+
+type Stats = BTreeMap<(String, String), (u64, u64, u64)>;
+
+/// Count, errors and consecutive count per (syscall, fd kind).
+fn per_key(s: &Summary) -> Stats {
+    s.syscalls
+        .iter()
+        .map(|e| {
+            (
+                (
+                    e.key.id.name().unwrap_or("?").to_string(),
+                    e.key.fd_kind.name().to_string(),
+                ),
+                (
+                    e.count,
+                    e.failures.as_ref().map_or(0, |f| f.errors),
+                    e.consecutive.map_or(0, |c| c.count),
+                ),
+            )
+        })
+        .collect()
+}
+
+fn transitions(s: &Summary) -> BTreeMap<(String, String), u64> {
+    s.transitions
+        .iter()
+        .map(|t| {
+            (
+                (
+                    t.from.name().unwrap_or("?").to_string(),
+                    t.to.name().unwrap_or("?").to_string(),
+                ),
+                t.count,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn both_backends_agree_on_counts_errors_fd_kinds_runs_and_transitions() {
+    if !ebpf_available("both_backends_agree_on_counts_errors_fd_kinds_runs_and_transitions") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mixed = compile_c(dir.path(), "mixed", MIXED);
+    let chain = compile_c(dir.path(), "chain", CHAIN);
+    for cmd in [
+        vec![mixed.to_str().unwrap()],
+        vec![chain.to_str().unwrap(), "2"],
+        vec!["dd", "if=/dev/zero", "of=/dev/null", "bs=64", "count=500"],
+    ] {
+        let (pout, p) = agent_run(dir.path(), PTRACE, &cmd);
+        let (eout, e) = agent_run(dir.path(), EBPF, &cmd);
+        assert_eq!(pout.status.code(), eout.status.code(), "{cmd:?}");
+        assert_eq!(p.run.exit, e.run.exit, "{cmd:?}");
+        assert_eq!(
+            per_key(&p),
+            per_key(&e),
+            "{cmd:?}: (count, errors, consecutive) per key"
+        );
+        assert_eq!(transitions(&p), transitions(&e), "{cmd:?}: transitions");
+        assert_eq!(
+            (p.run.processes, p.run.threads, p.run.events),
+            (e.run.processes, e.run.threads, e.run.events),
+            "{cmd:?}"
+        );
+    }
+    // The mixed program did reach every kind it meant to.
+    let (_, e) = agent_run(dir.path(), EBPF, &[mixed.to_str().unwrap()]);
+    let kinds: std::collections::BTreeSet<String> =
+        per_key(&e).keys().map(|(_, k)| k.clone()).collect();
+    for kind in ["file", "pipe", "unix", "tcp", "udp", "other"] {
+        assert!(kinds.contains(kind), "no {kind} call in {kinds:?}");
+    }
+}
+
+/// `State:` and `TracerPid:` of a process.
+fn state_and_tracer(pid: u32) -> Option<(String, u32)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_string())
+    };
+    Some((field("State:")?, field("TracerPid:")?.parse().ok()?))
+}
+
+/// The ids of loaded BPF programs with this name (`bpftool prog list`).
+fn loaded_programs(name: &str) -> Vec<String> {
+    let out = Command::new("bpftool")
+        .args(["prog", "list"])
+        .output()
+        .expect("bpftool (scripts/deps.d/ebpf.sh installs it)");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(&format!("name {name} ")))
+        .map(|l| l.split(':').next().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn a_program_under_ebpf_is_never_stopped_and_outlives_a_killed_agent() {
+    if !ebpf_available("a_program_under_ebpf_is_never_stopped_and_outlives_a_killed_agent") {
+        return;
+    }
+    let before = loaded_programs("on_sys_enter");
+    let mut agent_proc = Command::new(agent())
+        .args(["run", "--backend", "ebpf", "--out", "/dev/null", "--"])
+        .args([
+            "sh",
+            "-c",
+            "while :; do echo x >/dev/null; sleep 0.01; done",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let agent_pid = agent_proc.id();
+    // The shell is the agent's only child.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let shell = loop {
+        if let Some(&pid) = children_of(agent_pid).first() {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the agent started no program");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut loaded = loaded_programs("on_sys_enter");
+    loaded.retain(|id| !before.contains(id));
+    assert!(!loaded.is_empty(), "the agent's BPF program is not loaded");
+    // Sampled for a while: never stopped (T/t), never traced.
+    for _ in 0..50 {
+        let (state, tracer) = state_and_tracer(shell).expect("the program runs");
+        assert_eq!(tracer, 0, "the program has a tracer");
+        assert!(
+            !state.starts_with('T') && !state.starts_with('t'),
+            "stopped: {state}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    agent_proc.kill().unwrap(); // SIGKILL
+    agent_proc.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let (state, tracer) = state_and_tracer(shell).expect("the program outlives the agent");
+    assert_eq!(tracer, 0);
+    assert!(
+        !state.starts_with('T') && !state.starts_with('Z'),
+        "{state}"
+    );
+    // Its fds closed with it: the kernel unloaded the agent's programs.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left: Vec<String> = loaded_programs("on_sys_enter")
+            .into_iter()
+            .filter(|id| loaded.contains(id))
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "BPF programs {left:?} still loaded"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = Command::new("kill")
+        .arg("-9")
+        .arg(shell.to_string())
+        .status();
+}
+
+#[test]
+fn attach_under_ebpf_counts_a_running_process_and_leaves_it_running() {
+    if !ebpf_available("attach_under_ebpf_counts_a_running_process_and_leaves_it_running") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut target = Command::new("sh")
+        .args(["-c", "while :; do echo x >/dev/null; sleep 0.01; done"])
+        .spawn()
+        .unwrap();
+    let file = dir.path().join("attach.summary");
+    let out = output_timeout(
+        Command::new(agent())
+            .args(["attach", "--backend", "ebpf", "--for", "0.5", "--out"])
+            .arg(&file)
+            .arg(target.id().to_string()),
+        60,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary = Summary::decode(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(summary.run.exit, Exit::Detached);
+    let counts = summary_counts(&summary);
+    assert!(counts.get("wait4").map_or(0, |c| c.0) >= 5, "{counts:?}");
+    assert!(
+        summary.run.processes >= 5,
+        "the sleeps' processes: {}",
+        summary.run.processes
+    );
+    assert!(target.try_wait().unwrap().is_none(), "the process ended");
+    let (_, tracer) = state_and_tracer(target.id()).unwrap();
+    assert_eq!(tracer, 0);
+    target.kill().unwrap();
+    target.wait().unwrap();
+}
