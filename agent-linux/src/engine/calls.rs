@@ -1,13 +1,15 @@
 //! From a syscall's entry and exit stops to one `SyscallEvent` in the
-//! session's collector: the fd argument's kind at entry, the fd cache kept
-//! right at exit, the `--only` selection. The hot path: no allocation, no
-//! `/proc` access once an fd's kind is cached.
+//! session's collector: the fd argument's kind and, for a TCP or UDP
+//! socket, its remote end at entry, the fd cache kept right at exit, the
+//! `--only` selection. The hot path: no allocation, no `/proc` access once
+//! an fd's kind and remote end are cached.
 
 use agent_core::{FdKind, SyscallEvent, SyscallId};
 
 use super::thread::{Call, ThreadState};
 use super::Engine;
 use crate::backend::{Backend, RawCall};
+use crate::fd::resolve::FdFacts;
 use crate::fd::FdRole;
 use crate::sys::Tid;
 
@@ -27,16 +29,16 @@ impl<B: Backend> Engine<B> {
         }
         let RawCall { arch, nr, args } = raw;
         let id = SyscallId::from_raw(arch, nr);
-        let fd_kind = match self.roles.get(id).fd_arg() {
+        let fd = match self.roles.get(id).fd_arg() {
             Some(i) => {
                 let fd = if arch.is_32bit() {
                     args[i] as i32 as i64
                 } else {
                     args[i] as i64
                 };
-                t.fds.borrow_mut().kind(tid, fd)
+                t.fds.borrow_mut().facts(tid, fd)
             }
-            None => FdKind::None,
+            None => FdFacts::of(FdKind::None),
         };
         if from_seccomp_early {
             t.state = ThreadState::EntryStopDue;
@@ -47,8 +49,8 @@ impl<B: Backend> Engine<B> {
             id,
             args,
             entry_ns: now,
-            fd_kind,
-            peer: None,
+            fd_kind: fd.kind,
+            peer: fd.peer,
         });
     }
 

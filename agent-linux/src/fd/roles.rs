@@ -16,9 +16,14 @@ pub enum FdRole {
     None,
     /// Argument `n` is an fd.
     Uses(u8),
-    /// Argument 0 is an fd, and a success returns a new fd of its kind
-    /// (accept, dup).
+    /// Argument 0 is an fd, and a success returns a copy of it (dup).
     UsesReturnsNew,
+    /// accept(listener, ...): a success returns a new socket of the
+    /// listener's kind, with a remote end of its own.
+    Accept,
+    /// connect(fd, addr, len): gives the socket a remote end, or changes
+    /// or removes it (UDP).
+    Connect,
     /// A success returns a new fd opened by path (open, openat, creat).
     OpensPath,
     /// socket(domain, type, protocol): the arguments tell the kind.
@@ -63,7 +68,6 @@ const USES_ARG0: &[&str] = &[
     "lseek",
     "_llseek",
     "ioctl",
-    "connect",
     "bind",
     "listen",
     "getsockopt",
@@ -154,9 +158,11 @@ impl FdRoles {
             set(n, FdRole::OpensPath);
         }
         set("socket", FdRole::Socket);
-        for n in ["accept", "accept4", "dup"] {
-            set(n, FdRole::UsesReturnsNew);
+        for n in ["accept", "accept4"] {
+            set(n, FdRole::Accept);
         }
+        set("dup", FdRole::UsesReturnsNew);
+        set("connect", FdRole::Connect);
         for n in ["dup2", "dup3"] {
             set(n, FdRole::Dup2);
         }
@@ -174,10 +180,11 @@ impl FdRoles {
         self.0.get(id.0 as usize).copied().unwrap_or_default()
     }
 
-    /// Syscalls that change fd tables: the seccomp prefilter must stop on
-    /// them too (without recording them) so the cache stays right.
+    /// Syscalls that change fd tables or a socket's remote end: the
+    /// seccomp prefilter must stop on them too (without recording them) so
+    /// the cache stays right.
     pub fn invalidating() -> Vec<SyscallId> {
-        ["close", "close_range", "dup2", "dup3"]
+        ["close", "close_range", "dup2", "dup3", "connect"]
             .iter()
             .filter_map(|n| SyscallId::from_name(n))
             .collect()
@@ -196,7 +203,12 @@ impl FdRole {
     pub fn fd_arg(self) -> Option<usize> {
         match self {
             FdRole::Uses(n) => Some(n as usize),
-            FdRole::UsesReturnsNew | FdRole::Close | FdRole::Dup2 | FdRole::Fcntl => Some(0),
+            FdRole::UsesReturnsNew
+            | FdRole::Accept
+            | FdRole::Connect
+            | FdRole::Close
+            | FdRole::Dup2
+            | FdRole::Fcntl => Some(0),
             FdRole::None
             | FdRole::ReturnsNew
             | FdRole::OpensPath
@@ -212,11 +224,10 @@ impl FdRole {
         const F_DUPFD: u64 = 0;
         const F_DUPFD_CLOEXEC: u64 = 1030;
         let ok = ret >= 0;
-        // A copy of an fd is of the original's kind (when that was known).
-        let copy_of_arg = |fds: &mut FdTable, new_fd: i64| match arg_kind {
-            FdKind::None => fds.invalidate(new_fd),
-            kind => fds.set(new_fd, kind),
-        };
+        let arg_fd = args[0] as i32 as i64;
+        // A copy of an fd is of the original's kind (when that was known),
+        // with its remote end.
+        let copy_of_arg = |fds: &mut FdTable, new_fd: i64| fds.copy(arg_fd, new_fd, arg_kind);
         match self {
             FdRole::None | FdRole::Uses(_) => {}
             FdRole::ReturnsNew => {
@@ -231,7 +242,7 @@ impl FdRole {
             }
             FdRole::Socket => {
                 if ok {
-                    fds.set(ret, socket_kind_from_args(args[0], args[1], args[2]));
+                    fds.set_unconnected(ret, socket_kind_from_args(args[0], args[1], args[2]));
                 }
             }
             FdRole::UsesReturnsNew => {
@@ -239,8 +250,22 @@ impl FdRole {
                     copy_of_arg(fds, ret);
                 }
             }
+            // A socket of the listener's kind; its remote end is learnt at
+            // its first use.
+            FdRole::Accept => {
+                if ok {
+                    match arg_kind {
+                        FdKind::None => fds.invalidate(ret),
+                        kind => fds.set(ret, kind),
+                    }
+                }
+            }
+            // Even a failed connect may have changed the remote end (a
+            // non-blocking TCP connect in progress has one; a UDP
+            // connect to AF_UNSPEC removes it): ask again at the next call.
+            FdRole::Connect => fds.forget_peer(arg_fd),
             // The fd is gone even when close fails with EINTR or EIO.
-            FdRole::Close => fds.invalidate(args[0] as i32 as i64),
+            FdRole::Close => fds.invalidate(arg_fd),
             FdRole::Dup2 => {
                 if ok {
                     copy_of_arg(fds, args[1] as i32 as i64);
@@ -369,5 +394,99 @@ mod tests {
             roles.get(SyscallId::from_name("openat").unwrap()).fd_arg(),
             None
         );
+    }
+
+    /// `/proc` reads made by `f`.
+    fn proc_reads(f: impl FnOnce()) -> u64 {
+        use crate::sys::COUNTERS;
+        use std::sync::atomic::Ordering::Relaxed;
+        let before = COUNTERS.proc_reads.load(Relaxed);
+        f();
+        COUNTERS.proc_reads.load(Relaxed) - before
+    }
+
+    #[test]
+    fn socket_peers_are_learnt_once_per_change() {
+        use agent_core::{PeerAddr, PeerIp};
+        use std::os::fd::AsRawFd;
+        // The counter is global and other tests run in parallel: take the
+        // smallest of a few tries (each measures this thread's reads, plus
+        // whatever ran meanwhile).
+        let quiet = |f: &dyn Fn()| (0..20).map(|_| proc_reads(f)).min().unwrap();
+        let me = std::process::id() as Tid;
+        let roles = FdRoles::new();
+        let role = |n: &str| roles.get(SyscallId::from_name(n).unwrap());
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let server = listener.local_addr().unwrap();
+        let peer_at = |port| {
+            Some(PeerAddr {
+                transport: FdKind::Tcp,
+                ip: PeerIp::V4([127, 0, 0, 1]),
+                port,
+            })
+        };
+        let client = std::net::TcpStream::connect(server).unwrap();
+        let cfd = client.as_raw_fd() as i64;
+        let table = std::cell::RefCell::new(FdTable::default());
+        let facts = |fd| table.borrow_mut().facts(me, fd);
+
+        // socket(): a TCP socket without a remote end, no /proc read.
+        role("socket").after(&mut table.borrow_mut(), &[2, 1, 0, 0, 0, 0], cfd, FdKind::None);
+        assert_eq!(quiet(&|| assert_eq!(facts(cfd).peer, None)), 0);
+        // connect(): asked once at the next call, then cached.
+        role("connect").after(
+            &mut table.borrow_mut(),
+            &[cfd as u64, 0, 0, 0, 0, 0],
+            0,
+            FdKind::Tcp,
+        );
+        assert!(proc_reads(|| assert_eq!(facts(cfd).peer, peer_at(server.port()))) >= 2);
+        assert_eq!(
+            quiet(&|| assert_eq!(facts(cfd).peer, peer_at(server.port()))),
+            0
+        );
+        // dup: the copy has its original's remote end, without asking.
+        let copy = 900;
+        role("dup").after(
+            &mut table.borrow_mut(),
+            &[cfd as u64, 0, 0, 0, 0, 0],
+            copy,
+            FdKind::Tcp,
+        );
+        assert_eq!(
+            table.borrow().peers.get(&(copy as u32)).copied(),
+            Some(peer_at(server.port()))
+        );
+        // accept: a socket of the listener's kind, its remote end unknown
+        // until its first use.
+        let (accepted, from) = listener.accept().unwrap();
+        let afd = accepted.as_raw_fd() as i64;
+        let lfd = listener.as_raw_fd() as i64;
+        assert_eq!(facts(lfd), super::super::resolve::FdFacts::of(FdKind::Tcp));
+        role("accept4").after(
+            &mut table.borrow_mut(),
+            &[lfd as u64, 0, 0, 0, 0, 0],
+            afd,
+            FdKind::Tcp,
+        );
+        assert_eq!(table.borrow().peers.get(&(afd as u32)), None);
+        assert_eq!(facts(afd).peer, peer_at(from.port()));
+        assert_eq!(quiet(&|| assert_eq!(facts(afd).peer, peer_at(from.port()))), 0);
+        // close forgets it.
+        role("close").after(
+            &mut table.borrow_mut(),
+            &[afd as u64, 0, 0, 0, 0, 0],
+            0,
+            FdKind::Tcp,
+        );
+        assert_eq!(table.borrow().peers.get(&(afd as u32)), None);
+        // An fd resolved from scratch gets kind and remote end from one
+        // look at /proc (readlink, then the tcp table).
+        table.borrow_mut().clear();
+        assert!(table.borrow().peers.is_empty());
+        assert_eq!(facts(afd).peer, peer_at(from.port()));
+        assert_eq!(quiet(&|| assert_eq!(facts(afd).peer, peer_at(from.port()))), 0);
+        table.borrow_mut().invalidate_range(0, 1 << 20);
+        assert!(table.borrow().peers.is_empty());
     }
 }
