@@ -105,7 +105,10 @@ impl SyscallId {
     /// pread64, pwrite64, readv, writev, recvfrom, sendto, recvmsg, sendmsg).
     #[inline]
     pub fn is_read_write_family(self) -> bool {
-        READ_WRITE_FLAGS.get(self.0 as usize).copied().unwrap_or(false)
+        READ_WRITE_FLAGS
+            .get(self.0 as usize)
+            .copied()
+            .unwrap_or(false)
     }
 
     /// Every name known to the `syscalls` crate that has no id yet. Empty in

@@ -344,7 +344,11 @@ fn check_peers(events: &[SyscallEvent], cuts: &[usize]) {
             let id = SyscallId::from_raw(ev.arch, ev.nr);
             let failed = (-4095..=-1).contains(&ev.ret);
             let rw = READ_WRITE_FAMILY.contains(&id.name().unwrap_or(""));
-            let bytes = if !failed && ev.ret > 0 && rw { ev.ret as u64 } else { 0 };
+            let bytes = if !failed && ev.ret > 0 && rw {
+                ev.ret as u64
+            } else {
+                0
+            };
             let fresh = RefPeer {
                 addr,
                 calls: 0,
@@ -436,7 +440,10 @@ fn check_peers(events: &[SyscallEvent], cuts: &[usize]) {
         let mut encoded = summary.clone();
         let mut buf = [0u8; MAX_ENCODED_LEN];
         let bytes = encoded.encode(&mut buf).expect("encode").to_vec();
-        assert_eq!(Summary::decode(&bytes).expect("decode").peers, encoded.peers);
+        assert_eq!(
+            Summary::decode(&bytes).expect("decode").peers,
+            encoded.peers
+        );
 
         // The next window keeps the peers called in this one, with their
         // last call.
@@ -512,7 +519,11 @@ fn silent_peers_give_way_to_called_ones() {
     second.iter().for_each(|e| c.record(e));
     let s = c.summarize([0; 16], run_record(), Facts::new());
     assert_eq!(s.peers.rest.calls, 8, "{:?}", s.peers);
-    assert!(s.peers.list.iter().all(|p| p.calls == 1 && p.addr.port >= 1016));
+    assert!(s
+        .peers
+        .list
+        .iter()
+        .all(|p| p.calls == 1 && p.addr.port >= 1016));
     check_peers(&[first, second].concat(), &[16]);
 }
 

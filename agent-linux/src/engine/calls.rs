@@ -10,7 +10,8 @@ use super::thread::{Call, ThreadState};
 use super::Engine;
 use crate::backend::{Backend, RawCall};
 use crate::fd::resolve::FdFacts;
-use crate::fd::FdRole;
+use crate::fd::sockaddr::read_peer;
+use crate::fd::{has_peer, FdRole};
 use crate::sys::Tid;
 
 impl<B: Backend> Engine<B> {
@@ -29,7 +30,8 @@ impl<B: Backend> Engine<B> {
         }
         let RawCall { arch, nr, args } = raw;
         let id = SyscallId::from_raw(arch, nr);
-        let fd = match self.roles.get(id).fd_arg() {
+        let role = self.roles.get(id);
+        let mut fd = match role.fd_arg() {
             Some(i) => {
                 let fd = if arch.is_32bit() {
                     args[i] as i32 as i64
@@ -40,6 +42,14 @@ impl<B: Backend> Engine<B> {
             }
             None => FdFacts::of(FdKind::None),
         };
+        if role == FdRole::Connect && has_peer(fd.kind) {
+            // The connect is the named remote end's call (its errors are
+            // that peer's): read the address it names.
+            let backend = &mut self.backend;
+            fd.peer = role
+                .named_address(&args, arch.is_32bit())
+                .and_then(|(ptr, len)| read_peer(|a| backend.read_u64(tid, a), ptr, len, fd.kind));
+        }
         if from_seccomp_early {
             t.state = ThreadState::EntryStopDue;
         }
@@ -71,7 +81,20 @@ impl<B: Backend> Engine<B> {
         };
         let role = self.roles.get(c.id);
         if role != FdRole::None {
-            role.after(&mut t.fds.borrow_mut(), &c.args, ret, c.fd_kind);
+            let named = match role {
+                // The connect's own peer: the address it named.
+                FdRole::Connect => c.peer,
+                // A new socket's remote end, when the program asked for it.
+                FdRole::Accept if ret >= 0 && has_peer(c.fd_kind) => {
+                    let backend = &mut self.backend;
+                    role.named_address(&c.args, c.arch.is_32bit())
+                        .and_then(|(ptr, len)| {
+                            read_peer(|a| backend.read_u64(tid, a), ptr, len, c.fd_kind)
+                        })
+                }
+                _ => None,
+            };
+            role.after(&mut t.fds.borrow_mut(), &c.args, ret, c.fd_kind, named);
         }
         let recorded = match &self.record {
             Some(set) => set.get(c.id.0 as usize).copied().unwrap_or(false),

@@ -48,7 +48,7 @@ pub fn new_table() -> SharedFds {
 }
 
 /// Whether an fd of `kind` can have a remote end the agent reports.
-fn has_peer(kind: FdKind) -> bool {
+pub fn has_peer(kind: FdKind) -> bool {
     matches!(kind, FdKind::Tcp | FdKind::Udp)
 }
 
@@ -144,6 +144,12 @@ impl FdTable {
         if let Ok(fd) = u32::try_from(fd) {
             self.peers.remove(&fd);
         }
+    }
+
+    /// Records the remote end of socket `fd` (named by the call that
+    /// connected or made it).
+    pub fn set_peer(&mut self, fd: i64, peer: PeerAddr) {
+        self.store_peer(fd, Some(peer));
     }
 
     fn store_peer(&mut self, fd: i64, peer: Option<PeerAddr>) {

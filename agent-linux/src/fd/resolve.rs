@@ -264,7 +264,11 @@ pub fn parse_remote(field: &[u8], transport: FdKind, little_endian: bool) -> Opt
         PeerIp::V4(a) => a == [0; 4],
         PeerIp::V6(a) => a == [0; 16],
     };
-    (port != 0 && !unspecified).then_some(PeerAddr { transport, ip, port })
+    (port != 0 && !unspecified).then_some(PeerAddr {
+        transport,
+        ip,
+        port,
+    })
 }
 
 /// Whether a `/proc/net` table lists `inode` in whitespace-separated

@@ -3,7 +3,7 @@
 //! (how the cache is kept right). Built once per run from canonical
 //! syscall names.
 
-use agent_core::{FdKind, SyscallId};
+use agent_core::{FdKind, PeerAddr, SyscallId};
 
 use super::cache::FdTable;
 
@@ -217,10 +217,40 @@ impl FdRole {
         }
     }
 
-    /// Updates the cache after a call with arguments `args` returned `ret`;
-    /// `arg_kind` is the kind of its fd argument, resolved at entry.
+    /// The socket address in the tracee's memory, as (pointer, bytes),
+    /// that names the remote end of the socket the call connects
+    /// (connect's argument, read at entry) or makes (accept's result, read
+    /// after a success; its length is not checked: the program's buffer
+    /// holds the address of the family its listener accepts).
+    /// `is_32bit`: the call's ABI has 32-bit pointers.
     #[inline]
-    pub fn after(self, fds: &mut FdTable, args: &[u64; 6], ret: i64, arg_kind: FdKind) {
+    pub fn named_address(self, args: &[u64; 6], is_32bit: bool) -> Option<(u64, u64)> {
+        const SOCKADDR_IN6_LEN: u64 = 28;
+        let ptr = if is_32bit {
+            args[1] as u32 as u64
+        } else {
+            args[1]
+        };
+        match self {
+            FdRole::Connect => Some((ptr, args[2] as u32 as u64)),
+            FdRole::Accept if ptr != 0 => Some((ptr, SOCKADDR_IN6_LEN)),
+            _ => None,
+        }
+    }
+
+    /// Updates the cache after a call with arguments `args` returned `ret`;
+    /// `arg_kind` is the kind of its fd argument, resolved at entry;
+    /// `named`: the remote end the call's socket address names (see
+    /// [`FdRole::named_address`]), when it was read.
+    #[inline]
+    pub fn after(
+        self,
+        fds: &mut FdTable,
+        args: &[u64; 6],
+        ret: i64,
+        arg_kind: FdKind,
+        named: Option<PeerAddr>,
+    ) {
         const F_DUPFD: u64 = 0;
         const F_DUPFD_CLOEXEC: u64 = 1030;
         let ok = ret >= 0;
@@ -256,14 +286,25 @@ impl FdRole {
                 if ok {
                     match arg_kind {
                         FdKind::None => fds.invalidate(ret),
-                        kind => fds.set(ret, kind),
+                        kind => {
+                            fds.set(ret, kind);
+                            if let Some(peer) = named {
+                                fds.set_peer(ret, peer);
+                            }
+                        }
                     }
                 }
             }
-            // Even a failed connect may have changed the remote end (a
-            // non-blocking TCP connect in progress has one; a UDP
-            // connect to AF_UNSPEC removes it): ask again at the next call.
-            FdRole::Connect => fds.forget_peer(arg_fd),
+            // A connect that succeeded or is in progress has the remote end
+            // it named. Any other may still have changed it (a UDP connect
+            // to AF_UNSPEC removes it; a failed one may leave the last):
+            // ask again at the next call.
+            FdRole::Connect => match named {
+                Some(peer) if ok || ret == -(libc::EINPROGRESS as i64) => {
+                    fds.set_peer(arg_fd, peer)
+                }
+                _ => fds.forget_peer(arg_fd),
+            },
             // The fd is gone even when close fails with EINTR or EIO.
             FdRole::Close => fds.invalidate(arg_fd),
             FdRole::Dup2 => {
@@ -349,7 +390,7 @@ mod tests {
         let fd = r.as_raw_fd() as i64;
         assert_eq!(t.kind(me, fd), FdKind::Pipe);
         assert_eq!(t.kinds[fd as usize], FdKind::Pipe as u8 + 1);
-        close.after(&mut t, &[fd as u64, 0, 0, 0, 0, 0], 0, FdKind::Pipe);
+        close.after(&mut t, &[fd as u64, 0, 0, 0, 0, 0], 0, FdKind::Pipe, None);
         assert_eq!(t.kinds[fd as usize], 0);
         t.kind(me, fd);
         roles.get(SyscallId::from_name("dup2").unwrap()).after(
@@ -357,6 +398,7 @@ mod tests {
             &[0, fd as u64, 0, 0, 0, 0],
             fd,
             FdKind::None,
+            None,
         );
         assert_eq!(t.kinds[fd as usize], 0);
         // A copy of a known fd takes its kind without asking /proc.
@@ -365,6 +407,7 @@ mod tests {
             &[0, 0, 0, 0, 0, 0],
             fd,
             FdKind::Tcp,
+            None,
         );
         assert_eq!(t.kind(me, fd), FdKind::Tcp);
         roles.get(SyscallId::from_name("socket").unwrap()).after(
@@ -372,6 +415,7 @@ mod tests {
             &[1, 1, 0, 0, 0, 0],
             fd,
             FdKind::None,
+            None,
         );
         assert_eq!(t.kind(me, fd), FdKind::Unix);
         roles.get(SyscallId::from_name("openat").unwrap()).after(
@@ -379,6 +423,7 @@ mod tests {
             &[0, 0, 0, 0, 0, 0],
             fd,
             FdKind::None,
+            None,
         );
         assert_eq!(t.kinds[fd as usize], OPENED_BY_PATH);
         // (fd is really our pipe's read end: the stat says FIFO.)
@@ -431,7 +476,13 @@ mod tests {
         let facts = |fd| table.borrow_mut().facts(me, fd);
 
         // socket(): a TCP socket without a remote end, no /proc read.
-        role("socket").after(&mut table.borrow_mut(), &[2, 1, 0, 0, 0, 0], cfd, FdKind::None);
+        role("socket").after(
+            &mut table.borrow_mut(),
+            &[2, 1, 0, 0, 0, 0],
+            cfd,
+            FdKind::None,
+            None,
+        );
         assert_eq!(quiet(&|| assert_eq!(facts(cfd).peer, None)), 0);
         // connect(): asked once at the next call, then cached.
         role("connect").after(
@@ -439,6 +490,7 @@ mod tests {
             &[cfd as u64, 0, 0, 0, 0, 0],
             0,
             FdKind::Tcp,
+            None,
         );
         assert!(proc_reads(|| assert_eq!(facts(cfd).peer, peer_at(server.port()))) >= 2);
         assert_eq!(
@@ -452,6 +504,7 @@ mod tests {
             &[cfd as u64, 0, 0, 0, 0, 0],
             copy,
             FdKind::Tcp,
+            None,
         );
         assert_eq!(
             table.borrow().peers.get(&(copy as u32)).copied(),
@@ -468,16 +521,21 @@ mod tests {
             &[lfd as u64, 0, 0, 0, 0, 0],
             afd,
             FdKind::Tcp,
+            None,
         );
         assert_eq!(table.borrow().peers.get(&(afd as u32)), None);
         assert_eq!(facts(afd).peer, peer_at(from.port()));
-        assert_eq!(quiet(&|| assert_eq!(facts(afd).peer, peer_at(from.port()))), 0);
+        assert_eq!(
+            quiet(&|| assert_eq!(facts(afd).peer, peer_at(from.port()))),
+            0
+        );
         // close forgets it.
         role("close").after(
             &mut table.borrow_mut(),
             &[afd as u64, 0, 0, 0, 0, 0],
             0,
             FdKind::Tcp,
+            None,
         );
         assert_eq!(table.borrow().peers.get(&(afd as u32)), None);
         // An fd resolved from scratch gets kind and remote end from one
@@ -485,8 +543,58 @@ mod tests {
         table.borrow_mut().clear();
         assert!(table.borrow().peers.is_empty());
         assert_eq!(facts(afd).peer, peer_at(from.port()));
-        assert_eq!(quiet(&|| assert_eq!(facts(afd).peer, peer_at(from.port()))), 0);
+        assert_eq!(
+            quiet(&|| assert_eq!(facts(afd).peer, peer_at(from.port()))),
+            0
+        );
         table.borrow_mut().invalidate_range(0, 1 << 20);
         assert!(table.borrow().peers.is_empty());
+
+        // The address a connect or accept names is the remote end, without
+        // asking /proc (a made-up one here: /proc would say otherwise).
+        let named = peer_at(4242);
+        let connect = |ret: i64, named| {
+            role("connect").after(
+                &mut table.borrow_mut(),
+                &[cfd as u64, 0, 16, 0, 0, 0],
+                ret,
+                FdKind::Tcp,
+                named,
+            )
+        };
+        // (The connect's entry resolved the fd's kind.)
+        facts(cfd);
+        connect(0, named);
+        assert_eq!(quiet(&|| assert_eq!(facts(cfd).peer, named)), 0);
+        // In progress (non-blocking): the same.
+        connect(-(libc::EINPROGRESS as i64), peer_at(4343));
+        assert_eq!(quiet(&|| assert_eq!(facts(cfd).peer, peer_at(4343))), 0);
+        // Refused, or nothing read: /proc is asked again.
+        connect(-(libc::ECONNREFUSED as i64), named);
+        assert_eq!(facts(cfd).peer, peer_at(server.port()));
+        connect(0, None);
+        assert_eq!(facts(cfd).peer, peer_at(server.port()));
+        role("accept").after(
+            &mut table.borrow_mut(),
+            &[lfd as u64, 0x1000, 0x2000, 0, 0, 0],
+            afd,
+            FdKind::Tcp,
+            named,
+        );
+        assert_eq!(quiet(&|| assert_eq!(facts(afd).peer, named)), 0);
+        // Where the address is, and how much of it.
+        assert_eq!(
+            role("connect").named_address(&[3, 0x1_0000_1000, 16, 0, 0, 0], true),
+            Some((0x1000, 16))
+        );
+        assert_eq!(
+            role("accept4").named_address(&[3, 0x7f00_0000_1000, 0x2000, 0, 0, 0], false),
+            Some((0x7f00_0000_1000, 28))
+        );
+        assert_eq!(
+            role("accept").named_address(&[3, 0, 0, 0, 0, 0], false),
+            None
+        );
+        assert_eq!(role("read").named_address(&[3, 9, 9, 0, 0, 0], false), None);
     }
 }
