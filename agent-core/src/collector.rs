@@ -190,10 +190,13 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
                     // A full table: a peer silent in this window (kept from
                     // the last one only to show its silence) gives way to
                     // one that is called, else the call is folded.
-                    Err(fresh) => self.peers.iter().position(|p| p.calls == 0).map(|i| {
-                        self.peers[i] = fresh;
-                        i
-                    }),
+                    Err(fresh) => {
+                        let silent = self.peers.iter().position(|p| p.calls == 0);
+                        if let Some(i) = silent {
+                            self.peers[i] = fresh;
+                        }
+                        silent
+                    }
                 }
             }
         };

@@ -128,7 +128,7 @@ fn proc_reads(stderr: &str) -> u64 {
 }
 
 /// One listed peer, or a failure naming what was listed.
-fn peer<'a>(s: &'a Summary, addr: PeerAddr) -> &'a Peer {
+fn peer(s: &Summary, addr: PeerAddr) -> &Peer {
     s.peers
         .list
         .iter()
