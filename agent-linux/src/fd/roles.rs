@@ -303,6 +303,10 @@ impl FdRole {
                 Some(peer) if ok || ret == -(libc::EINPROGRESS as i64) => {
                     fds.set_peer(arg_fd, peer)
                 }
+                // A socket no net table listed (a TCP socket seen before it
+                // was bound, at attach) may be listed now: its kind and
+                // peer are asked again together.
+                _ if arg_kind == FdKind::Socket => fds.invalidate(arg_fd),
                 _ => fds.forget_peer(arg_fd),
             },
             // The fd is gone even when close fails with EINTR or EIO.
@@ -582,6 +586,16 @@ mod tests {
             named,
         );
         assert_eq!(quiet(&|| assert_eq!(facts(afd).peer, named)), 0);
+        // A socket of unknown family that connects is asked again.
+        table.borrow_mut().set(700, FdKind::Socket);
+        role("connect").after(
+            &mut table.borrow_mut(),
+            &[700, 0, 16, 0, 0, 0],
+            0,
+            FdKind::Socket,
+            None,
+        );
+        assert_eq!(table.borrow().kinds[700], 0);
         // Where the address is, and how much of it.
         assert_eq!(
             role("connect").named_address(&[3, 0x1_0000_1000, 16, 0, 0, 0], true),
