@@ -185,7 +185,19 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
                     errors: 0,
                     last: None,
                 };
-                self.peers.push(fresh).ok().map(|()| self.peers.len() - 1)
+                match self.peers.push(fresh) {
+                    Ok(()) => Some(self.peers.len() - 1),
+                    // A full table: a peer silent in this window (kept from
+                    // the last one only to show its silence) gives way to
+                    // one that is called, else the call is folded.
+                    Err(fresh) => {
+                        let silent = self.peers.iter().position(|p| p.calls == 0);
+                        if let Some(i) = silent {
+                            self.peers[i] = fresh;
+                        }
+                        silent
+                    }
+                }
             }
         };
         match slot {

@@ -103,10 +103,12 @@ impl SyscallId {
 
     /// Whether this syscall is one of the read/write family (read, write,
     /// pread64, pwrite64, readv, writev, recvfrom, sendto, recvmsg, sendmsg).
+    #[inline]
     pub fn is_read_write_family(self) -> bool {
-        READ_WRITE_FAMILY
-            .iter()
-            .any(|n| SyscallId::from_name(n) == Some(self))
+        READ_WRITE_FLAGS
+            .get(self.0 as usize)
+            .copied()
+            .unwrap_or(false)
     }
 
     /// Every name known to the `syscalls` crate that has no id yet. Empty in
@@ -132,6 +134,26 @@ static SIZE_ARG_FAMILY: [bool; SyscallId::COUNT] = {
         let mut f = 0;
         while f < 8 {
             // The first eight members take their size as argument 2.
+            if const_eq(name, READ_WRITE_FAMILY[f].as_bytes()) {
+                flags[i] = true;
+            }
+            f += 1;
+        }
+        i += 1;
+    }
+    flags
+};
+
+/// Membership of the whole read/write family, indexed by id (the
+/// collector asks it for every call on a socket with a peer: one load, not
+/// ten name searches).
+static READ_WRITE_FLAGS: [bool; SyscallId::COUNT] = {
+    let mut flags = [false; SyscallId::COUNT];
+    let mut i = 0;
+    while i < SyscallId::COUNT {
+        let name = tables::NAMES[i].as_bytes();
+        let mut f = 0;
+        while f < READ_WRITE_FAMILY.len() {
             if const_eq(name, READ_WRITE_FAMILY[f].as_bytes()) {
                 flags[i] = true;
             }
@@ -354,6 +376,12 @@ mod tests {
         assert!(!SyscallId::from_name("close")
             .unwrap()
             .is_read_write_family());
+        // The table says what the names say, for every id.
+        for i in 0..SyscallId::COUNT as u16 + 2 {
+            let id = SyscallId(i);
+            let named = id.name().is_some_and(|n| READ_WRITE_FAMILY.contains(&n));
+            assert_eq!(id.is_read_write_family(), named, "{id:?}");
+        }
     }
 
     #[test]

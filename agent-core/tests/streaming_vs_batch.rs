@@ -285,6 +285,248 @@ proptest! {
     }
 }
 
+/// Distinct peers the generator picks from: more than the collector
+/// follows in a window ([`collector::COLLECT_PEERS`]), TCP and UDP, IPv4
+/// and IPv6.
+const PEER_CHOICES: u8 = 24;
+
+fn peer_addr(i: u8) -> PeerAddr {
+    PeerAddr {
+        transport: if i % 3 == 0 { FdKind::Udp } else { FdKind::Tcp },
+        ip: if i % 2 == 0 {
+            PeerIp::V4([10, 0, 0, i])
+        } else {
+            PeerIp::V6([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, i])
+        },
+        // Ports in reverse order of addresses, so the tie rule matters.
+        port: 9000 - u16::from(i),
+    }
+}
+
+/// One peer's figures in the batch reference.
+#[derive(Clone, Debug)]
+struct RefPeer {
+    addr: PeerAddr,
+    calls: u64,
+    bytes: u64,
+    total: u64,
+    errors: u64,
+    last: Option<(SyscallId, i64, u64)>,
+}
+
+/// The wall-clock time of monotonic 0 in the peer tests.
+const UNIX_BASE: u64 = 1_700_000_000_000_000_000;
+
+/// The collector's peer tables over windows cut at `cuts` (event indices),
+/// against a batch reference: per window, the peers in order of first call
+/// (the ones still called in the last window first, kept with their last
+/// call), the first `COLLECT_PEERS` with their own figures, a silent one
+/// giving way to a new one when the table is full, the calls of the rest
+/// counted together; the summary lists the 8 with most calls (ties: lower
+/// address first) and folds the others.
+fn check_peers(events: &[SyscallEvent], cuts: &[usize]) {
+    use agent_core::collector::COLLECT_PEERS;
+    use agent_core::summary::MAX_PEERS;
+    use agent_core::syscall::READ_WRITE_FAMILY;
+    let mut c: Box<Collector> = Box::new(Collector::new(0));
+    let mut table: Vec<RefPeer> = Vec::new();
+    let mut bounds: Vec<usize> = cuts.iter().map(|&i| i.min(events.len())).collect();
+    bounds.sort_unstable();
+    bounds.push(events.len());
+    let mut start = 0;
+    let mut window_start_ns = 0;
+    for end in bounds {
+        let window = &events[start..end];
+        let mut folded = PeerRest::default();
+        for ev in window {
+            c.record(ev);
+            let Some(addr) = ev.peer else { continue };
+            let id = SyscallId::from_raw(ev.arch, ev.nr);
+            let failed = (-4095..=-1).contains(&ev.ret);
+            let rw = READ_WRITE_FAMILY.contains(&id.name().unwrap_or(""));
+            let bytes = if !failed && ev.ret > 0 && rw {
+                ev.ret as u64
+            } else {
+                0
+            };
+            let fresh = RefPeer {
+                addr,
+                calls: 0,
+                bytes: 0,
+                total: 0,
+                errors: 0,
+                last: None,
+            };
+            let at = match table.iter().position(|p| p.addr == addr) {
+                Some(i) => Some(i),
+                None if table.len() < COLLECT_PEERS => {
+                    table.push(fresh);
+                    Some(table.len() - 1)
+                }
+                None => table.iter().position(|p| p.calls == 0).inspect(|&i| {
+                    table[i] = fresh;
+                }),
+            };
+            let dur = ev.exit_ns.saturating_sub(ev.entry_ns);
+            match at {
+                Some(i) => {
+                    let p = &mut table[i];
+                    p.calls += 1;
+                    p.bytes += bytes;
+                    p.total += dur;
+                    p.errors += failed as u64;
+                    p.last = Some((id, ev.ret, ev.exit_ns));
+                }
+                None => {
+                    folded.peers = 1;
+                    folded.calls += 1;
+                    folded.bytes += bytes;
+                    folded.total_ns += dur;
+                    folded.errors += failed as u64;
+                }
+            }
+        }
+        let run = RunRecord {
+            start_unix_ns: UNIX_BASE + window_start_ns,
+            ..run_record()
+        };
+        let summary = c.summarize([1; 16], run, Facts::new());
+        let got = &summary.peers;
+
+        let mut sorted = table.clone();
+        sorted.sort_by(|a, b| b.calls.cmp(&a.calls).then(a.addr.cmp(&b.addr)));
+        let mut want = Peers {
+            list: Default::default(),
+            rest: folded,
+        };
+        for p in &sorted {
+            let peer = Peer {
+                addr: p.addr,
+                calls: p.calls,
+                bytes: p.bytes,
+                total_ns: p.total,
+                errors: p.errors,
+                last: p.last.map(|(id, result, end)| LastCall {
+                    id,
+                    result,
+                    end_unix_ns: UNIX_BASE + end,
+                }),
+            };
+            if want.list.len() < MAX_PEERS {
+                want.list.push(peer).unwrap();
+            } else {
+                want.rest.fold(&peer);
+            }
+        }
+        assert_eq!(got, &want);
+
+        // Stated without the reference: at most 8 listed, most calls first
+        // (ties: lower address first), and no call lost.
+        assert!(got.list.len() <= MAX_PEERS);
+        for w in got.list.windows(2) {
+            assert!(
+                w[0].calls > w[1].calls || (w[0].calls == w[1].calls && w[0].addr < w[1].addr),
+                "{w:?}"
+            );
+        }
+        let with_peer = window.iter().filter(|e| e.peer.is_some()).count() as u64;
+        let listed: u64 = got.list.iter().map(|p| p.calls).sum();
+        assert_eq!(listed + got.rest.calls, with_peer);
+        let bytes: u64 = got.list.iter().map(|p| p.bytes).sum();
+        let all_bytes: u64 = table.iter().map(|p| p.bytes).sum::<u64>() + folded.bytes;
+        assert_eq!(bytes + got.rest.bytes, all_bytes);
+
+        // The table survives the wire.
+        let mut encoded = summary.clone();
+        let mut buf = [0u8; MAX_ENCODED_LEN];
+        let bytes = encoded.encode(&mut buf).expect("encode").to_vec();
+        assert_eq!(
+            Summary::decode(&bytes).expect("decode").peers,
+            encoded.peers
+        );
+
+        // The next window keeps the peers called in this one, with their
+        // last call.
+        window_start_ns = window.last().map_or(window_start_ns, |e| e.exit_ns);
+        c.reset_window(window_start_ns);
+        table.retain(|p| p.calls > 0);
+        for p in &mut table {
+            (p.calls, p.bytes, p.total, p.errors) = (0, 0, 0, 0);
+        }
+        start = end;
+    }
+}
+
+fn with_peers(mut events: Vec<SyscallEvent>, peers: &[u8]) -> Vec<SyscallEvent> {
+    for (ev, &p) in events.iter_mut().zip(peers.iter().cycle()) {
+        ev.peer = (p < PEER_CHOICES).then(|| peer_addr(p));
+    }
+    events
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// One window, peers from a few (all listed) to more than the table.
+    #[test]
+    fn peers_match_the_batch_reference(
+        raw in proptest::collection::vec(event_strategy(), 0..600),
+        // Values >= PEER_CHOICES: a call without a peer.
+        peers in proptest::collection::vec(0u8..32, 1..64),
+        few in 1u8..12,
+    ) {
+        let narrow: Vec<u8> = peers.iter().map(|p| p % few).collect();
+        check_peers(&with_peers(to_events(&raw), &narrow), &[]);
+        check_peers(&with_peers(to_events(&raw), &peers), &[]);
+    }
+
+    /// Windows: peers carried across a cut, silent ones giving way.
+    #[test]
+    fn peers_across_windows(
+        raw in proptest::collection::vec(event_strategy(), 0..600),
+        peers in proptest::collection::vec(0u8..32, 1..64),
+        cuts in proptest::collection::vec(0usize..600, 0..5),
+    ) {
+        check_peers(&with_peers(to_events(&raw), &peers), &cuts);
+    }
+}
+
+/// A busy server's clients change every window (a new port per
+/// connection): the peers kept from the last window, silent now, must not
+/// crowd out the ones called in this one.
+#[test]
+fn silent_peers_give_way_to_called_ones() {
+    let ev = |peer: u8, exit_ns: u64| SyscallEvent {
+        tid: 1,
+        arch: Arch::X86_64,
+        nr: 0,
+        args: [3, 0, 100, 0, 0, 0],
+        ret: 100,
+        entry_ns: exit_ns - 10,
+        exit_ns,
+        fd_kind: FdKind::Tcp,
+        peer: Some(PeerAddr {
+            transport: FdKind::Tcp,
+            ip: PeerIp::V4([127, 0, 0, 1]),
+            port: 1000 + u16::from(peer),
+        }),
+    };
+    let first: Vec<SyscallEvent> = (0..16).map(|p| ev(p, 100 + u64::from(p))).collect();
+    let second: Vec<SyscallEvent> = (16..32).map(|p| ev(p, 1000 + u64::from(p))).collect();
+    let mut c: Box<Collector> = Box::new(Collector::new(0));
+    first.iter().for_each(|e| c.record(e));
+    c.reset_window(500);
+    second.iter().for_each(|e| c.record(e));
+    let s = c.summarize([0; 16], run_record(), Facts::new());
+    assert_eq!(s.peers.rest.calls, 8, "{:?}", s.peers);
+    assert!(s
+        .peers
+        .list
+        .iter()
+        .all(|p| p.calls == 1 && p.addr.port >= 1016));
+    check_peers(&[first, second].concat(), &[16]);
+}
+
 /// The memory bound for the whole collector state, with the
 /// default capacities (the `collector` bench prints the exact figure).
 #[test]

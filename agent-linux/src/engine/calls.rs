@@ -1,14 +1,17 @@
 //! From a syscall's entry and exit stops to one `SyscallEvent` in the
-//! session's collector: the fd argument's kind at entry, the fd cache kept
-//! right at exit, the `--only` selection. The hot path: no allocation, no
-//! `/proc` access once an fd's kind is cached.
+//! session's collector: the fd argument's kind and, for a TCP or UDP
+//! socket, its remote end at entry, the fd cache kept right at exit, the
+//! `--only` selection. The hot path: no allocation, no `/proc` access once
+//! an fd's kind and remote end are cached.
 
 use agent_core::{FdKind, SyscallEvent, SyscallId};
 
 use super::thread::{Call, ThreadState};
 use super::Engine;
 use crate::backend::{Backend, RawCall};
-use crate::fd::FdRole;
+use crate::fd::resolve::FdFacts;
+use crate::fd::sockaddr::read_peer;
+use crate::fd::{has_peer, FdRole};
 use crate::sys::Tid;
 
 impl<B: Backend> Engine<B> {
@@ -27,17 +30,26 @@ impl<B: Backend> Engine<B> {
         }
         let RawCall { arch, nr, args } = raw;
         let id = SyscallId::from_raw(arch, nr);
-        let fd_kind = match self.roles.get(id).fd_arg() {
+        let role = self.roles.get(id);
+        let mut fd = match role.fd_arg() {
             Some(i) => {
                 let fd = if arch.is_32bit() {
                     args[i] as i32 as i64
                 } else {
                     args[i] as i64
                 };
-                t.fds.borrow_mut().kind(tid, fd)
+                t.fds.borrow_mut().facts(tid, fd)
             }
-            None => FdKind::None,
+            None => FdFacts::of(FdKind::None),
         };
+        if role == FdRole::Connect && has_peer(fd.kind) {
+            // The connect is the named remote end's call (its errors are
+            // that peer's): read the address it names.
+            let backend = &mut self.backend;
+            fd.peer = role
+                .named_address(&args, arch.is_32bit())
+                .and_then(|(ptr, len)| read_peer(|a| backend.read_u64(tid, a), ptr, len, fd.kind));
+        }
         if from_seccomp_early {
             t.state = ThreadState::EntryStopDue;
         }
@@ -47,8 +59,8 @@ impl<B: Backend> Engine<B> {
             id,
             args,
             entry_ns: now,
-            fd_kind,
-            peer: None,
+            fd_kind: fd.kind,
+            peer: fd.peer,
         });
     }
 
@@ -72,7 +84,20 @@ impl<B: Backend> Engine<B> {
         };
         let role = self.roles.get(c.id);
         if role != FdRole::None {
-            role.after(&mut t.fds.borrow_mut(), &c.args, ret, c.fd_kind);
+            let named = match role {
+                // The connect's own peer: the address it named.
+                FdRole::Connect => c.peer,
+                // A new socket's remote end, when the program asked for it.
+                FdRole::Accept if ret >= 0 && has_peer(c.fd_kind) => {
+                    let backend = &mut self.backend;
+                    role.named_address(&c.args, c.arch.is_32bit())
+                        .and_then(|(ptr, len)| {
+                            read_peer(|a| backend.read_u64(tid, a), ptr, len, c.fd_kind)
+                        })
+                }
+                _ => None,
+            };
+            role.after(&mut t.fds.borrow_mut(), &c.args, ret, c.fd_kind, named);
         }
         let recorded = match &self.record {
             Some(set) => set.get(c.id.0 as usize).copied().unwrap_or(false),

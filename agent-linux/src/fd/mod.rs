@@ -12,13 +12,21 @@
 //! `/proc/TID/net/{tcp,tcp6,udp,udp6,unix}` (the tracee's network
 //! namespace), and a socket found in none of them stays `socket`.
 //!
-//! [`cache`] keeps the per-table kinds, [`resolve`] asks `/proc`, and
+//! A TCP or UDP socket's remote end (its peer) is kept beside its kind:
+//! from `connect`'s argument or `accept`'s result when they name it (read
+//! from the tracee's memory), else from the socket's line in those same
+//! net tables, at the first call that follows its creation or its last
+//! `connect` (see [`cache`]).
+//!
+//! [`cache`] keeps the per-table kinds and peers, [`resolve`] asks
+//! `/proc`, [`sockaddr`] reads a socket address in tracee memory, and
 //! [`roles`] says what each syscall does to the table (the syscall
 //! semantics, like the flags of strace's syscall tables).
 
 pub mod cache;
 pub mod resolve;
 pub mod roles;
+pub mod sockaddr;
 
-pub use cache::{new_table, FdTable, SharedFds};
+pub use cache::{has_peer, new_table, FdTable, SharedFds};
 pub use roles::{FdRole, FdRoles};

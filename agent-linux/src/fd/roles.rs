@@ -3,7 +3,7 @@
 //! (how the cache is kept right). Built once per run from canonical
 //! syscall names.
 
-use agent_core::{FdKind, SyscallId};
+use agent_core::{FdKind, PeerAddr, SyscallId};
 
 use super::cache::FdTable;
 
@@ -16,9 +16,14 @@ pub enum FdRole {
     None,
     /// Argument `n` is an fd.
     Uses(u8),
-    /// Argument 0 is an fd, and a success returns a new fd of its kind
-    /// (accept, dup).
+    /// Argument 0 is an fd, and a success returns a copy of it (dup).
     UsesReturnsNew,
+    /// accept(listener, ...): a success returns a new socket of the
+    /// listener's kind, with a remote end of its own.
+    Accept,
+    /// connect(fd, addr, len): gives the socket a remote end, or changes
+    /// or removes it (UDP).
+    Connect,
     /// A success returns a new fd opened by path (open, openat, creat).
     OpensPath,
     /// socket(domain, type, protocol): the arguments tell the kind.
@@ -63,7 +68,6 @@ const USES_ARG0: &[&str] = &[
     "lseek",
     "_llseek",
     "ioctl",
-    "connect",
     "bind",
     "listen",
     "getsockopt",
@@ -154,9 +158,11 @@ impl FdRoles {
             set(n, FdRole::OpensPath);
         }
         set("socket", FdRole::Socket);
-        for n in ["accept", "accept4", "dup"] {
-            set(n, FdRole::UsesReturnsNew);
+        for n in ["accept", "accept4"] {
+            set(n, FdRole::Accept);
         }
+        set("dup", FdRole::UsesReturnsNew);
+        set("connect", FdRole::Connect);
         for n in ["dup2", "dup3"] {
             set(n, FdRole::Dup2);
         }
@@ -174,10 +180,11 @@ impl FdRoles {
         self.0.get(id.0 as usize).copied().unwrap_or_default()
     }
 
-    /// Syscalls that change fd tables: the seccomp prefilter must stop on
-    /// them too (without recording them) so the cache stays right.
+    /// Syscalls that change fd tables or a socket's remote end: the
+    /// seccomp prefilter must stop on them too (without recording them) so
+    /// the cache stays right.
     pub fn invalidating() -> Vec<SyscallId> {
-        ["close", "close_range", "dup2", "dup3"]
+        ["close", "close_range", "dup2", "dup3", "connect"]
             .iter()
             .filter_map(|n| SyscallId::from_name(n))
             .collect()
@@ -196,7 +203,12 @@ impl FdRole {
     pub fn fd_arg(self) -> Option<usize> {
         match self {
             FdRole::Uses(n) => Some(n as usize),
-            FdRole::UsesReturnsNew | FdRole::Close | FdRole::Dup2 | FdRole::Fcntl => Some(0),
+            FdRole::UsesReturnsNew
+            | FdRole::Accept
+            | FdRole::Connect
+            | FdRole::Close
+            | FdRole::Dup2
+            | FdRole::Fcntl => Some(0),
             FdRole::None
             | FdRole::ReturnsNew
             | FdRole::OpensPath
@@ -205,18 +217,47 @@ impl FdRole {
         }
     }
 
-    /// Updates the cache after a call with arguments `args` returned `ret`;
-    /// `arg_kind` is the kind of its fd argument, resolved at entry.
+    /// The socket address in the tracee's memory, as (pointer, bytes),
+    /// that names the remote end of the socket the call connects
+    /// (connect's argument, read at entry) or makes (accept's result, read
+    /// after a success; its length is not checked: the program's buffer
+    /// holds the address of the family its listener accepts).
+    /// `is_32bit`: the call's ABI has 32-bit pointers.
     #[inline]
-    pub fn after(self, fds: &mut FdTable, args: &[u64; 6], ret: i64, arg_kind: FdKind) {
+    pub fn named_address(self, args: &[u64; 6], is_32bit: bool) -> Option<(u64, u64)> {
+        const SOCKADDR_IN6_LEN: u64 = 28;
+        let ptr = if is_32bit {
+            args[1] as u32 as u64
+        } else {
+            args[1]
+        };
+        match self {
+            FdRole::Connect => Some((ptr, args[2] as u32 as u64)),
+            FdRole::Accept if ptr != 0 => Some((ptr, SOCKADDR_IN6_LEN)),
+            _ => None,
+        }
+    }
+
+    /// Updates the cache after a call with arguments `args` returned `ret`;
+    /// `arg_kind` is the kind of its fd argument, resolved at entry;
+    /// `named`: the remote end the call's socket address names (see
+    /// [`FdRole::named_address`]), when it was read.
+    #[inline]
+    pub fn after(
+        self,
+        fds: &mut FdTable,
+        args: &[u64; 6],
+        ret: i64,
+        arg_kind: FdKind,
+        named: Option<PeerAddr>,
+    ) {
         const F_DUPFD: u64 = 0;
         const F_DUPFD_CLOEXEC: u64 = 1030;
         let ok = ret >= 0;
-        // A copy of an fd is of the original's kind (when that was known).
-        let copy_of_arg = |fds: &mut FdTable, new_fd: i64| match arg_kind {
-            FdKind::None => fds.invalidate(new_fd),
-            kind => fds.set(new_fd, kind),
-        };
+        let arg_fd = args[0] as i32 as i64;
+        // A copy of an fd is of the original's kind (when that was known),
+        // with its remote end.
+        let copy_of_arg = |fds: &mut FdTable, new_fd: i64| fds.copy(arg_fd, new_fd, arg_kind);
         match self {
             FdRole::None | FdRole::Uses(_) => {}
             FdRole::ReturnsNew => {
@@ -231,7 +272,7 @@ impl FdRole {
             }
             FdRole::Socket => {
                 if ok {
-                    fds.set(ret, socket_kind_from_args(args[0], args[1], args[2]));
+                    fds.set_unconnected(ret, socket_kind_from_args(args[0], args[1], args[2]));
                 }
             }
             FdRole::UsesReturnsNew => {
@@ -239,8 +280,37 @@ impl FdRole {
                     copy_of_arg(fds, ret);
                 }
             }
+            // A socket of the listener's kind; its remote end is learnt at
+            // its first use.
+            FdRole::Accept => {
+                if ok {
+                    match arg_kind {
+                        FdKind::None => fds.invalidate(ret),
+                        kind => {
+                            fds.set(ret, kind);
+                            if let Some(peer) = named {
+                                fds.set_peer(ret, peer);
+                            }
+                        }
+                    }
+                }
+            }
+            // A connect that succeeded or is in progress has the remote end
+            // it named. Any other may still have changed it (a UDP connect
+            // to AF_UNSPEC removes it; a failed one may leave the last):
+            // ask again at the next call.
+            FdRole::Connect => match named {
+                Some(peer) if ok || ret == -(libc::EINPROGRESS as i64) => {
+                    fds.set_peer(arg_fd, peer)
+                }
+                // A socket no net table listed (a TCP socket seen before it
+                // was bound, at attach) may be listed now: its kind and
+                // peer are asked again together.
+                _ if arg_kind == FdKind::Socket => fds.invalidate(arg_fd),
+                _ => fds.forget_peer(arg_fd),
+            },
             // The fd is gone even when close fails with EINTR or EIO.
-            FdRole::Close => fds.invalidate(args[0] as i32 as i64),
+            FdRole::Close => fds.invalidate(arg_fd),
             FdRole::Dup2 => {
                 if ok {
                     copy_of_arg(fds, args[1] as i32 as i64);
@@ -324,7 +394,7 @@ mod tests {
         let fd = r.as_raw_fd() as i64;
         assert_eq!(t.kind(me, fd), FdKind::Pipe);
         assert_eq!(t.kinds[fd as usize], FdKind::Pipe as u8 + 1);
-        close.after(&mut t, &[fd as u64, 0, 0, 0, 0, 0], 0, FdKind::Pipe);
+        close.after(&mut t, &[fd as u64, 0, 0, 0, 0, 0], 0, FdKind::Pipe, None);
         assert_eq!(t.kinds[fd as usize], 0);
         t.kind(me, fd);
         roles.get(SyscallId::from_name("dup2").unwrap()).after(
@@ -332,6 +402,7 @@ mod tests {
             &[0, fd as u64, 0, 0, 0, 0],
             fd,
             FdKind::None,
+            None,
         );
         assert_eq!(t.kinds[fd as usize], 0);
         // A copy of a known fd takes its kind without asking /proc.
@@ -340,6 +411,7 @@ mod tests {
             &[0, 0, 0, 0, 0, 0],
             fd,
             FdKind::Tcp,
+            None,
         );
         assert_eq!(t.kind(me, fd), FdKind::Tcp);
         roles.get(SyscallId::from_name("socket").unwrap()).after(
@@ -347,6 +419,7 @@ mod tests {
             &[1, 1, 0, 0, 0, 0],
             fd,
             FdKind::None,
+            None,
         );
         assert_eq!(t.kind(me, fd), FdKind::Unix);
         roles.get(SyscallId::from_name("openat").unwrap()).after(
@@ -354,6 +427,7 @@ mod tests {
             &[0, 0, 0, 0, 0, 0],
             fd,
             FdKind::None,
+            None,
         );
         assert_eq!(t.kinds[fd as usize], OPENED_BY_PATH);
         // (fd is really our pipe's read end: the stat says FIFO.)
@@ -369,5 +443,172 @@ mod tests {
             roles.get(SyscallId::from_name("openat").unwrap()).fd_arg(),
             None
         );
+    }
+
+    /// `/proc` reads made by `f`.
+    fn proc_reads(f: impl FnOnce()) -> u64 {
+        use crate::sys::COUNTERS;
+        use std::sync::atomic::Ordering::Relaxed;
+        let before = COUNTERS.proc_reads.load(Relaxed);
+        f();
+        COUNTERS.proc_reads.load(Relaxed) - before
+    }
+
+    #[test]
+    fn socket_peers_are_learnt_once_per_change() {
+        use agent_core::{PeerAddr, PeerIp};
+        use std::os::fd::AsRawFd;
+        // The counter is global and other tests run in parallel: take the
+        // smallest of a few tries (each measures this thread's reads, plus
+        // whatever ran meanwhile).
+        let quiet = |f: &dyn Fn()| (0..20).map(|_| proc_reads(f)).min().unwrap();
+        let me = std::process::id() as Tid;
+        let roles = FdRoles::new();
+        let role = |n: &str| roles.get(SyscallId::from_name(n).unwrap());
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let server = listener.local_addr().unwrap();
+        let peer_at = |port| {
+            Some(PeerAddr {
+                transport: FdKind::Tcp,
+                ip: PeerIp::V4([127, 0, 0, 1]),
+                port,
+            })
+        };
+        let client = std::net::TcpStream::connect(server).unwrap();
+        let cfd = client.as_raw_fd() as i64;
+        let table = std::cell::RefCell::new(FdTable::default());
+        let facts = |fd| table.borrow_mut().facts(me, fd);
+
+        // socket(): a TCP socket without a remote end, no /proc read.
+        role("socket").after(
+            &mut table.borrow_mut(),
+            &[2, 1, 0, 0, 0, 0],
+            cfd,
+            FdKind::None,
+            None,
+        );
+        assert_eq!(quiet(&|| assert_eq!(facts(cfd).peer, None)), 0);
+        // connect(): asked once at the next call, then cached.
+        role("connect").after(
+            &mut table.borrow_mut(),
+            &[cfd as u64, 0, 0, 0, 0, 0],
+            0,
+            FdKind::Tcp,
+            None,
+        );
+        assert!(proc_reads(|| assert_eq!(facts(cfd).peer, peer_at(server.port()))) >= 2);
+        assert_eq!(
+            quiet(&|| assert_eq!(facts(cfd).peer, peer_at(server.port()))),
+            0
+        );
+        // dup: the copy has its original's remote end, without asking.
+        let copy = 900;
+        role("dup").after(
+            &mut table.borrow_mut(),
+            &[cfd as u64, 0, 0, 0, 0, 0],
+            copy,
+            FdKind::Tcp,
+            None,
+        );
+        assert_eq!(
+            table.borrow().peers.get(&(copy as u32)).copied(),
+            Some(peer_at(server.port()))
+        );
+        // accept: a socket of the listener's kind, its remote end unknown
+        // until its first use.
+        let (accepted, from) = listener.accept().unwrap();
+        let afd = accepted.as_raw_fd() as i64;
+        let lfd = listener.as_raw_fd() as i64;
+        assert_eq!(facts(lfd), super::super::resolve::FdFacts::of(FdKind::Tcp));
+        role("accept4").after(
+            &mut table.borrow_mut(),
+            &[lfd as u64, 0, 0, 0, 0, 0],
+            afd,
+            FdKind::Tcp,
+            None,
+        );
+        assert_eq!(table.borrow().peers.get(&(afd as u32)), None);
+        assert_eq!(facts(afd).peer, peer_at(from.port()));
+        assert_eq!(
+            quiet(&|| assert_eq!(facts(afd).peer, peer_at(from.port()))),
+            0
+        );
+        // close forgets it.
+        role("close").after(
+            &mut table.borrow_mut(),
+            &[afd as u64, 0, 0, 0, 0, 0],
+            0,
+            FdKind::Tcp,
+            None,
+        );
+        assert_eq!(table.borrow().peers.get(&(afd as u32)), None);
+        // An fd resolved from scratch gets kind and remote end from one
+        // look at /proc (readlink, then the tcp table).
+        table.borrow_mut().clear();
+        assert!(table.borrow().peers.is_empty());
+        assert_eq!(facts(afd).peer, peer_at(from.port()));
+        assert_eq!(
+            quiet(&|| assert_eq!(facts(afd).peer, peer_at(from.port()))),
+            0
+        );
+        table.borrow_mut().invalidate_range(0, 1 << 20);
+        assert!(table.borrow().peers.is_empty());
+
+        // The address a connect or accept names is the remote end, without
+        // asking /proc (a made-up one here: /proc would say otherwise).
+        let named = peer_at(4242);
+        let connect = |ret: i64, named| {
+            role("connect").after(
+                &mut table.borrow_mut(),
+                &[cfd as u64, 0, 16, 0, 0, 0],
+                ret,
+                FdKind::Tcp,
+                named,
+            )
+        };
+        // (The connect's entry resolved the fd's kind.)
+        facts(cfd);
+        connect(0, named);
+        assert_eq!(quiet(&|| assert_eq!(facts(cfd).peer, named)), 0);
+        // In progress (non-blocking): the same.
+        connect(-(libc::EINPROGRESS as i64), peer_at(4343));
+        assert_eq!(quiet(&|| assert_eq!(facts(cfd).peer, peer_at(4343))), 0);
+        // Refused, or nothing read: /proc is asked again.
+        connect(-(libc::ECONNREFUSED as i64), named);
+        assert_eq!(facts(cfd).peer, peer_at(server.port()));
+        connect(0, None);
+        assert_eq!(facts(cfd).peer, peer_at(server.port()));
+        role("accept").after(
+            &mut table.borrow_mut(),
+            &[lfd as u64, 0x1000, 0x2000, 0, 0, 0],
+            afd,
+            FdKind::Tcp,
+            named,
+        );
+        assert_eq!(quiet(&|| assert_eq!(facts(afd).peer, named)), 0);
+        // A socket of unknown family that connects is asked again.
+        table.borrow_mut().set(700, FdKind::Socket);
+        role("connect").after(
+            &mut table.borrow_mut(),
+            &[700, 0, 16, 0, 0, 0],
+            0,
+            FdKind::Socket,
+            None,
+        );
+        assert_eq!(table.borrow().kinds[700], 0);
+        // Where the address is, and how much of it.
+        assert_eq!(
+            role("connect").named_address(&[3, 0x1_0000_1000, 16, 0, 0, 0], true),
+            Some((0x1000, 16))
+        );
+        assert_eq!(
+            role("accept4").named_address(&[3, 0x7f00_0000_1000, 0x2000, 0, 0, 0], false),
+            Some((0x7f00_0000_1000, 28))
+        );
+        assert_eq!(
+            role("accept").named_address(&[3, 0, 0, 0, 0, 0], false),
+            None
+        );
+        assert_eq!(role("read").named_address(&[3, 9, 9, 0, 0, 0], false), None);
     }
 }
