@@ -1,6 +1,7 @@
 //! `edge-agent`: trace a program's syscalls into a summary of at most 2 KiB
-//! (`run`, `attach`, `watch`), look at summaries (`show`), and send the
-//! spooled ones to the service (`upload`). See docs/edge-agent.md.
+//! (`run`, `attach`, `watch`), look at summaries (`show`), send the
+//! spooled ones to the service (`upload`), and show or replace the device
+//! id every summary carries (`device-id`). See docs/edge-agent.md.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -8,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use agent_core::{Summary, SyscallId, MAX_ENCODED_LEN};
+use agent_linux::device_id::{self, DeviceId};
 use agent_linux::{
     facts, relay, signals, sys, AttachOptions, Started, TraceOptions, WaitPolicy, WatchOptions,
 };
@@ -31,13 +33,47 @@ enum Command {
     Run(RunArgs),
     /// Trace a running process (all its threads and future children).
     Attach(AttachArgs),
-    /// Trace every new process whose command line contains a text.
+    /// Trace every process (running or new) whose command line contains a
+    /// text, until SIGINT/SIGTERM: a daemon for servers.
     Watch(WatchArgs),
     /// Print summaries as a table, or as JSON.
     Show(ShowArgs),
     /// Send spooled summaries to the service.
     #[cfg(feature = "upload")]
     Upload(uploader::cli::UploadArgs),
+    /// Print this device's id (made on first use), or replace it.
+    DeviceId(DeviceIdArgs),
+}
+
+#[derive(Args, Debug)]
+struct DeviceIdFileArgs {
+    /// The file that keeps the device id [default: $EDGE_AGENT_DEVICE_ID_FILE,
+    /// $XDG_STATE_HOME/edge-agent/device-id or ~/.local/state/edge-agent/device-id].
+    #[arg(long, value_name = "FILE")]
+    device_id_file: Option<PathBuf>,
+}
+
+impl DeviceIdFileArgs {
+    fn path(&self) -> PathBuf {
+        self.device_id_file
+            .clone()
+            .unwrap_or_else(device_id::default_path)
+    }
+
+    /// The id every summary carries, made on first use.
+    fn load(&self) -> anyhow::Result<DeviceId> {
+        device_id::load_or_create(&self.path())
+    }
+}
+
+#[derive(Args, Debug)]
+struct DeviceIdArgs {
+    /// Replace the id with a new random one (also the way out of a corrupt
+    /// file); summaries made before keep the old id.
+    #[arg(long)]
+    reset: bool,
+    #[command(flatten)]
+    file: DeviceIdFileArgs,
 }
 
 #[derive(Args, Debug)]
@@ -96,6 +132,8 @@ struct RunArgs {
     #[command(flatten)]
     facts: FactArgs,
     #[command(flatten)]
+    device: DeviceIdFileArgs,
+    #[command(flatten)]
     wait: WaitArgs,
     /// Print the tracer's own counters (ptrace calls per syscall) on stderr.
     #[arg(long, hide = true)]
@@ -120,6 +158,8 @@ struct AttachArgs {
     #[command(flatten)]
     facts: FactArgs,
     #[command(flatten)]
+    device: DeviceIdFileArgs,
+    #[command(flatten)]
     wait: WaitArgs,
     #[arg(long, hide = true)]
     stats: bool,
@@ -136,10 +176,38 @@ struct WatchArgs {
     /// Write each summary to DIR/<id>.summary instead of a spool.
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
+    #[cfg(feature = "upload")]
+    #[command(flatten)]
+    directives: DirectiveArgs,
     #[command(flatten)]
     facts: FactArgs,
     #[command(flatten)]
+    device: DeviceIdFileArgs,
+    #[command(flatten)]
     wait: WaitArgs,
+}
+
+/// `watch --server`: the service whose directives steer the watch.
+#[cfg(feature = "upload")]
+#[derive(Args, Debug)]
+struct DirectiveArgs {
+    /// Read the service's directives (`GET /v1/directives`) at start and
+    /// every --directives-every; their `match` replaces --match while set.
+    #[arg(long, value_name = "URL")]
+    server: Option<String>,
+    /// File holding the Bearer token (first line), as for upload.
+    #[arg(long, value_name = "FILE", requires = "server")]
+    token_file: Option<PathBuf>,
+    /// PEM file of the CA to trust instead of Mozilla's roots.
+    #[arg(long, value_name = "FILE", requires = "server")]
+    ca: Option<PathBuf>,
+    /// Accept only a server key with this SHA-256 of its SubjectPublicKeyInfo (base64; repeatable).
+    #[arg(long = "pin-sha256", value_name = "BASE64", requires = "server")]
+    pins: Vec<String>,
+    /// Seconds between two reads of the directives (1 to 86400).
+    #[arg(long, value_name = "SECS", default_value_t = 300, requires = "server",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    directives_every: u64,
 }
 
 #[derive(Args, Debug)]
@@ -176,7 +244,20 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Show(a) => show(a),
         #[cfg(feature = "upload")]
         Command::Upload(a) => uploader::cli::run(a),
+        Command::DeviceId(a) => show_device_id(a),
     }
+}
+
+/// `device-id [--reset]`: the id in hex, on stdout.
+fn show_device_id(a: DeviceIdArgs) -> anyhow::Result<ExitCode> {
+    let path = a.file.path();
+    let id = if a.reset {
+        device_id::reset(&path)?
+    } else {
+        device_id::load_or_create(&path)?
+    };
+    println!("{}", device_id::to_hex(&id));
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Where summaries go.
@@ -375,6 +456,7 @@ fn want_stats(flag: bool) -> bool {
 fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     let facts = collect_facts(&a.facts)?;
     let only = a.only.as_deref().map(parse_only).transpose()?;
+    let device = a.device.load()?;
     let sink = Sink::open(a.output.out, a.output.spool, None)?;
     let stats = want_stats(a.stats);
     let opts = TraceOptions {
@@ -383,6 +465,7 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         facts,
         platform: None,
         wait: a.wait.policy(),
+        device,
     };
     if opts.only.is_some() {
         // A seccomp-filtered program needs its tracer until it ends: the
@@ -427,6 +510,7 @@ fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
         Some(s) => Some(std::time::Duration::from_secs_f64(s)),
         None => None,
     };
+    let device = a.device.load()?;
     let sink = Sink::open(a.output.out, a.output.spool, None)?;
     signals::install().context("cannot install signal handlers")?;
     let mut summary = agent_linux::attach(&AttachOptions {
@@ -435,6 +519,7 @@ fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
         platform: None,
         duration,
         wait: a.wait.policy(),
+        device,
     })?;
     if want_stats(a.stats) {
         print_stats(summary.run.events, 0);
@@ -445,7 +530,12 @@ fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
 
 fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
     let facts = collect_facts(&a.facts)?;
+    let device = a.device.load()?;
     let sink = Sink::open(None, a.spool, a.out_dir)?;
+    #[cfg(feature = "upload")]
+    let mut changes = directive_changes(&a.directives, &a.pattern)?;
+    #[cfg(not(feature = "upload"))]
+    let mut changes = || None;
     signals::install().context("cannot install signal handlers")?;
     let mut failures = 0u32;
     let mut on_summary = |mut s: Summary| match sink.put(&mut s) {
@@ -463,13 +553,15 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
             );
         }
     };
-    agent_linux::watch(
+    agent_linux::watch_changing(
         &WatchOptions {
             pattern: a.pattern,
             facts,
             wait: a.wait.policy(),
+            device,
             ..Default::default()
         },
+        &mut changes,
         &mut on_summary,
     )?;
     Ok(if failures == 0 {
@@ -477,6 +569,39 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// With `--server`, the changes of the text to match that the service's
+/// directives make (fetched by a thread of their own, taken here without
+/// waiting); without, none.
+#[cfg(feature = "upload")]
+fn directive_changes(
+    a: &DirectiveArgs,
+    pattern: &str,
+) -> anyhow::Result<Box<dyn FnMut() -> Option<String>>> {
+    let Some(server) = &a.server else {
+        return Ok(Box::new(|| None));
+    };
+    let endpoint = uploader::cli::server_endpoint(
+        server,
+        a.token_file.as_deref(),
+        a.ca.clone(),
+        &a.pins,
+        std::time::Duration::from_secs(60),
+    )?;
+    let client = uploader::transport::Client::new(endpoint)?;
+    let every = std::time::Duration::from_secs(a.directives_every);
+    let bodies = agent_linux::directives::spawn_fetcher(client, every)
+        .context("cannot start the directives thread")?;
+    let mut steering = agent_linux::directives::WatchSteering::new(pattern);
+    Ok(Box::new(move || {
+        // Only the latest body matters; several may have queued up.
+        let mut change = None;
+        while let Ok(json) = bodies.try_recv() {
+            change = steering.apply(&json).or(change);
+        }
+        change
+    }))
 }
 
 fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {

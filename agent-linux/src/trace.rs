@@ -36,6 +36,9 @@ pub struct TraceOptions {
     /// How the tracer waits for stops ([`WaitPolicy::default`]: polls
     /// briefly before sleeping).
     pub wait: WaitPolicy,
+    /// The device id every summary carries ([`crate::device_id`]; zero:
+    /// none).
+    pub device: crate::device_id::DeviceId,
 }
 
 /// A traced command's result.
@@ -138,7 +141,9 @@ impl Started {
         }
         let mut engine = Engine::new(opts.only.as_deref(), opts.only.is_some());
         engine.set_wait_policy(opts.wait);
-        let session = engine.add_session(Session::new(pid, facts));
+        let mut session = Session::new(pid, facts);
+        session.origin.device = opts.device;
+        let session = engine.add_session(session);
         if let Err(e) = engine.seize(session, pid, pid) {
             // It never ran the program: do not leave it stopped.
             let _ = sys::kill(pid, libc::SIGKILL);
@@ -498,6 +503,8 @@ pub struct AttachOptions {
     pub duration: Option<std::time::Duration>,
     /// How the tracer waits for stops.
     pub wait: WaitPolicy,
+    /// The device id the summary carries (zero: none).
+    pub device: crate::device_id::DeviceId,
 }
 
 /// Seizes every thread of `pid` into `session`, including threads born
@@ -589,6 +596,7 @@ pub fn attach(opts: &AttachOptions) -> anyhow::Result<Summary> {
     engine.set_wait_policy(opts.wait);
     let mut session = Session::new(pid, facts);
     session.program_from_exec = true;
+    session.origin.device = opts.device;
     let session = engine.add_session(session);
     seize_all(&mut engine, session, pid)?;
     let mut obs = Deadline {
