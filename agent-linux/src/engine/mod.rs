@@ -162,7 +162,16 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Starts a session; returns its index for [`Engine::add_thread`].
+    ///
+    /// The slot of a session already handed over is reused (no thread
+    /// refers to it any more): a `watch` that runs for months through
+    /// thousands of short processes keeps as many slots as sessions ever
+    /// open at once, not one per session it ever had.
     pub fn add_session(&mut self, session: Session) -> usize {
+        if let Some(free) = self.sessions.iter().position(Option::is_none) {
+            self.sessions[free] = Some(session);
+            return free;
+        }
         self.sessions.push(Some(session));
         self.sessions.len() - 1
     }

@@ -451,3 +451,23 @@ fn a_seccomp_program_is_served_to_its_end_after_a_stop_request() {
         ]
     );
 }
+
+#[test]
+fn a_finished_sessions_slot_is_reused() {
+    let mut e = engine(Fake::new(&[(P, Step::Exited(0))]), false);
+    assert_eq!(run(&mut e).len(), 1);
+    // A watch's next process: the slot P's session had is free again.
+    let s = e.add_session(Session::new(C, Facts::default()));
+    assert_eq!(s, 0, "the freed slot is taken");
+    e.add_thread(s, C, C);
+    e.backend.script.extend([
+        (C, Step::Entry("getpid", [0; 6])),
+        (C, Step::Exit(7)),
+        (C, Step::Exited(1)),
+    ]);
+    let done = run(&mut e);
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].root, C);
+    assert_eq!(counts(&done[0]).get("getpid"), Some(&1));
+    assert_eq!(e.sessions.len(), 1, "no slot per session ever had");
+}
