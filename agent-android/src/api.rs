@@ -271,14 +271,20 @@ mod tests {
         other.origin.device = [9; 16];
         let path = spool_put(&spool, &encode(&mut other).unwrap()).unwrap();
         assert_eq!(
-            Summary::decode(&std::fs::read(path).unwrap()).unwrap().origin.device,
+            Summary::decode(&std::fs::read(path).unwrap())
+                .unwrap()
+                .origin
+                .device,
             [9; 16]
         );
         let new = device_id(&spool, true).unwrap();
         assert_ne!(new, id, "reset");
         let path = spool_put(&spool, &bytes).unwrap();
         assert_eq!(
-            Summary::decode(&std::fs::read(path).unwrap()).unwrap().origin.device,
+            Summary::decode(&std::fs::read(path).unwrap())
+                .unwrap()
+                .origin
+                .device,
             new
         );
         // A corrupt id file is an error naming it; nothing is spooled.

@@ -49,7 +49,15 @@ fn summary_at(path: &Path) -> Summary {
 
 fn run_summary(file: &Path, out: &Path) -> Summary {
     let o = edge_agent(
-        &["run", "--device-id-file", p(file), "--out", p(out), "--", "true"],
+        &[
+            "run",
+            "--device-id-file",
+            p(file),
+            "--out",
+            p(out),
+            "--",
+            "true",
+        ],
         &[],
     );
     assert!(o.status.success(), "{}", stderr(&o));
@@ -159,7 +167,15 @@ fn a_corrupt_or_unreadable_file_is_an_error_before_tracing() {
     let marker = dir.path().join("ran");
     let script = format!("touch {}", p(&marker));
     for args in [
-        vec!["run", "--device-id-file", p(&file), "--", "sh", "-c", &script],
+        vec![
+            "run",
+            "--device-id-file",
+            p(&file),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
         vec!["device-id", "--device-id-file", p(&file)],
     ] {
         let o = edge_agent(&args, &[]);

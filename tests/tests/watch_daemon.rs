@@ -73,28 +73,55 @@ fn assert_serves(port: u16, when: &str) {
     }
 }
 
-fn start_server(exe: &Path, port: u16, marker: &str) -> Child {
+/// A child process killed when the test ends, failed or not: a failed
+/// test must not leave a watcher or a server behind.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl std::ops::Deref for Killed {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Killed {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+fn start_server(exe: &Path, port: u16, marker: &str) -> Killed {
     let child = Command::new(exe)
         .arg(port.to_string())
         .arg(marker)
+        .stdout(Stdio::null())
         .spawn()
         .unwrap();
+    let child = Killed(child);
     assert_serves(port, "at start");
     child
 }
 
-fn start_watch(marker: &str, out: &Path, id_file: &Path, extra: &[&str]) -> (Child, Lines) {
+fn start_watch(marker: &str, out: &Path, id_file: &Path, extra: &[&str]) -> (Killed, Lines) {
     let mut child = Command::new(agent())
         .args(["watch", "--match", marker, "--out-dir"])
         .arg(out)
         .arg("--device-id-file")
         .arg(id_file)
         .args(extra)
+        .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let lines = Lines::collect(child.stderr.take().unwrap());
-    (child, lines)
+    (Killed(child), lines)
 }
 
 /// The agent's stderr lines, gathered by a thread.
@@ -133,7 +160,10 @@ impl Lines {
 
 /// Runs `sh -c SCRIPT ARG0` to its end: `ARG0` is in its command line.
 fn sh_with_arg0(script: &str, arg0: &str) {
-    let st = Command::new("sh").args(["-c", script, arg0]).status().unwrap();
+    let st = Command::new("sh")
+        .args(["-c", script, arg0])
+        .status()
+        .unwrap();
     assert!(st.success());
 }
 
@@ -324,7 +354,8 @@ fn the_services_match_replaces_the_command_lines_while_set() {
     assert!(requests.len() >= 2, "read again: {requests:?}");
     assert!(
         requests.iter().all(|r| r.starts_with("GET /v1/directives ")
-            && r.to_ascii_lowercase().contains("authorization: bearer tok-123")),
+            && r.to_ascii_lowercase()
+                .contains("authorization: bearer tok-123")),
         "{requests:?}"
     );
     assert_eq!(
