@@ -146,6 +146,9 @@ impl Watcher<'_> {
             let session = engine.add_session(session);
             if let Err(e) = seize_all(engine, session, pid) {
                 eprintln!("edge-agent: not watching PID {pid} ({program}): {e:#}");
+                // Its slot would otherwise stay taken for good: a refused
+                // server that restarts all day must not grow the agent.
+                engine.forget_empty_session(session);
             }
         }
     }

@@ -176,6 +176,16 @@ impl<B: Backend> Engine<B> {
         self.sessions.len() - 1
     }
 
+    /// Drops a session that never got a thread (its process refused to be
+    /// seized), freeing its slot; a session with threads is left alone.
+    pub fn forget_empty_session(&mut self, session: usize) {
+        if let Some(slot) = self.sessions.get_mut(session) {
+            if slot.as_ref().is_some_and(|s| s.threads == 0) {
+                *slot = None;
+            }
+        }
+    }
+
     /// Starts tracing the running task `tid` of process `tgid` for
     /// `session` (attach, watch, a started command).
     pub fn seize(&mut self, session: usize, tid: Tid, tgid: Tid) -> io::Result<()> {

@@ -471,3 +471,17 @@ fn a_finished_sessions_slot_is_reused() {
     assert_eq!(counts(&done[0]).get("getpid"), Some(&1));
     assert_eq!(e.sessions.len(), 1, "no slot per session ever had");
 }
+
+#[test]
+fn a_session_that_never_got_a_thread_can_be_forgotten() {
+    let mut e = engine(Fake::new(&[]), false);
+    let refused = e.add_session(Session::new(C, Facts::default()));
+    e.forget_empty_session(refused);
+    e.forget_empty_session(0);
+    assert!(e.sessions[0].is_some(), "P's session has a thread: kept");
+    assert_eq!(
+        e.add_session(Session::new(T, Facts::default())),
+        refused,
+        "the slot is free again"
+    );
+}
