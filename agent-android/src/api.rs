@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use agent_core::{Facts, Summary, SyscallId, MAX_ENCODED_LEN};
-use agent_linux::PlatformFacts;
+use agent_linux::{device_id, PlatformFacts};
 use clap::Parser;
 
 use crate::device::{self, Properties};
@@ -96,6 +96,10 @@ fn decode(bytes: &[u8]) -> Result<Summary, Error> {
 /// Puts an encoded summary into the spool at `dir` (created if missing) and
 /// returns the file's path. On Android, `dir` is app-private, e.g.
 /// `getNoBackupFilesDir()/edge-agent/spool`.
+///
+/// A summary without a device id (every summary [`trace`] makes: it does
+/// not know the app's folders) gets the app's, kept beside the spool
+/// ([`device_id_file`]) and made on first use; one that has an id keeps it.
 pub fn spool_put(dir: &Path, summary: &[u8]) -> Result<PathBuf, Error> {
     if dir.as_os_str().is_empty() {
         return Err(Error::InvalidArgument(
@@ -104,11 +108,38 @@ pub fn spool_put(dir: &Path, summary: &[u8]) -> Result<PathBuf, Error> {
     }
     stack::run(|| {
         let mut summary = decode(summary)?;
+        if summary.origin.device == [0u8; 16] {
+            summary.origin.device = device_id::load_or_create(&device_id_file(dir))
+                .map_err(|e| Error::Spool(format!("{e:#}")))?;
+        }
         let spool = uploader::spool::Spool::open(dir).map_err(|e| Error::Spool(e.to_string()))?;
         spool
             .put(&mut summary)
             .map_err(|e| Error::Spool(e.to_string()))
     })
+}
+
+/// The app's device id file, beside its spool: `<spool>/../device-id`
+/// (`getNoBackupFilesDir()/edge-agent/device-id` for the spool folder the
+/// Java wrapper names), app-private like the spool.
+pub fn device_id_file(spool_dir: &Path) -> PathBuf {
+    let state = match spool_dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    state.join(device_id::FILE_NAME)
+}
+
+/// The app's device id (see [`spool_put`]), made on first use; with
+/// `reset`, replaced by a new random one.
+pub fn device_id(spool_dir: &Path, reset: bool) -> Result<[u8; 16], Error> {
+    let path = device_id_file(spool_dir);
+    let id = if reset {
+        device_id::reset(&path)
+    } else {
+        device_id::load_or_create(&path)
+    };
+    id.map_err(|e| Error::Spool(format!("{e:#}")))
 }
 
 /// The documented JSON view of an encoded summary (`edge-agent show --json`).
@@ -221,6 +252,48 @@ mod tests {
             Err(Error::Decode(_))
         ));
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn spooled_summaries_carry_the_apps_device_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = dir.path().join("edge-agent/spool");
+        let mut summary = uploader::testing::sample_summary([1; 16], "wget", None);
+        let bytes = encode(&mut summary).unwrap();
+        let first = spool_put(&spool, &bytes).unwrap();
+        let id = device_id(&spool, false).unwrap();
+        assert_ne!(id, [0; 16]);
+        assert!(dir.path().join("edge-agent/device-id").is_file());
+        let stored = Summary::decode(&std::fs::read(&first).unwrap()).unwrap();
+        assert_eq!(stored.origin.device, id, "stamped with the app's id");
+        // An id the summary already has is kept.
+        let mut other = uploader::testing::sample_summary([2; 16], "wget", None);
+        other.origin.device = [9; 16];
+        let path = spool_put(&spool, &encode(&mut other).unwrap()).unwrap();
+        assert_eq!(
+            Summary::decode(&std::fs::read(path).unwrap())
+                .unwrap()
+                .origin
+                .device,
+            [9; 16]
+        );
+        let new = device_id(&spool, true).unwrap();
+        assert_ne!(new, id, "reset");
+        let path = spool_put(&spool, &bytes).unwrap();
+        assert_eq!(
+            Summary::decode(&std::fs::read(path).unwrap())
+                .unwrap()
+                .origin
+                .device,
+            new
+        );
+        // A corrupt id file is an error naming it; nothing is spooled.
+        std::fs::write(dir.path().join("edge-agent/device-id"), "x").unwrap();
+        let mut third = uploader::testing::sample_summary([3; 16], "wget", None);
+        match spool_put(&spool, &encode(&mut third).unwrap()) {
+            Err(Error::Spool(m)) => assert!(m.contains("device-id"), "{m}"),
+            other => panic!("expected a spool error, got {other:?}"),
+        }
     }
 
     #[test]

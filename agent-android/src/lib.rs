@@ -29,5 +29,5 @@ pub mod ffi;
 pub mod jni_api;
 mod stack;
 
-pub use api::{spool_put, summary_json, trace, upload, TraceRequest};
+pub use api::{device_id, spool_put, summary_json, trace, upload, TraceRequest};
 pub use error::Error;

@@ -2,7 +2,9 @@
 //!
 //! - [`trace_command`] runs a command under the tracer and returns its
 //!   summary and exit status; [`attach`] traces a running process;
-//!   [`watch`] traces every new process whose command line matches.
+//!   [`watch`] traces every process whose command line matches, those
+//!   already running and those that start later.
+//! - [`device_id`] keeps the random id every summary names its device by.
 //! - The engine ([`engine`]) follows forks, clones and execs, passes signals
 //!   through, handles group-stops with PTRACE_LISTEN, and detaches on
 //!   request: the traced program is never harmed. It takes typed stops
@@ -14,6 +16,8 @@
 
 pub mod arch;
 pub mod backend;
+pub mod device_id;
+pub mod directives;
 pub mod ebpf;
 pub mod engine;
 pub mod facts;
@@ -34,4 +38,4 @@ pub mod watch;
 pub use facts::PlatformFacts;
 pub use trace::{attach, trace_command, AttachOptions, Started, TraceOptions, TraceOutcome};
 pub use wait::WaitPolicy;
-pub use watch::{watch, WatchOptions};
+pub use watch::{watch, watch_changing, WatchOptions};

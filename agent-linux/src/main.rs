@@ -1,6 +1,7 @@
 //! `edge-agent`: trace a program's syscalls into a summary of at most 2 KiB
-//! (`run`, `attach`, `watch`), look at summaries (`show`), and send the
-//! spooled ones to the service (`upload`). See docs/edge-agent.md.
+//! (`run`, `attach`, `watch`), look at summaries (`show`), send the
+//! spooled ones to the service (`upload`), and show or replace the device
+//! id every summary carries (`device-id`). See docs/edge-agent.md.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -8,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use agent_core::{Summary, SyscallId, MAX_ENCODED_LEN};
+use agent_linux::device_id::{self, DeviceId};
 use agent_linux::{
     ebpf, facts, relay, signals, sys, AttachOptions, Started, TraceOptions, WaitPolicy,
     WatchOptions,
@@ -32,13 +34,47 @@ enum Command {
     Run(RunArgs),
     /// Trace a running process (all its threads and future children).
     Attach(AttachArgs),
-    /// Trace every new process whose command line contains a text.
+    /// Trace every process (running or new) whose command line contains a
+    /// text, until SIGINT/SIGTERM: a daemon for servers.
     Watch(WatchArgs),
     /// Print summaries as a table, or as JSON.
     Show(ShowArgs),
     /// Send spooled summaries to the service.
     #[cfg(feature = "upload")]
     Upload(uploader::cli::UploadArgs),
+    /// Print this device's id (made on first use), or replace it.
+    DeviceId(DeviceIdArgs),
+}
+
+#[derive(Args, Debug)]
+struct DeviceIdFileArgs {
+    /// The file that keeps the device id [default: $EDGE_AGENT_DEVICE_ID_FILE,
+    /// $XDG_STATE_HOME/edge-agent/device-id or ~/.local/state/edge-agent/device-id].
+    #[arg(long, value_name = "FILE")]
+    device_id_file: Option<PathBuf>,
+}
+
+impl DeviceIdFileArgs {
+    fn path(&self) -> PathBuf {
+        self.device_id_file
+            .clone()
+            .unwrap_or_else(device_id::default_path)
+    }
+
+    /// The id every summary carries, made on first use.
+    fn load(&self) -> anyhow::Result<DeviceId> {
+        device_id::load_or_create(&self.path())
+    }
+}
+
+#[derive(Args, Debug)]
+struct DeviceIdArgs {
+    /// Replace the id with a new random one (also the way out of a corrupt
+    /// file); summaries made before keep the old id.
+    #[arg(long)]
+    reset: bool,
+    #[command(flatten)]
+    file: DeviceIdFileArgs,
 }
 
 #[derive(Args, Debug)]
@@ -170,6 +206,8 @@ struct RunArgs {
     #[command(flatten)]
     facts: FactArgs,
     #[command(flatten)]
+    device: DeviceIdFileArgs,
+    #[command(flatten)]
     wait: WaitArgs,
     #[command(flatten)]
     window: WindowArgs,
@@ -198,6 +236,8 @@ struct AttachArgs {
     #[command(flatten)]
     facts: FactArgs,
     #[command(flatten)]
+    device: DeviceIdFileArgs,
+    #[command(flatten)]
     wait: WaitArgs,
     #[command(flatten)]
     window: WindowArgs,
@@ -218,12 +258,40 @@ struct WatchArgs {
     /// Write each summary to DIR/<id>.summary instead of a spool.
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
+    #[cfg(feature = "upload")]
+    #[command(flatten)]
+    directives: DirectiveArgs,
     #[command(flatten)]
     facts: FactArgs,
+    #[command(flatten)]
+    device: DeviceIdFileArgs,
     #[command(flatten)]
     wait: WaitArgs,
     #[command(flatten)]
     window: WindowArgs,
+}
+
+/// `watch --server`: the service whose directives steer the watch.
+#[cfg(feature = "upload")]
+#[derive(Args, Debug)]
+struct DirectiveArgs {
+    /// Read the service's directives (`GET /v1/directives`) at start and
+    /// every --directives-every; their `match` replaces --match while set.
+    #[arg(long, value_name = "URL")]
+    server: Option<String>,
+    /// File holding the Bearer token (first line), as for upload.
+    #[arg(long, value_name = "FILE", requires = "server")]
+    token_file: Option<PathBuf>,
+    /// PEM file of the CA to trust instead of Mozilla's roots.
+    #[arg(long, value_name = "FILE", requires = "server")]
+    ca: Option<PathBuf>,
+    /// Accept only a server key with this SHA-256 of its SubjectPublicKeyInfo (base64; repeatable).
+    #[arg(long = "pin-sha256", value_name = "BASE64", requires = "server")]
+    pins: Vec<String>,
+    /// Seconds between two reads of the directives (1 to 86400).
+    #[arg(long, value_name = "SECS", default_value_t = 300, requires = "server",
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    directives_every: u64,
 }
 
 #[derive(Args, Debug)]
@@ -260,7 +328,20 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Show(a) => show(a),
         #[cfg(feature = "upload")]
         Command::Upload(a) => uploader::cli::run(a),
+        Command::DeviceId(a) => show_device_id(a),
     }
+}
+
+/// `device-id [--reset]`: the id in hex, on stdout.
+fn show_device_id(a: DeviceIdArgs) -> anyhow::Result<ExitCode> {
+    let path = a.file.path();
+    let id = if a.reset {
+        device_id::reset(&path)?
+    } else {
+        device_id::load_or_create(&path)?
+    };
+    println!("{}", device_id::to_hex(&id));
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Where summaries go.
@@ -497,6 +578,7 @@ fn want_stats(flag: bool) -> bool {
 fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
     let facts = collect_facts(&a.facts)?;
     let only = a.only.as_deref().map(parse_only).transpose()?;
+    let device = a.device.load()?;
     let sink = Sink::open(a.output.out, a.output.spool, None)?;
     let stats = want_stats(a.stats);
     let opts = TraceOptions {
@@ -506,6 +588,7 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         platform: None,
         wait: a.wait.policy(),
         window: a.window.window,
+        device,
     };
     let needs_ptrace = match (&opts.only, &opts.window) {
         (Some(_), _) => Some("--only needs ptrace's seccomp prefilter"),
@@ -600,6 +683,7 @@ fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
         Some(s) => Some(std::time::Duration::from_secs_f64(s)),
         None => None,
     };
+    let device = a.device.load()?;
     let sink = Sink::open(a.output.out, a.output.spool, None)?;
     signals::install().context("cannot install signal handlers")?;
     let stats = want_stats(a.stats);
@@ -610,6 +694,7 @@ fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
         duration,
         wait: a.wait.policy(),
         window: Some(a.window.window.unwrap_or(DEFAULT_LIVE_WINDOW)),
+        device,
     };
     let needs_ptrace = a
         .window
@@ -649,7 +734,12 @@ fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
 
 fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
     let facts = collect_facts(&a.facts)?;
+    let device = a.device.load()?;
     let sink = Sink::open(None, a.spool, a.out_dir)?;
+    #[cfg(feature = "upload")]
+    let mut changes = directive_changes(&a.directives, &a.pattern)?;
+    #[cfg(not(feature = "upload"))]
+    let mut changes = || None;
     signals::install().context("cannot install signal handlers")?;
     let mut failures = 0u32;
     let mut on_summary = |mut s: Summary| match sink.put(&mut s, true) {
@@ -667,14 +757,16 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
             );
         }
     };
-    agent_linux::watch(
+    agent_linux::watch_changing(
         &WatchOptions {
             pattern: a.pattern,
             facts,
             wait: a.wait.policy(),
             window: Some(a.window.window.unwrap_or(DEFAULT_LIVE_WINDOW)),
+            device,
             ..Default::default()
         },
+        &mut changes,
         &mut on_summary,
     )?;
     Ok(if failures == 0 {
@@ -682,6 +774,39 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// With `--server`, the changes of the text to match that the service's
+/// directives make (fetched by a thread of their own, taken here without
+/// waiting); without, none.
+#[cfg(feature = "upload")]
+fn directive_changes(
+    a: &DirectiveArgs,
+    pattern: &str,
+) -> anyhow::Result<Box<dyn FnMut() -> Option<String>>> {
+    let Some(server) = &a.server else {
+        return Ok(Box::new(|| None));
+    };
+    let endpoint = uploader::cli::server_endpoint(
+        server,
+        a.token_file.as_deref(),
+        a.ca.clone(),
+        &a.pins,
+        std::time::Duration::from_secs(60),
+    )?;
+    let client = uploader::transport::Client::new(endpoint)?;
+    let every = std::time::Duration::from_secs(a.directives_every);
+    let bodies = agent_linux::directives::spawn_fetcher(client, every)
+        .context("cannot start the directives thread")?;
+    let mut steering = agent_linux::directives::WatchSteering::new(pattern);
+    Ok(Box::new(move || {
+        // Only the latest body matters; several may have queued up.
+        let mut change = None;
+        while let Ok(json) = bodies.try_recv() {
+            change = steering.apply(&json).or(change);
+        }
+        change
+    }))
 }
 
 fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {

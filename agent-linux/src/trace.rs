@@ -42,6 +42,9 @@ pub struct TraceOptions {
     /// [`MAX_WINDOW`]), aligned to wall-clock multiples of it; `None`: one
     /// summary for the whole run.
     pub window: Option<Duration>,
+    /// The device id every summary carries ([`crate::device_id`]; zero:
+    /// none).
+    pub device: crate::device_id::DeviceId,
 }
 
 /// A traced command's result.
@@ -179,6 +182,7 @@ impl Started {
             session.set_window(w);
         }
         let windowed = opts.window.is_some();
+        session.origin.device = opts.device;
         let session = engine.add_session(session);
         if let Err(e) = engine.seize(session, pid, pid) {
             // It never ran the program: do not leave it stopped.
@@ -538,6 +542,8 @@ pub struct AttachOptions {
     /// Cut the trace into windows of this length (as
     /// [`TraceOptions::window`]); `None`: one summary.
     pub window: Option<Duration>,
+    /// The device id the summary carries (zero: none).
+    pub device: crate::device_id::DeviceId,
 }
 
 /// Seizes every thread of `pid` into `session`, including threads born
@@ -638,6 +644,7 @@ pub fn attach(opts: &AttachOptions, on_window: &mut dyn FnMut(Summary)) -> anyho
     if let Some(w) = opts.window {
         session.set_window(w);
     }
+    session.origin.device = opts.device;
     let session = engine.add_session(session);
     seize_all(&mut engine, session, pid)?;
     let mut obs = Deadline {

@@ -1,12 +1,20 @@
-//! `watch`: trace every new process whose command line contains a text
-//! (the provider's host or URL), as the research's agent does, and hand
-//! each one's summary over when it ends.
+//! `watch`: trace every process whose command line contains a text (the
+//! provider's host or URL, a server's name), as the research's agent does,
+//! and hand each one's summary over when it ends.
+//!
+//! Run as a daemon it must keep up with a server's life: processes already
+//! running at start are traced as well as new ones, a restarted server is a
+//! new matching process and is traced again, the text may change while it
+//! runs (the service's directives, see `directives.rs`), and SIGTERM lets
+//! every tracee go. Its memory is bounded by what is traced now, not by how
+//! long it has run: the set of pids looked at is pruned as they vanish.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use agent_core::Summary;
 
+use crate::device_id::DeviceId;
 use crate::engine::{Engine, Observer, Session};
 use crate::facts::{self, PlatformFacts};
 use crate::sys::{self, Tid};
@@ -29,6 +37,8 @@ pub struct WatchOptions {
     /// Cut each traced process's trace into windows of this length (as
     /// [`crate::TraceOptions::window`]); `None`: one summary per process.
     pub window: Option<Duration>,
+    /// The device id every summary carries (zero: none).
+    pub device: DeviceId,
 }
 
 impl Default for WatchOptions {
@@ -40,6 +50,7 @@ impl Default for WatchOptions {
             scan_interval: Duration::from_millis(100),
             wait: WaitPolicy::default(),
             window: None,
+            device: DeviceId::default(),
         }
     }
 }
@@ -48,10 +59,15 @@ struct Watcher<'a> {
     pattern: Vec<u8>,
     extra: &'a [(String, String)],
     platform: PlatformFacts,
+    device: DeviceId,
     /// Pids already looked at (matching or not), pruned when they vanish.
     seen: HashSet<Tid>,
-    me: Tid,
     window: Option<Duration>,
+    /// The agent and the processes that started it (a shell, sudo, a test
+    /// harness): their command lines often name the text, and tracing
+    /// them would trace the agent's own supervisor.
+    excluded: HashSet<Tid>,
+    changes: &'a mut dyn FnMut() -> Option<String>,
     on_summary: &'a mut dyn FnMut(Summary),
 }
 
@@ -65,18 +81,49 @@ fn list_pids() -> Vec<Tid> {
         .unwrap_or_default()
 }
 
+/// The parent of `pid` (from `/proc/PID/stat`, whose fourth field follows
+/// the command name in parentheses, which may itself hold `)` and spaces).
+fn parent_of(pid: Tid) -> Option<Tid> {
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(stat.get(after + 1..)?).ok()?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// `pid` and its ancestors, up to (not including) pid 0.
+fn self_and_ancestors(pid: Tid) -> HashSet<Tid> {
+    let mut out = HashSet::new();
+    let mut next = Some(pid);
+    while let Some(p) = next.filter(|p| *p > 0 && out.insert(*p)) {
+        next = parent_of(p);
+    }
+    out
+}
+
 /// Whether `haystack` contains `needle`.
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 impl Watcher<'_> {
+    /// Takes a new text to match, if one came: every process running is
+    /// looked at again (those traced already stay traced until they end).
+    fn take_change(&mut self) {
+        if let Some(pattern) = (self.changes)() {
+            if !pattern.is_empty() && pattern.as_bytes() != self.pattern {
+                eprintln!("edge-agent: now watching for {pattern:?}");
+                self.pattern = pattern.into_bytes();
+                self.seen.clear();
+            }
+        }
+    }
+
     fn scan(&mut self, engine: &mut Engine) {
         let pids = list_pids();
         let now: HashSet<Tid> = pids.iter().copied().collect();
         self.seen.retain(|p| now.contains(p));
         for pid in pids {
-            if !self.seen.insert(pid) || pid == self.me || engine.is_traced(pid) {
+            if !self.seen.insert(pid) || self.excluded.contains(&pid) || engine.is_traced(pid) {
                 continue;
             }
             let Ok(mut cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
@@ -103,9 +150,13 @@ impl Watcher<'_> {
             if let Some(w) = self.window {
                 session.set_window(w);
             }
+            session.origin.device = self.device;
             let session = engine.add_session(session);
             if let Err(e) = seize_all(engine, session, pid) {
                 eprintln!("edge-agent: not watching PID {pid} ({program}): {e:#}");
+                // Its slot would otherwise stay taken for good: a refused
+                // server that restarts all day must not grow the agent.
+                engine.forget_empty_session(session);
             }
         }
     }
@@ -113,6 +164,7 @@ impl Watcher<'_> {
 
 impl Observer for Watcher<'_> {
     fn tick(&mut self, engine: &mut Engine) {
+        self.take_change();
         self.scan(engine);
     }
     fn keep_alive(&self) -> bool {
@@ -130,7 +182,21 @@ impl Observer for Watcher<'_> {
 /// [`crate::signals::install`]); each traced process's summary goes to
 /// `on_summary` when it ends (or, for those still running at the stop, when
 /// the agent detaches from them).
+///
+/// Matching processes already running are traced from the first scan on,
+/// except the agent itself and its ancestors.
 pub fn watch(opts: &WatchOptions, on_summary: &mut dyn FnMut(Summary)) -> anyhow::Result<()> {
+    watch_changing(opts, &mut || None, on_summary)
+}
+
+/// [`watch`], asking `changes` at each scan whether the text to match has
+/// changed (`Some(new text)`; `None`: as before). It must answer at once:
+/// the tracees wait while it runs.
+pub fn watch_changing(
+    opts: &WatchOptions,
+    changes: &mut dyn FnMut() -> Option<String>,
+    on_summary: &mut dyn FnMut(Summary),
+) -> anyhow::Result<()> {
     if opts.pattern.is_empty() {
         anyhow::bail!("--match needs a non-empty text");
     }
@@ -142,14 +208,17 @@ pub fn watch(opts: &WatchOptions, on_summary: &mut dyn FnMut(Summary)) -> anyhow
         pattern: opts.pattern.as_bytes().to_vec(),
         extra: &opts.facts,
         platform,
-        // Processes already running are not new.
-        seen: list_pids().into_iter().collect(),
-        me: sys::getpid(),
         window: opts.window,
+        device: opts.device,
+        seen: HashSet::new(),
+        excluded: self_and_ancestors(sys::getpid()),
+        changes,
         on_summary,
     };
     let mut engine = Engine::new(None, false);
     engine.set_wait_policy(opts.wait);
+    // The processes running now, at once rather than after the first tick.
+    watcher.scan(&mut engine);
     crate::signals::tick_every(opts.scan_interval.as_micros().max(1) as u64);
     let result = engine.run(&mut watcher);
     crate::signals::quiet();
@@ -163,7 +232,17 @@ pub fn watch(opts: &WatchOptions, on_summary: &mut dyn FnMut(Summary)) -> anyhow
 
 #[cfg(test)]
 mod tests {
-    use super::contains;
+    use super::{contains, parent_of, self_and_ancestors};
+
+    #[test]
+    fn ancestors_include_self_and_parent() {
+        let me = crate::sys::getpid();
+        let parent = parent_of(me).expect("a parent");
+        assert_eq!(parent as u32, std::os::unix::process::parent_id());
+        let all = self_and_ancestors(me);
+        assert!(all.contains(&me) && all.contains(&parent), "{all:?}");
+        assert!(!all.contains(&0));
+    }
 
     #[test]
     fn substring() {

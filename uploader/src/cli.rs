@@ -168,23 +168,38 @@ fn directive_window(spool: &Spool) -> Option<Window> {
 }
 
 fn endpoint(args: &UploadArgs) -> anyhow::Result<Endpoint> {
-    let token = match &args.token_file {
+    server_endpoint(
+        &args.server,
+        args.token_file.as_deref(),
+        args.ca.clone(),
+        &args.pins,
+        Duration::from_secs(args.timeout),
+    )
+}
+
+/// How to reach `server` with `upload`'s token and trust options
+/// (`--token-file`, `--ca`, `--pin-sha256`); `watch --server` fetches its
+/// directives through the same.
+pub fn server_endpoint(
+    server: &str,
+    token_file: Option<&std::path::Path>,
+    ca: Option<PathBuf>,
+    pins: &[String],
+    response_timeout: Duration,
+) -> anyhow::Result<Endpoint> {
+    let token = match token_file {
         Some(path) => Some(read_token(path)?),
         None => None,
     };
-    let pins = args
-        .pins
+    let pins = pins
         .iter()
         .map(|p| parse_pin(p).context("--pin-sha256"))
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok(Endpoint {
-        base: args.server.clone(),
+        base: server.to_string(),
         token,
-        trust: TrustOptions {
-            ca_file: args.ca.clone(),
-            pins,
-        },
-        timeouts: Timeouts::with_response(Duration::from_secs(args.timeout)),
+        trust: TrustOptions { ca_file: ca, pins },
+        timeouts: Timeouts::with_response(response_timeout),
     })
 }
 

@@ -177,10 +177,29 @@ impl<B: Backend> Engine<B> {
     }
 
     /// Starts a session; returns its index for [`Engine::add_thread`].
+    ///
+    /// The slot of a session already handed over is reused (no thread
+    /// refers to it any more): a `watch` that runs for months through
+    /// thousands of short processes keeps as many slots as sessions ever
+    /// open at once, not one per session it ever had.
     pub fn add_session(&mut self, session: Session) -> usize {
+        if let Some(free) = self.sessions.iter().position(Option::is_none) {
+            self.sessions[free] = Some(session);
+            return free;
+        }
         self.sessions.push(Some(session));
         self.refresh_next_cut();
         self.sessions.len() - 1
+    }
+
+    /// Drops a session that never got a thread (its process refused to be
+    /// seized), freeing its slot; a session with threads is left alone.
+    pub fn forget_empty_session(&mut self, session: usize) {
+        if let Some(slot) = self.sessions.get_mut(session) {
+            if slot.as_ref().is_some_and(|s| s.threads == 0) {
+                *slot = None;
+            }
+        }
     }
 
     /// Starts tracing the running task `tid` of process `tgid` for

@@ -679,3 +679,37 @@ fn without_windows_one_summary_has_the_whole_run() {
     assert_eq!((s.run.window, s.origin.window_ns), (0, 0));
     assert_eq!(s.run.events, 1);
 }
+
+#[test]
+fn a_finished_sessions_slot_is_reused() {
+    let mut e = engine(Fake::new(&[(P, Step::Exited(0))]), false);
+    assert_eq!(run(&mut e).len(), 1);
+    // A watch's next process: the slot P's session had is free again.
+    let s = e.add_session(Session::new(C, Facts::default()));
+    assert_eq!(s, 0, "the freed slot is taken");
+    e.add_thread(s, C, C);
+    e.backend.script.extend([
+        (C, Step::Entry("getpid", [0; 6])),
+        (C, Step::Exit(7)),
+        (C, Step::Exited(1)),
+    ]);
+    let done = run(&mut e);
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].root, C);
+    assert_eq!(counts(&done[0]).get("getpid"), Some(&1));
+    assert_eq!(e.sessions.len(), 1, "no slot per session ever had");
+}
+
+#[test]
+fn a_session_that_never_got_a_thread_can_be_forgotten() {
+    let mut e = engine(Fake::new(&[]), false);
+    let refused = e.add_session(Session::new(C, Facts::default()));
+    e.forget_empty_session(refused);
+    e.forget_empty_session(0);
+    assert!(e.sessions[0].is_some(), "P's session has a thread: kept");
+    assert_eq!(
+        e.add_session(Session::new(T, Facts::default())),
+        refused,
+        "the slot is free again"
+    );
+}

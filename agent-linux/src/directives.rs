@@ -1,0 +1,193 @@
+//! The service's directives (`GET /v1/directives`) as `watch` applies
+//! them: read again every few minutes by a thread of their own, so a slow
+//! or unreachable service never holds up the tracer (whose tracees wait at
+//! each stop), and turned into changes of the text `watch` matches.
+//!
+//! A directive has four fields (docs/service.md): `group`, `match`, `only`
+//! and `window`. What `watch` does with each:
+//! - `match`: while set, it replaces `--match` (the operator steers the
+//!   fleet); when the service sets it back to null, `--match` applies
+//!   again. Processes traced already stay traced until they end.
+//! - `only`: not applied. It selects syscalls through a seccomp filter,
+//!   which only a program started by the agent can get (`run --only`);
+//!   `watch` attaches to running processes. Said once on stderr.
+//! - `window`: the uploader's (when to send); `upload` reads it itself.
+//!
+//! A fetch that fails keeps the last settings (a warning on stderr).
+
+use std::time::Duration;
+
+/// Longest `match` text taken from the service (a command line is at most
+/// a few pages; a longer text can match nothing useful).
+const MAX_MATCH: usize = 4096;
+
+/// The fields of a directive `watch` looks at.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Directive {
+    /// The text to match instead of `--match`.
+    pub match_text: Option<String>,
+    /// Syscalls to trace only (not applied by `watch`).
+    pub only: Option<Vec<String>>,
+}
+
+/// Parses a `GET /v1/directives` body. Untrusted: a field of the wrong
+/// type or a bad `match` text is an error naming it.
+pub fn parse(json: &[u8]) -> Result<Directive, String> {
+    let value: serde_json::Value =
+        serde_json::from_slice(json).map_err(|e| format!("not JSON: {e}"))?;
+    let object = value.as_object().ok_or("not a JSON object")?;
+    let match_text = match object.get("match") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) => {
+            if s.is_empty() || s.len() > MAX_MATCH || s.chars().any(char::is_control) {
+                return Err(format!(
+                    "`match` must be 1 to {MAX_MATCH} bytes without control characters"
+                ));
+            }
+            Some(s.clone())
+        }
+        Some(_) => return Err("`match` is neither text nor null".into()),
+    };
+    let only = match object.get("only") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::Array(names)) => Some(
+            names
+                .iter()
+                .map(|n| n.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or("`only` holds something other than names")?,
+        ),
+        Some(_) => return Err("`only` is neither a list nor null".into()),
+    };
+    Ok(Directive { match_text, only })
+}
+
+/// What the directives fetched so far mean for `watch`.
+#[derive(Debug)]
+pub struct WatchSteering {
+    /// `--match`, which applies while the service sets no `match`.
+    given: String,
+    /// The text `watch` matches now.
+    current: String,
+    /// `only` was reported as not applied (said once, not every fetch).
+    told_only: bool,
+}
+
+impl WatchSteering {
+    /// Steering that starts from `--match`.
+    pub fn new(given: &str) -> WatchSteering {
+        WatchSteering {
+            given: given.to_string(),
+            current: given.to_string(),
+            told_only: false,
+        }
+    }
+
+    /// The text `watch` matches now.
+    pub fn current(&self) -> &str {
+        &self.current
+    }
+
+    /// Takes a fetched body; returns the new text to match when it changed.
+    /// A body that is not a valid directive changes nothing (a warning).
+    pub fn apply(&mut self, json: &[u8]) -> Option<String> {
+        let directive = match parse(json) {
+            Ok(d) => d,
+            Err(why) => {
+                eprintln!("edge-agent: ignoring the service's directives: {why}");
+                return None;
+            }
+        };
+        if directive.only.is_some() && !self.told_only {
+            eprintln!(
+                "edge-agent: the directive's `only` is not applied by watch (a seccomp filter can only be given to a program the agent starts: run --only)"
+            );
+            self.told_only = true;
+        }
+        let wanted = directive.match_text.unwrap_or_else(|| self.given.clone());
+        if wanted == self.current {
+            return None;
+        }
+        self.current = wanted.clone();
+        Some(wanted)
+    }
+}
+
+/// Fetches the directives every `every` on a thread of its own (the first
+/// fetch at once); the bodies arrive on the returned channel. The thread
+/// blocks SIGINT, SIGTERM and SIGALRM, which are the tracer loop's (a
+/// signal the thread took would not interrupt the loop's waitpid), and
+/// ends when the receiver is dropped.
+#[cfg(feature = "upload")]
+pub fn spawn_fetcher(
+    client: uploader::transport::Client,
+    every: Duration,
+) -> std::io::Result<std::sync::mpsc::Receiver<Vec<u8>>> {
+    use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut blocked = SigSet::empty();
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGALRM] {
+        blocked.add(sig);
+    }
+    // The new thread inherits the mask of the thread that creates it:
+    // block, spawn, restore, so it never runs with them unblocked.
+    let mut old = SigSet::empty();
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&blocked), Some(&mut old))?;
+    let spawned = std::thread::Builder::new()
+        .name("directives".into())
+        .spawn(move || loop {
+            match client.fetch_directives() {
+                Ok(json) => {
+                    if tx.send(json).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => eprintln!("edge-agent: directives not updated: {e}"),
+            }
+            std::thread::sleep(every);
+        });
+    pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None)?;
+    spawned.map(|_| rx)
+}
+
+/// Most time between two directive fetches accepted on the command line.
+pub const MAX_EVERY: Duration = Duration::from_secs(24 * 3600);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_read_and_checked() {
+        let d = parse(br#"{"group":"g","match":"nginx","only":["read"],"window":null}"#).unwrap();
+        assert_eq!(d.match_text.as_deref(), Some("nginx"));
+        assert_eq!(d.only, Some(vec!["read".to_string()]));
+        assert_eq!(parse(br#"{"group":"g"}"#).unwrap(), Directive::default());
+        for bad in [
+            &br#"[]"#[..],
+            br#"{"match": 3}"#,
+            br#"{"match": ""}"#,
+            br#"{"match": "a\nb"}"#,
+            br#"{"only": "read"}"#,
+            br#"{"only": [1]}"#,
+            b"not json",
+        ] {
+            assert!(parse(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+        let long = format!(r#"{{"match": "{}"}}"#, "x".repeat(MAX_MATCH + 1));
+        assert!(parse(long.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn match_steers_and_falls_back_to_the_command_line() {
+        let mut s = WatchSteering::new("given");
+        assert_eq!(s.apply(br#"{"match": null}"#), None, "no change");
+        assert_eq!(s.apply(br#"{"match": "nginx"}"#), Some("nginx".into()));
+        assert_eq!(s.apply(br#"{"match": "nginx"}"#), None, "same again");
+        assert_eq!(s.current(), "nginx");
+        assert_eq!(s.apply(b"garbage"), None, "a bad body keeps the setting");
+        assert_eq!(s.current(), "nginx");
+        assert_eq!(s.apply(br#"{"match": null}"#), Some("given".into()));
+        assert_eq!(s.current(), "given");
+    }
+}

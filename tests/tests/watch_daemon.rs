@@ -1,0 +1,367 @@
+//! `edge-agent watch` as a daemon for servers (issue 14): it traces a
+//! matching server that was already running when it started, traces it
+//! again after a restart (a new process), lets it go on SIGTERM and on
+//! `kill -9` of the agent (the server keeps serving), and follows the
+//! service's directives (`--server`): their `match` replaces `--match`
+//! while set.
+
+mod tracer_support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agent_core::{Exit, Summary};
+use tracer_support::*;
+
+/// A loopback server: answers `pong` to each connection's first read.
+const SERVER_C: &str = r#"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    struct sockaddr_in a = {0};
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    a.sin_family = AF_INET;
+    a.sin_port = htons(atoi(argv[1]));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(s, (void *)&a, sizeof a) || listen(s, 16)) { perror("bind"); return 2; }
+    for (;;) {
+        char buf[64];
+        int c = accept(s, 0, 0);
+        if (c < 0) continue;
+        if (read(c, buf, sizeof buf) > 0) write(c, "pong\n", 5);
+        close(c);
+    }
+}
+"#;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One request; the answer.
+fn ping(port: u16) -> std::io::Result<String> {
+    let mut c = TcpStream::connect(("127.0.0.1", port))?;
+    c.set_read_timeout(Some(Duration::from_secs(10)))?;
+    c.write_all(b"ping\n")?;
+    let mut answer = String::new();
+    c.read_to_string(&mut answer)?;
+    Ok(answer)
+}
+
+/// Asserts the server answers (within a few seconds of starting).
+fn assert_serves(port: u16, when: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match ping(port) {
+            Ok(a) if a == "pong\n" => return,
+            other if Instant::now() > deadline => panic!("{when}: the server answers {other:?}"),
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// A child process killed when the test ends, failed or not: a failed
+/// test must not leave a watcher or a server behind.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl std::ops::Deref for Killed {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Killed {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+fn start_server(exe: &Path, port: u16, marker: &str) -> Killed {
+    let child = Command::new(exe)
+        .arg(port.to_string())
+        .arg(marker)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let child = Killed(child);
+    assert_serves(port, "at start");
+    child
+}
+
+fn start_watch(marker: &str, out: &Path, id_file: &Path, extra: &[&str]) -> (Killed, Lines) {
+    let mut child = Command::new(agent())
+        .args(["watch", "--match", marker, "--out-dir"])
+        .arg(out)
+        .arg("--device-id-file")
+        .arg(id_file)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = Lines::collect(child.stderr.take().unwrap());
+    (Killed(child), lines)
+}
+
+/// The agent's stderr lines, gathered by a thread.
+#[derive(Clone, Default)]
+struct Lines(Arc<Mutex<Vec<String>>>);
+
+impl Lines {
+    fn collect(from: impl Read + Send + 'static) -> Lines {
+        let lines = Lines::default();
+        let shared = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(from).lines().map_while(Result::ok) {
+                shared.0.lock().unwrap().push(line);
+            }
+        });
+        lines
+    }
+
+    fn text(&self) -> String {
+        self.0.lock().unwrap().join("\n")
+    }
+
+    /// Waits until a line contains `what`.
+    fn wait_for(&self, what: &str, secs: u64) {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while !self.0.lock().unwrap().iter().any(|l| l.contains(what)) {
+            assert!(
+                Instant::now() < deadline,
+                "no {what:?} from the agent:\n{}",
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Runs `sh -c SCRIPT ARG0` to its end: `ARG0` is in its command line.
+fn sh_with_arg0(script: &str, arg0: &str) {
+    let st = Command::new("sh")
+        .args(["-c", script, arg0])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+fn summaries(dir: &Path) -> Vec<Summary> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    paths.sort();
+    paths
+        .iter()
+        .map(|p| Summary::decode(&std::fs::read(p).unwrap()).unwrap())
+        .collect()
+}
+
+fn device_id(file: &Path) -> [u8; 16] {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut id = [0u8; 16];
+    hex::decode_to_slice(text.trim_end(), &mut id).unwrap();
+    id
+}
+
+#[test]
+fn a_watched_server_is_traced_across_restarts_and_serves_on_after_sigterm_and_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    // Built before the server starts: a first build can outlast it.
+    let _ = agent();
+    let exe = compile_c(dir.path(), "pong-server", SERVER_C);
+    let marker = format!("edge-watch-daemon-{}", std::process::id());
+    let port = free_port();
+    let out = dir.path().join("out");
+    let id_file = dir.path().join("device-id");
+
+    // Running before the agent starts: traced all the same.
+    let mut server = start_server(&exe, port, &marker);
+    let (mut watch, lines) = start_watch(&marker, &out, &id_file, &[]);
+    assert_traced_by(server.id(), watch.id(), 10);
+    assert_serves(port, "traced");
+
+    // A restart is a new matching process: traced again.
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let mut server = start_server(&exe, port, &marker);
+    assert_traced_by(server.id(), watch.id(), 10);
+    assert_serves(port, "restarted and traced");
+
+    // SIGTERM: the agent lets go and ends; the server serves on.
+    agent_linux::sys::kill(watch.id() as i32, libc::SIGTERM).unwrap();
+    let st = wait_timeout(&mut watch, 30);
+    assert!(st.success(), "{st:?}: {}", lines.text());
+    assert_eq!(tracer_of(server.id()), Some(0), "detached");
+    assert_serves(port, "after the agent's SIGTERM");
+    let done = summaries(&out);
+    assert_eq!(done.len(), 2, "one per server process: {}", lines.text());
+    let exits: Vec<Exit> = done.iter().map(|s| s.run.exit).collect();
+    assert!(exits.contains(&Exit::Signal(libc::SIGKILL)), "{exits:?}");
+    assert!(exits.contains(&Exit::Detached), "{exits:?}");
+    let id = device_id(&id_file);
+    for s in &done {
+        assert_eq!(s.origin.device, id);
+        assert!(s.run.events > 0);
+        assert_eq!(s.facts.program.as_str(), "pong-server");
+    }
+
+    // kill -9 of the agent: the kernel lets the server go; it serves on.
+    let (mut watch, _lines) = start_watch(&marker, &out, &id_file, &[]);
+    assert_traced_by(server.id(), watch.id(), 10);
+    assert_serves(port, "traced again");
+    watch.kill().unwrap();
+    watch.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tracer_of(server.id()) != Some(0) {
+        assert!(Instant::now() < deadline, "still traced after kill -9");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_serves(port, "after kill -9 of the agent");
+    assert!(
+        server.try_wait().unwrap().is_none(),
+        "the server still runs"
+    );
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
+
+/// A stand-in for the service's `GET /v1/directives`: answers every
+/// request with the current body and records the requests.
+struct Directives {
+    port: u16,
+    body: Arc<Mutex<String>>,
+    requests: Arc<Mutex<Vec<String>>>,
+}
+
+impl Directives {
+    fn start(body: &str) -> Directives {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let body = Arc::new(Mutex::new(body.to_string()));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let (b, r) = (body.clone(), requests.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && conn.read(&mut byte).unwrap_or(0) == 1 {
+                    head.push(byte[0]);
+                }
+                r.lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&head).into_owned());
+                let json = b.lock().unwrap().clone();
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{json}",
+                    json.len()
+                );
+            }
+        });
+        Directives {
+            port,
+            body,
+            requests,
+        }
+    }
+
+    fn set(&self, body: &str) {
+        *self.body.lock().unwrap() = body.to_string();
+    }
+}
+
+#[test]
+fn the_services_match_replaces_the_command_lines_while_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let _ = agent();
+    let pid = std::process::id();
+    let given = format!("edge-watch-given-{pid}");
+    let steered = format!("edge-watch-steered-{pid}");
+    let service = Directives::start(&format!(
+        r#"{{"group": "g", "match": "{steered}", "only": ["read"], "window": null}}"#
+    ));
+    let token = dir.path().join("token");
+    std::fs::write(&token, "tok-123\n").unwrap();
+    let out = dir.path().join("out");
+    let url = format!("http://127.0.0.1:{}", service.port);
+    let (mut watch, lines) = start_watch(
+        &given,
+        &out,
+        &dir.path().join("device-id"),
+        &[
+            "--server",
+            &url,
+            "--token-file",
+            token.to_str().unwrap(),
+            "--directives-every",
+            "1",
+        ],
+    );
+    lines.wait_for(&format!("now watching for {steered:?}"), 20);
+    lines.wait_for("`only` is not applied by watch", 5);
+    // (`; :` keeps the shell, whose command line holds the text, from
+    // exec'ing its last command.)
+    sh_with_arg0("sleep 0.5; :", &steered);
+
+    // The service clears its match: --match applies again.
+    service.set(r#"{"group": "g", "match": null, "only": null, "window": null}"#);
+    lines.wait_for(&format!("now watching for {given:?}"), 20);
+    sh_with_arg0("sleep 0.5; :", &steered);
+    sh_with_arg0("sleep 1.5; :", &given);
+    std::thread::sleep(Duration::from_millis(300));
+
+    agent_linux::sys::kill(watch.id() as i32, libc::SIGTERM).unwrap();
+    let st = wait_timeout(&mut watch, 30);
+    assert!(st.success(), "{st:?}: {}", lines.text());
+    // Told apart by how long they ran: the steered one 0.5 s, the given
+    // one 1.5 s; the second steered one is not traced.
+    let mut seconds: Vec<f64> = summaries(&out)
+        .iter()
+        .map(|s| s.run.duration_ns as f64 / 1e9)
+        .collect();
+    seconds.sort_by(f64::total_cmp);
+    assert_eq!(
+        seconds.len(),
+        2,
+        "the steered process while the directive said so, then the given one: {seconds:?} {}",
+        lines.text()
+    );
+    assert!(seconds[0] < 1.2 && seconds[1] >= 1.2, "{seconds:?}");
+    let requests = service.requests.lock().unwrap().clone();
+    assert!(requests.len() >= 2, "read again: {requests:?}");
+    assert!(
+        requests.iter().all(|r| r.starts_with("GET /v1/directives ")
+            && r.to_ascii_lowercase()
+                .contains("authorization: bearer tok-123")),
+        "{requests:?}"
+    );
+    assert_eq!(
+        lines.text().matches("`only` is not applied").count(),
+        1,
+        "said once: {}",
+        lines.text()
+    );
+}
