@@ -28,7 +28,6 @@ pub(super) fn in_flight(
     session: usize,
     to_unix: impl Fn(u64) -> u64,
 ) -> (InFlight, (u32, u32)) {
-    use agent_core::summary::MAX_IN_FLIGHT;
     let mut out = InFlight::default();
     let (mut procs, mut thr) = (0u32, 0u32);
     for (&tid, t) in threads.iter().filter(|(_, t)| t.session == session) {
@@ -37,30 +36,39 @@ pub(super) fn in_flight(
             procs = procs.saturating_add(1);
         }
         let Some(c) = t.call else { continue };
-        out.count = out.count.saturating_add(1);
-        let call = InFlightCall {
-            tid: tid as u32,
-            id: c.id,
-            fd_kind: c.fd_kind,
-            peer: c.peer,
-            start_unix_ns: to_unix(c.entry_ns),
-        };
-        // Oldest first; ties: lower tid first.
-        let key = (call.start_unix_ns, call.tid);
-        let pos = out
-            .oldest
-            .iter()
-            .position(|o| key < (o.start_unix_ns, o.tid))
-            .unwrap_or(out.oldest.len());
-        if pos < MAX_IN_FLIGHT {
-            if out.oldest.is_full() {
-                out.oldest.pop();
-            }
-            // Cannot fail: room was made above.
-            let _ = out.oldest.insert(pos, call);
-        }
+        note_in_flight(
+            &mut out,
+            InFlightCall {
+                tid: tid as u32,
+                id: c.id,
+                fd_kind: c.fd_kind,
+                peer: c.peer,
+                start_unix_ns: to_unix(c.entry_ns),
+            },
+        );
     }
     (out, (procs, thr))
+}
+
+/// Counts one more call in flight, keeping the oldest
+/// [`agent_core::summary::MAX_IN_FLIGHT`] (oldest first; ties: lower tid
+/// first).
+pub(crate) fn note_in_flight(out: &mut InFlight, call: InFlightCall) {
+    use agent_core::summary::MAX_IN_FLIGHT;
+    out.count = out.count.saturating_add(1);
+    let key = (call.start_unix_ns, call.tid);
+    let pos = out
+        .oldest
+        .iter()
+        .position(|o| key < (o.start_unix_ns, o.tid))
+        .unwrap_or(out.oldest.len());
+    if pos < MAX_IN_FLIGHT {
+        if out.oldest.is_full() {
+            out.oldest.pop();
+        }
+        // Cannot fail: room was made above.
+        let _ = out.oldest.insert(pos, call);
+    }
 }
 
 impl<B: Backend> Engine<B> {

@@ -156,7 +156,7 @@ impl Session {
     }
 
     /// When the current window ends (monotonic ns); never without windows.
-    pub(super) fn next_cut(&self) -> u64 {
+    pub(crate) fn next_cut(&self) -> u64 {
         self.windows.as_ref().map_or(u64::MAX, |w| w.end_ns)
     }
 
