@@ -590,11 +590,10 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         window: a.window.window,
         device,
     };
-    let needs_ptrace = match (&opts.only, &opts.window) {
-        (Some(_), _) => Some("--only needs ptrace's seccomp prefilter"),
-        (None, Some(_)) => Some("--window is not implemented for the eBPF backend yet"),
-        (None, None) => None,
-    };
+    let needs_ptrace = opts
+        .only
+        .as_ref()
+        .map(|_| "--only needs ptrace's seccomp prefilter");
     if let ebpf::Chosen::Ebpf(probe) = ebpf::choose(a.backend.choice(), needs_ptrace)? {
         return trace_and_save_ebpf(&opts, *probe, sink, stats);
     }
@@ -611,22 +610,12 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
 fn trace_and_save(opts: &TraceOptions, sink: Sink, stats: bool) -> anyhow::Result<ExitCode> {
     signals::install().context("cannot install signal handlers")?;
     let mut started = Started::start(opts)?;
-    // The program's status always wins: a summary that cannot be saved is
-    // one line on stderr, not the agent's exit status.
-    let save = |summary: &mut Summary, last: bool| {
-        if stats {
-            print_size(summary);
-        }
-        if let Err(e) = sink.put(summary, last) {
-            eprintln!("edge-agent: the summary was not saved: {e:#}");
-        }
-    };
-    let mut summary = started.trace(&mut |mut w| save(&mut w, false))?;
+    let mut summary = started.trace(&mut |mut w| save_run_summary(&sink, stats, &mut w, false))?;
     if stats {
         let s = started.engine_stats();
         print_stats(s.syscalls, s.stops);
     }
-    save(&mut summary, true);
+    save_run_summary(&sink, stats, &mut summary, true);
     if signals::stop_requested().is_some() {
         if started.is_serving() {
             eprintln!(
@@ -640,6 +629,18 @@ fn trace_and_save(opts: &TraceOptions, sink: Sink, stats: bool) -> anyhow::Resul
     Ok(relay::end_as(status))
 }
 
+/// Saves one of a run's summaries (`last`: the run's end, else a window).
+/// The program's status always wins: a summary that cannot be saved is one
+/// line on stderr, not the agent's exit status.
+fn save_run_summary(sink: &Sink, stats: bool, summary: &mut Summary, last: bool) {
+    if stats {
+        print_size(summary);
+    }
+    if let Err(e) = sink.put(summary, last) {
+        eprintln!("edge-agent: the summary was not saved: {e:#}");
+    }
+}
+
 /// [`trace_and_save`] on the eBPF backend: nothing to serve, nothing
 /// stopped; a stop request detaches the programs and the command runs on.
 fn trace_and_save_ebpf(
@@ -650,13 +651,11 @@ fn trace_and_save_ebpf(
 ) -> anyhow::Result<ExitCode> {
     signals::install().context("cannot install signal handlers")?;
     let mut started = ebpf::runner::EbpfStarted::start(opts, probe)?;
-    let mut summary = started.trace()?;
+    let mut summary = started.trace(&mut |mut w| save_run_summary(&sink, stats, &mut w, false))?;
     if stats {
         print_ebpf_stats(&started.stats());
     }
-    if let Err(e) = sink.put(&mut summary, true) {
-        eprintln!("edge-agent: the summary was not saved: {e:#}");
-    }
+    save_run_summary(&sink, stats, &mut summary, true);
     if signals::stop_requested().is_some() {
         eprintln!("edge-agent: detached; the program runs on");
     }
@@ -696,19 +695,6 @@ fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
         window: Some(a.window.window.unwrap_or(DEFAULT_LIVE_WINDOW)),
         device,
     };
-    let needs_ptrace = a
-        .window
-        .window
-        .map(|_| "--window is not implemented for the eBPF backend yet");
-    if let ebpf::Chosen::Ebpf(probe) = ebpf::choose(a.backend.choice(), needs_ptrace)? {
-        // The eBPF path makes one summary of the whole attach (no windows).
-        let (mut summary, s) = ebpf::runner::attach(&opts, *probe)?;
-        if stats {
-            print_ebpf_stats(&s);
-        }
-        sink.put(&mut summary, true)?;
-        return Ok(ExitCode::SUCCESS);
-    }
     let mut failures = 0u32;
     let mut on_window = |mut w: Summary| {
         if stats {
@@ -719,6 +705,19 @@ fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
             eprintln!("edge-agent: window {} was not saved: {e:#}", w.run.window);
         }
     };
+    if let ebpf::Chosen::Ebpf(probe) = ebpf::choose(a.backend.choice(), None)? {
+        let (mut summary, s) = ebpf::runner::attach(&opts, *probe, &mut on_window)?;
+        if stats {
+            print_size(&summary);
+            print_ebpf_stats(&s);
+        }
+        sink.put(&mut summary, true)?;
+        return Ok(if failures == 0 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    }
     let mut summary = agent_linux::attach(&opts, &mut on_window)?;
     if stats {
         print_size(&summary);

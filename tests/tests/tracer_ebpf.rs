@@ -12,34 +12,6 @@ use std::time::{Duration, Instant};
 use agent_core::{Exit, Summary};
 use tracer_support::*;
 
-/// Whether this machine lets the agent load its BPF program; reports the
-/// skip (a failure under CI) when not.
-fn ebpf_available(test: &str) -> bool {
-    let out = output_timeout(
-        Command::new(agent()).args([
-            "run",
-            "--backend",
-            "ebpf",
-            "--out",
-            "/dev/null",
-            "--",
-            "true",
-        ]),
-        60,
-    );
-    if out.status.success() {
-        return true;
-    }
-    edge_tests::skip(
-        test,
-        &format!(
-            "the eBPF backend cannot load here: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ),
-    );
-    false
-}
-
 const EBPF: &[&str] = &["--backend", "ebpf"];
 const PTRACE: &[&str] = &["--backend", "ptrace"];
 

@@ -43,13 +43,16 @@ fn summed_counts(summaries: &[Summary]) -> Counts {
     sum
 }
 
-/// Runs `cmd` with `edge-agent run --window 1s --out DIR/run.summary`.
-fn run_windowed(dir: &Path, cmd: &[&str]) -> Vec<Summary> {
+/// Runs `cmd` with `edge-agent run --window 1s AGENT_ARGS --out
+/// DIR/out/run.summary` (`agent_args`: `--backend ...`).
+fn run_windowed_on(dir: &Path, agent_args: &[&str], cmd: &[&str]) -> Vec<Summary> {
     let out_dir = dir.join("out");
     std::fs::create_dir_all(&out_dir).unwrap();
     let out = output_timeout(
         Command::new(agent())
-            .args(["run", "--window", "1s", "--out"])
+            .args(["run", "--window", "1s"])
+            .args(agent_args)
+            .arg("--out")
             .arg(out_dir.join("run.summary"))
             .arg("--")
             .args(cmd),
@@ -76,10 +79,21 @@ int main(void) {
 
 #[test]
 fn windows_of_a_run_add_up_to_strace_and_follow_each_other() {
+    windows_add_up_to_strace_and_follow_each_other(&["--backend", "ptrace"]);
+}
+
+#[test]
+fn windows_under_ebpf_add_up_to_strace_and_follow_each_other() {
+    if ebpf_available("windows_under_ebpf_add_up_to_strace_and_follow_each_other") {
+        windows_add_up_to_strace_and_follow_each_other(&["--backend", "ebpf"]);
+    }
+}
+
+fn windows_add_up_to_strace_and_follow_each_other(backend: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let exe = compile_c(dir.path(), "ticker", TICKER);
     let cmd = [exe.to_str().unwrap()];
-    let windows = run_windowed(dir.path(), &cmd);
+    let windows = run_windowed_on(dir.path(), backend, &cmd);
     let (st, strace) = strace_counts(dir.path(), &[], &cmd);
     assert!(st.success());
 
@@ -245,13 +259,26 @@ fn summed_cpu(windows: &[Summary]) -> (u64, u64) {
 
 #[test]
 fn window_cpu_times_add_up_to_the_programs_own() {
+    window_cpu_times_add_up(&["--backend", "ptrace"]);
+}
+
+#[test]
+fn window_cpu_times_under_ebpf_add_up_to_the_programs_own() {
+    if ebpf_available("window_cpu_times_under_ebpf_add_up_to_the_programs_own") {
+        window_cpu_times_add_up(&["--backend", "ebpf"]);
+    }
+}
+
+fn window_cpu_times_add_up(backend: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let exe = compile_c(dir.path(), "busy", BUSY);
     let out_dir = dir.path().join("out");
     std::fs::create_dir_all(&out_dir).unwrap();
     let out = output_timeout(
         Command::new(agent())
-            .args(["run", "--window", "1s", "--out"])
+            .args(["run", "--window", "1s"])
+            .args(backend)
+            .arg("--out")
             .arg(out_dir.join("run.summary"))
             .arg("--")
             .arg(&exe)
@@ -288,9 +315,50 @@ fn window_cpu_times_add_up_to_the_programs_own() {
     );
 
     // A sleeping program uses next to none.
-    let sleepy = run_windowed(dir.path(), &["sleep", "1.5"]);
+    // (A folder of its own: the busy run's windows are not its.)
+    let sleepy = run_windowed_on(&dir.path().join("sleepy"), backend, &["sleep", "1.5"]);
     let (user, system) = summed_cpu(&sleepy);
     assert!(user + system <= 5 * tick, "sleep used {user}+{system} ns");
+}
+
+#[test]
+fn ebpf_windows_carry_the_call_in_flight_at_each_cut() {
+    if !ebpf_available("ebpf_windows_carry_the_call_in_flight_at_each_cut") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let windows = run_windowed_on(dir.path(), &["--backend", "ebpf"], &["sleep", "2.5"]);
+    assert!(
+        (3..=4).contains(&windows.len()),
+        "{} windows for 2.5 s",
+        windows.len()
+    );
+    let sleep = SyscallId::from_name("clock_nanosleep").unwrap();
+    let (last, cut) = windows.split_last().unwrap();
+    let mut starts = Vec::new();
+    for w in cut {
+        assert_eq!(
+            w.in_flight.count, 1,
+            "window {}: {:?}",
+            w.run.window, w.in_flight
+        );
+        let call = &w.in_flight.oldest[0];
+        assert_eq!(call.id, sleep);
+        assert_eq!(call.fd_kind, FdKind::None);
+        starts.push(call.start_unix_ns);
+    }
+    assert!(
+        starts.iter().all(|s| *s == starts[0]),
+        "one start: {starts:?}"
+    );
+    let first = &windows[0].run;
+    assert!(
+        starts[0] >= first.start_unix_ns && starts[0] < first.start_unix_ns + first.duration_ns,
+        "the sleep started in the first window"
+    );
+    assert_eq!(last.in_flight.count, 0, "nothing in flight at the end");
+    assert_eq!(last.run.exit, Exit::Code(0));
+    assert_eq!(summed_counts(&windows)["clock_nanosleep"].0, 1);
 }
 
 #[test]

@@ -32,6 +32,8 @@ pub enum Record {
         tgid: u32,
         /// A new process rather than a thread.
         process: bool,
+        /// When (monotonic ns).
+        at_ns: u64,
     },
     /// A traced thread ended.
     Exit {
@@ -98,6 +100,7 @@ impl Record {
                 tid,
                 tgid,
                 process: flag,
+                at_ns: u64_at(b, 80),
             }),
             KIND_EXIT => Some(Record::Exit {
                 tid,
@@ -108,6 +111,37 @@ impl Record {
             }),
             _ => None,
         }
+    }
+}
+
+/// `sizeof(struct inflight)` in the C program: a value of its INFLIGHT map.
+pub const PENDING_LEN: usize = 64;
+
+/// A call the program saw enter and not yet leave (an INFLIGHT entry).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pending {
+    /// The raw syscall number.
+    pub nr: u32,
+    /// Made through the compat ABI.
+    pub compat: bool,
+    /// Its fd argument's kind, resolved at entry.
+    pub fd_kind: FdKind,
+    /// When it entered (monotonic ns).
+    pub entry_ns: u64,
+}
+
+impl Pending {
+    /// Parses one INFLIGHT value; `None` for bytes that are not one.
+    pub fn parse(b: &[u8]) -> Option<Pending> {
+        if b.len() < PENDING_LEN {
+            return None;
+        }
+        Some(Pending {
+            entry_ns: u64_at(b, 48),
+            nr: u32_at(b, 56),
+            fd_kind: FdKind::from_u8(b[60])?,
+            compat: b[61] != 0,
+        })
     }
 }
 
@@ -168,7 +202,8 @@ mod tests {
             Some(Record::Fork {
                 tid: 42,
                 tgid: 40,
-                process: true
+                process: true,
+                at_ns: 250,
             })
         );
         assert_eq!(
@@ -184,6 +219,27 @@ mod tests {
         assert_eq!(Record::parse(&record(9, 0, 0)), None, "unknown kind");
         assert_eq!(Record::parse(&record(0, 0, 8)), None, "unknown fd kind");
         assert_eq!(Record::parse(&record(0, 0, 0)[..95]), None, "short");
+    }
+
+    #[test]
+    fn an_in_flight_entry_reads_back() {
+        let mut b = [0u8; PENDING_LEN];
+        b[48..56].copy_from_slice(&1234u64.to_ne_bytes());
+        b[56..60].copy_from_slice(&202u32.to_ne_bytes());
+        b[60] = 5;
+        b[61] = 1;
+        assert_eq!(
+            Pending::parse(&b),
+            Some(Pending {
+                nr: 202,
+                compat: true,
+                fd_kind: FdKind::Tcp,
+                entry_ns: 1234
+            })
+        );
+        b[60] = 8;
+        assert_eq!(Pending::parse(&b), None, "unknown fd kind");
+        assert_eq!(Pending::parse(&b[..63]), None, "short");
     }
 
     #[test]

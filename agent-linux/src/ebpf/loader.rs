@@ -13,7 +13,7 @@ use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
 use aya::programs::RawTracePoint;
 use aya::{Ebpf, EbpfLoader};
 
-use super::events::Record;
+use super::events::{Pending, Record, PENDING_LEN};
 use crate::arch::{Abi, Native};
 use crate::fd::FdRoles;
 use crate::sys;
@@ -57,6 +57,8 @@ pub struct Probe {
     /// Owns the programs and their links: dropping it detaches them.
     _ebpf: Ebpf,
     traced: HashMap<MapData, u32, u8>,
+    /// The calls entered and not yet left, per tid.
+    inflight: HashMap<MapData, u32, [u8; PENDING_LEN]>,
     events: RingBuf<MapData>,
     lost: PerCpuArray<MapData, u64>,
 }
@@ -115,11 +117,13 @@ impl Probe {
                 .with_context(|| format!("cannot attach to the tracepoint {tracepoint}"))?;
         }
         let traced = HashMap::try_from(take_map(&mut ebpf, "TRACED")?)?;
+        let inflight = HashMap::try_from(take_map(&mut ebpf, "INFLIGHT")?)?;
         let events = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;
         let lost = PerCpuArray::try_from(take_map(&mut ebpf, "LOST")?)?;
         Ok(Probe {
             _ebpf: ebpf,
             traced,
+            inflight,
             events,
             lost,
         })
@@ -158,6 +162,17 @@ impl Probe {
             }
         }
         bad
+    }
+
+    /// Hands every call in flight now to `each` (tid, call). The kernel
+    /// changes the map while it is read: a call that ends meanwhile may be
+    /// left out or still given (its record is then in the ring too).
+    pub fn in_flight(&self, mut each: impl FnMut(u32, Pending)) {
+        for (tid, value) in self.inflight.iter().flatten() {
+            if let Some(p) = Pending::parse(&value) {
+                each(tid, p);
+            }
+        }
     }
 
     /// Records the kernel could not put in the full ring buffer, summed

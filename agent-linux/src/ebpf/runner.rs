@@ -10,11 +10,13 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::ExitStatus;
 
-use agent_core::{Arch, Summary};
+use agent_core::{Arch, CpuTime, FdKind, InFlight, InFlightCall, Summary, SyscallId};
 use anyhow::{anyhow, bail, Context};
 
 use super::events::{syscall_event, Record};
 use super::loader::{abis, Probe};
+use crate::backend::ptrace::read_cpu_time;
+use crate::engine::rotate::note_in_flight;
 use crate::engine::Session;
 use crate::facts::{self, PlatformFacts};
 use crate::sys::{self, Tid, WaitStatus};
@@ -39,6 +41,14 @@ pub struct RunnerStats {
 }
 
 /// A session fed by the BPF program.
+///
+/// Windows ([`Session::set_window`]) are cut with the engine's own code
+/// ([`Session::cut_windows`], [`Session::emit_windows`]): a record counts in
+/// the window its exit time falls in, so the cut comes when a drained
+/// record's exit passes the boundary (records reach the ring in about
+/// their exit order; one a few microseconds late across CPUs counts in the
+/// next window, the sum stays exact), or after a poll when the clock has
+/// passed it (an idle program).
 #[derive(Debug)]
 pub struct Runner {
     probe: Probe,
@@ -47,11 +57,16 @@ pub struct Runner {
     stats: RunnerStats,
     /// The root process's last thread ended (its wait status, its time).
     root_end: Option<(i32, u64)>,
+    /// Traced processes alive now (for the windows' process counts).
+    live_processes: u32,
+    /// One drain's records, handled after it (kept for its memory).
+    batch: Vec<Record>,
+    ns_per_tick: u64,
 }
 
 impl Runner {
-    /// Starts feeding `session` from `probe`; the caller adds the root
-    /// process with [`Runner::trace`].
+    /// Starts feeding `session` (with its windows set, if any) from
+    /// `probe`; the caller adds the root process with [`Runner::trace`].
     pub fn new(probe: Probe, session: Session) -> Runner {
         Runner {
             probe,
@@ -59,65 +74,167 @@ impl Runner {
             abis: abis(),
             stats: RunnerStats::default(),
             root_end: None,
+            live_processes: 0,
+            batch: Vec::with_capacity(4096),
+            ns_per_tick: sys::ns_per_clock_tick(),
         }
     }
 
-    /// Traces process `tgid` and its future children.
-    pub fn trace(&mut self, tgid: Tid) -> anyhow::Result<()> {
-        self.probe.trace(tgid as u32)
+    /// Traces process `tgid` (its threads `tids` now) and its future
+    /// children; `cpu_base`: the CPU time it had used so far (what the
+    /// summary does not count).
+    pub fn trace(&mut self, tgid: Tid, tids: &[Tid], cpu_base: CpuTime) -> anyhow::Result<()> {
+        self.probe.trace(tgid as u32)?;
+        self.live_processes += 1;
+        for &tid in tids {
+            self.session.thread_added(tgid, tid == tgid, cpu_base);
+        }
+        Ok(())
     }
 
-    /// The session (its collector may be taken or reset between polls).
-    pub fn session_mut(&mut self) -> &mut Session {
-        &mut self.session
-    }
-
-    /// Waits up to `timeout_ms` for records and records them all.
-    pub fn poll(&mut self, timeout_ms: i32) -> anyhow::Result<()> {
+    /// Waits up to `timeout_ms` for records, records them all, and hands
+    /// the windows that ended to `on_window`.
+    pub fn poll(
+        &mut self,
+        timeout_ms: i32,
+        on_window: &mut dyn FnMut(Summary),
+    ) -> anyhow::Result<()> {
         self.probe
             .wait(timeout_ms)
             .context("cannot wait for the ring buffer")?;
         self.stats.polls += 1;
         self.drain();
+        // An idle program's windows end on time too.
+        self.cut(sys::monotonic_ns(), &[]);
+        self.emit(on_window);
         Ok(())
     }
 
     fn drain(&mut self) {
-        let Runner {
-            probe,
-            session,
-            abis,
-            stats,
-            root_end,
-        } = self;
-        let root = session.root as u32;
-        stats.unreadable += probe.drain(|record| match record {
-            Record::Syscall { event, compat, .. } => {
-                session
-                    .collector
-                    .record(&syscall_event(event, compat, abis));
-                stats.syscalls += 1;
-            }
-            Record::Fork { process, .. } => {
-                session.threads += 1;
-                session.live += 1;
-                session.processes += process as u32;
-            }
-            Record::Exit {
-                tid,
-                tgid,
-                process_ended,
-                status,
-                at_ns,
-            } => {
-                session.collector.thread_exited(tid);
-                session.live = session.live.saturating_sub(1);
-                session.end_ns = session.end_ns.max(at_ns);
-                if process_ended && tgid == root {
-                    *root_end = Some((status, at_ns));
+        let mut batch = std::mem::take(&mut self.batch);
+        batch.clear();
+        self.stats.unreadable += self.probe.drain(|r| batch.push(r));
+        for (i, record) in batch.iter().enumerate() {
+            match *record {
+                Record::Syscall { event, compat, .. } => {
+                    // Cut first: the call counts in the window it ended in.
+                    if event.exit_ns >= self.session.next_cut() {
+                        self.cut(event.exit_ns, &batch[i..]);
+                    }
+                    self.session
+                        .collector
+                        .record(&syscall_event(event, compat, self.abis));
+                    self.stats.syscalls += 1;
+                }
+                Record::Fork {
+                    tgid,
+                    process,
+                    at_ns,
+                    ..
+                } => {
+                    if at_ns >= self.session.next_cut() {
+                        self.cut(at_ns, &batch[i..]);
+                    }
+                    // A new process starts at zero CPU time.
+                    self.session
+                        .thread_added(tgid as Tid, process, CpuTime::default());
+                    self.live_processes += process as u32;
+                }
+                Record::Exit {
+                    tid,
+                    tgid,
+                    process_ended,
+                    status,
+                    at_ns,
+                } => {
+                    if at_ns >= self.session.next_cut() {
+                        self.cut(at_ns, &batch[i..]);
+                    }
+                    // The process is whole (or a zombie not reaped yet):
+                    // its last reading.
+                    self.read_cpu(tgid as Tid);
+                    self.session.cpu_thread_removed(tgid as Tid);
+                    let s = &mut self.session;
+                    s.collector.thread_exited(tid);
+                    s.live = s.live.saturating_sub(1);
+                    s.end_ns = s.end_ns.max(at_ns);
+                    if process_ended {
+                        self.live_processes = self.live_processes.saturating_sub(1);
+                        if tgid == s.root as u32 {
+                            self.root_end = Some((status, at_ns));
+                        }
+                    }
                 }
             }
+        }
+        self.batch = batch;
+    }
+
+    fn read_cpu(&mut self, tgid: Tid) {
+        if let Some(t) = read_cpu_time(tgid, self.ns_per_tick) {
+            self.session.cpu_read(tgid, t);
+        }
+    }
+
+    /// Cuts the windows whose boundary `now` reached. In flight at the
+    /// boundary: the calls the kernel holds now that entered before it,
+    /// and those among `later` (the records of this drain from the one
+    /// that passed the boundary on) that entered before it and ended
+    /// after.
+    fn cut(&mut self, now: u64, later: &[Record]) {
+        let boundary = self.session.next_cut();
+        if now < boundary {
+            return;
+        }
+        let mut pending: Vec<(u32, u64, SyscallId, FdKind)> = Vec::new();
+        let abis = self.abis;
+        let id = |nr: u32, compat: bool| {
+            let abi = abis.get(compat as usize).or(abis.first());
+            SyscallId::from_raw(abi.copied().unwrap_or(Arch::X86_64), nr)
+        };
+        self.probe.in_flight(|tid, p| {
+            if p.entry_ns < boundary {
+                pending.push((tid, p.entry_ns, id(p.nr, p.compat), p.fd_kind));
+            }
         });
+        for r in later {
+            if let Record::Syscall { event, compat, .. } = r {
+                if event.entry_ns < boundary && event.exit_ns >= boundary {
+                    pending.push((
+                        event.tid,
+                        event.entry_ns,
+                        id(event.nr, *compat),
+                        event.fd_kind,
+                    ));
+                }
+            }
+        }
+        // A call ending while the map was read may be in both.
+        pending.sort_unstable_by_key(|&(tid, entry, ..)| (tid, entry));
+        pending.dedup_by_key(|&mut (tid, entry, ..)| (tid, entry));
+        let mut flying = InFlight::default();
+        for (tid, entry_ns, id, fd_kind) in pending {
+            note_in_flight(
+                &mut flying,
+                InFlightCall {
+                    tid,
+                    id,
+                    fd_kind,
+                    peer: None,
+                    start_unix_ns: self.session.to_unix_ns(entry_ns),
+                },
+            );
+        }
+        let live = (self.live_processes, self.session.live);
+        self.session.cut_windows(now, flying, live);
+    }
+
+    /// Summarizes the windows cut and hands them to `on_window` (the CPU
+    /// time of the live processes is read now).
+    fn emit(&mut self, on_window: &mut dyn FnMut(Summary)) {
+        let ns_per_tick = self.ns_per_tick;
+        self.session
+            .emit_windows(|tgid| read_cpu_time(tgid, ns_per_tick), on_window);
     }
 
     /// Whether a traced process is still alive.
@@ -125,10 +242,45 @@ impl Runner {
         self.probe.any_traced()
     }
 
-    /// Records what is left, detaches (drops the programs) and returns the
-    /// session and the counters.
-    pub fn finish(mut self) -> (Session, RunnerStats, Option<(i32, u64)>) {
+    /// Records what is left, cuts the windows that ended before the end
+    /// (`detached`: the agent lets go now; else the last thread's exit),
+    /// notes the calls in flight when the agent lets go, detaches (drops
+    /// the programs) and returns the session and the counters.
+    pub fn finish(
+        mut self,
+        detached: bool,
+        on_window: &mut dyn FnMut(Summary),
+    ) -> (Session, RunnerStats, Option<(i32, u64)>) {
         self.drain();
+        let end = if detached {
+            sys::monotonic_ns()
+        } else {
+            self.session.end_ns
+        };
+        self.cut(end, &[]);
+        self.emit(on_window);
+        for tgid in self.session.cpu_live_processes() {
+            self.read_cpu(tgid);
+        }
+        if detached {
+            let mut flying = InFlight::default();
+            let session = &self.session;
+            let abis = self.abis;
+            self.probe.in_flight(|tid, p| {
+                let abi = abis.get(p.compat as usize).or(abis.first());
+                note_in_flight(
+                    &mut flying,
+                    InFlightCall {
+                        tid,
+                        id: SyscallId::from_raw(abi.copied().unwrap_or(Arch::X86_64), p.nr),
+                        fd_kind: p.fd_kind,
+                        peer: None,
+                        start_unix_ns: session.to_unix_ns(p.entry_ns),
+                    },
+                );
+            });
+            self.session.in_flight_at_end = flying;
+        }
         self.stats.lost = self.probe.lost();
         (self.session, self.stats, self.root_end)
     }
@@ -203,9 +355,11 @@ impl EbpfStarted {
             return Err(err.unwrap_or_else(|| anyhow!("the command ended before it started")));
         }
         let mut session = Session::new(pid, facts);
-        (session.processes, session.threads, session.live) = (1, 1, 1);
+        if let Some(len) = opts.window {
+            session.set_window(len);
+        }
         let mut runner = Runner::new(probe, session);
-        if let Err(e) = runner.trace(pid) {
+        if let Err(e) = runner.trace(pid, &[pid], CpuTime::default()) {
             let _ = sys::kill(pid, libc::SIGKILL);
             let _ = sys::wait_pid(pid, 0, true);
             sys::close(read_fd);
@@ -229,8 +383,9 @@ impl EbpfStarted {
 
     /// Records until the command and its descendants end, or a stop is
     /// requested (then the programs are detached and the command runs on);
-    /// returns the summary.
-    pub fn trace(&mut self) -> anyhow::Result<Summary> {
+    /// returns the summary (cut into windows: the last window's; the
+    /// others go to `on_window` as they end).
+    pub fn trace(&mut self, on_window: &mut dyn FnMut(Summary)) -> anyhow::Result<Summary> {
         let mut runner = self
             .runner
             .take()
@@ -241,10 +396,10 @@ impl EbpfStarted {
                 detached = true;
                 break;
             }
-            runner.poll(POLL_MS)?;
+            runner.poll(POLL_MS, on_window)?;
         }
         crate::signals::quiet();
-        let (mut session, stats, _) = runner.finish();
+        let (mut session, stats, _) = runner.finish(detached, on_window);
         self.stats = stats;
         if detached {
             session.detached = true;
@@ -292,8 +447,15 @@ impl Drop for EbpfStarted {
 }
 
 /// Traces the running process `opts.pid` (all its threads and future
-/// children) until it ends, the duration passes or a stop is requested.
-pub fn attach(opts: &AttachOptions, probe: Probe) -> anyhow::Result<(Summary, RunnerStats)> {
+/// children) until it ends, the duration passes or a stop is requested;
+/// returns the summary (cut into windows: the last window's; the others go
+/// to `on_window` as they end). A call the process was in when the agent
+/// came is not seen (the program only sees calls enter).
+pub fn attach(
+    opts: &AttachOptions,
+    probe: Probe,
+    on_window: &mut dyn FnMut(Summary),
+) -> anyhow::Result<(Summary, RunnerStats)> {
     let pid = opts.pid;
     if pid <= 0 || !Path::new(&format!("/proc/{pid}")).exists() {
         bail!("no process with PID {pid}");
@@ -304,13 +466,22 @@ pub fn attach(opts: &AttachOptions, probe: Probe) -> anyhow::Result<(Summary, Ru
     let platform = opts.platform.clone().unwrap_or_else(PlatformFacts::detect);
     let facts = facts::build(&platform, &trace::process_program(pid), &opts.facts)?;
     let mut session = Session::new(pid, facts);
-    let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|d| d.count() as u32)
-        .unwrap_or(1)
-        .max(1);
-    (session.processes, session.threads, session.live) = (1, threads, threads);
+    if let Some(len) = opts.window {
+        session.set_window(len);
+    }
+    let mut tids: Vec<Tid> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    if !tids.contains(&pid) {
+        tids.push(pid);
+    }
+    // What the process used before the agent came does not count.
+    let base = read_cpu_time(pid, sys::ns_per_clock_tick()).unwrap_or_default();
     let mut runner = Runner::new(probe, session);
-    runner.trace(pid)?;
+    runner.trace(pid, &tids, base)?;
     let deadline = opts.duration.map(|d| std::time::Instant::now() + d);
     let mut detached = false;
     while runner.any_traced() {
@@ -320,10 +491,10 @@ pub fn attach(opts: &AttachOptions, probe: Probe) -> anyhow::Result<(Summary, Ru
             detached = true;
             break;
         }
-        runner.poll(POLL_MS)?;
+        runner.poll(POLL_MS, on_window)?;
     }
     crate::signals::quiet();
-    let (mut session, stats, root_end) = runner.finish();
+    let (mut session, stats, root_end) = runner.finish(detached, on_window);
     match root_end {
         Some((status, _)) if !detached => {
             session.root_status = Some(WaitStatus(status));

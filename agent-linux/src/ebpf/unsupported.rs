@@ -43,7 +43,7 @@ pub mod runner {
             match probe {}
         }
         /// Unreachable.
-        pub fn trace(&mut self) -> anyhow::Result<Summary> {
+        pub fn trace(&mut self, _on_window: &mut dyn FnMut(Summary)) -> anyhow::Result<Summary> {
             match self.0 {}
         }
         /// Unreachable.
@@ -57,7 +57,11 @@ pub mod runner {
     }
 
     /// Unreachable: there is no probe.
-    pub fn attach(_opts: &AttachOptions, probe: Probe) -> anyhow::Result<(Summary, RunnerStats)> {
+    pub fn attach(
+        _opts: &AttachOptions,
+        probe: Probe,
+        _on_window: &mut dyn FnMut(Summary),
+    ) -> anyhow::Result<(Summary, RunnerStats)> {
         match probe {}
     }
 }

@@ -11,7 +11,7 @@
 
 mod calls;
 mod cpu;
-mod rotate;
+pub(crate) mod rotate;
 pub mod session;
 mod tasks;
 #[cfg(test)]

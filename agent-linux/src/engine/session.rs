@@ -114,13 +114,49 @@ impl Session {
         self.windows = Some(w);
     }
 
+    /// A thread of process `tgid` joins the session (`leader`: the
+    /// process's first); `cpu_base`: the CPU time the process had used when
+    /// first seen (zero for a new child; ignored for a known process).
+    pub(crate) fn thread_added(&mut self, tgid: Tid, leader: bool, cpu_base: CpuTime) {
+        self.threads = self.threads.saturating_add(1);
+        self.live = self.live.saturating_add(1);
+        if leader {
+            self.processes = self.processes.saturating_add(1);
+        }
+        if let Some(w) = self.windows.as_mut() {
+            w.thread_added(leader);
+        }
+        self.cpu.thread_added(tgid, cpu_base);
+    }
+
+    /// Whether process `tgid`'s CPU time is counted already.
+    pub(crate) fn knows_process(&self, tgid: Tid) -> bool {
+        self.cpu.knows(tgid)
+    }
+
+    /// A reading of process `tgid`'s CPU time (/proc/TGID/stat).
+    pub(crate) fn cpu_read(&mut self, tgid: Tid, now: CpuTime) {
+        self.cpu.sample(tgid, now);
+    }
+
+    /// A thread of `tgid` is gone from the CPU account; true when it was
+    /// the process's last.
+    pub(crate) fn cpu_thread_removed(&mut self, tgid: Tid) -> bool {
+        self.cpu.thread_removed(tgid)
+    }
+
+    /// The processes whose CPU time is still read.
+    pub(crate) fn cpu_live_processes(&self) -> Vec<Tid> {
+        self.cpu.live_processes().collect()
+    }
+
     /// The session's windows (`None`: one summary for the whole run).
     pub fn windows(&self) -> Option<&Windows> {
         self.windows.as_ref()
     }
 
     /// When the current window ends (monotonic ns); never without windows.
-    pub(super) fn next_cut(&self) -> u64 {
+    pub(crate) fn next_cut(&self) -> u64 {
         self.windows.as_ref().map_or(u64::MAX, |w| w.end_ns)
     }
 

@@ -36,7 +36,7 @@ impl<B: Backend> Engine<B> {
             .sessions
             .get(session)
             .and_then(Option::as_ref)
-            .is_some_and(|s| s.cpu.knows(tgid));
+            .is_some_and(|s| s.knows_process(tgid));
         let base = if known {
             CpuTime::default()
         } else {
@@ -56,15 +56,7 @@ impl<B: Backend> Engine<B> {
         cpu_base: CpuTime,
     ) {
         if let Some(Some(s)) = self.sessions.get_mut(session) {
-            s.threads = s.threads.saturating_add(1);
-            s.live = s.live.saturating_add(1);
-            if tid == tgid {
-                s.processes = s.processes.saturating_add(1);
-            }
-            if let Some(w) = s.windows.as_mut() {
-                w.thread_added(tid == tgid);
-            }
-            s.cpu.thread_added(tgid, cpu_base);
+            s.thread_added(tgid, tid == tgid, cpu_base);
         }
         let state = if self.mode == Mode::Detaching {
             ThreadState::Detaching
@@ -264,9 +256,9 @@ impl<B: Backend> Engine<B> {
             }
             // The last thread of a process let go (not exited, its exit
             // stop read it then): read what the process used until now.
-            if s.cpu.thread_removed(t.tgid) && status.is_none() {
+            if s.cpu_thread_removed(t.tgid) && status.is_none() {
                 if let Some(cpu) = self.backend.cpu_time(t.tgid) {
-                    s.cpu.sample(t.tgid, cpu);
+                    s.cpu_read(t.tgid, cpu);
                 }
             }
         }
@@ -283,7 +275,7 @@ impl<B: Backend> Engine<B> {
         if let (Some(cpu), Some(Some(s))) =
             (self.backend.cpu_time(tgid), self.sessions.get_mut(session))
         {
-            s.cpu.sample(tgid, cpu);
+            s.cpu_read(tgid, cpu);
         }
     }
 

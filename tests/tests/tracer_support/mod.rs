@@ -218,3 +218,31 @@ pub fn assert_same_counts(agent: &Counts, strace: &Counts, skip: &[&str]) {
     assert!(!a.is_empty(), "no syscalls recorded");
     assert_eq!(a, s, "edge-agent (left) and strace -f -c (right) disagree");
 }
+
+/// Whether this machine lets the agent load its BPF program; reports the
+/// skip (a failure under CI) when not.
+pub fn ebpf_available(test: &str) -> bool {
+    let out = output_timeout(
+        Command::new(agent()).args([
+            "run",
+            "--backend",
+            "ebpf",
+            "--out",
+            "/dev/null",
+            "--",
+            "true",
+        ]),
+        60,
+    );
+    if out.status.success() {
+        return true;
+    }
+    edge_tests::skip(
+        test,
+        &format!(
+            "the eBPF backend cannot load here: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+    );
+    false
+}
