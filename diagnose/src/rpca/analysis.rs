@@ -25,8 +25,9 @@ pub struct RpcaOptions {
     /// A syscall of an anomalous category is anomalous when cos θ between
     /// its column of `M` and of `L` is below this.
     pub cos_threshold: f64,
-    /// An entry of `E` is large when its magnitude is at least this times
-    /// the category's median run duration.
+    /// An entry of `E` is large when it is at least this times the
+    /// category's median run duration (positive: more time than `L`
+    /// explains).
     pub entry_threshold: f64,
     /// Categories with fewer runs are not analysed (their dispersion and a
     /// low-rank fit say little).
@@ -75,7 +76,7 @@ pub struct DeviceFinding {
     /// The device's runs in the category.
     pub device_runs: usize,
     /// The sum of those entries of `E`, seconds: time spent in the syscall
-    /// beyond (or, negative, short of) what the low-rank part explains.
+    /// beyond what the low-rank part explains.
     pub excess_s: f64,
 }
 
@@ -262,7 +263,9 @@ fn analyse_category(
             let mut devices_found: BTreeMap<&str, DeviceFinding> = BTreeMap::new();
             if cos < options.cos_threshold {
                 for (r, e) in d.sparse.col_as_slice(c).iter().enumerate() {
-                    if e.abs() < large || *e == 0.0 {
+                    // Only time beyond what L explains names a device: a
+                    // run faster than its peers is not where they slow.
+                    if *e < large || *e <= 0.0 {
                         continue;
                     }
                     let run = category.runs[r];
@@ -284,7 +287,7 @@ fn analyse_category(
                 b.runs
                     .len()
                     .cmp(&a.runs.len())
-                    .then_with(|| b.excess_s.abs().total_cmp(&a.excess_s.abs()))
+                    .then_with(|| b.excess_s.total_cmp(&a.excess_s))
                     .then_with(|| a.device.cmp(&b.device))
             });
             SyscallFinding {
@@ -330,7 +333,7 @@ fn rank_suspects(categories: &[CategoryFinding]) -> Vec<Suspect> {
         b.categories
             .cmp(&a.categories)
             .then_with(|| b.runs.cmp(&a.runs))
-            .then_with(|| b.excess_s.abs().total_cmp(&a.excess_s.abs()))
+            .then_with(|| b.excess_s.total_cmp(&a.excess_s))
             .then_with(|| a.syscall.cmp(&b.syscall))
             .then_with(|| a.device.cmp(&b.device))
     });

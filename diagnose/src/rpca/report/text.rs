@@ -11,10 +11,9 @@ const NEXT_SHOWN: usize = 3;
 /// Categories listed in full; the rest are counted.
 const CATEGORIES_SHOWN: usize = 20;
 
-/// "+1.23 s" / "-0.5 s".
-fn signed_seconds(s: f64) -> String {
-    let sign = if s >= 0.0 { "+" } else { "" };
-    format!("{sign}{} s", format_number(s))
+/// "+1.23 s".
+fn excess_seconds(s: f64) -> String {
+    format!("+{} s", format_number(s))
 }
 
 fn syscall_line(o: &mut String, s: &SyscallFinding) {
@@ -29,7 +28,7 @@ fn syscall_line(o: &mut String, s: &SyscallFinding) {
                     d.device,
                     d.runs.len(),
                     d.device_runs,
-                    signed_seconds(d.excess_s)
+                    excess_seconds(d.excess_s)
                 )
             })
             .collect();
@@ -77,14 +76,14 @@ fn category_block(o: &mut String, n: usize, c: &CategoryFinding, d: &RpcaDiagnos
     if anomalous.is_empty() {
         let _ = writeln!(
             o,
-            "   no anomalous syscall: none below cos θ {} departs from L by {} s or more in a run",
+            "   no anomalous syscall: none below cos θ {} takes {} s or more beyond L in a run",
             d.cos_threshold,
             format_number(c.large_entry_s)
         );
     } else {
         let _ = writeln!(
             o,
-            "   anomalous syscalls, smallest cos θ first, with the devices of the runs whose entry of E is {} s or more:",
+            "   anomalous syscalls, smallest cos θ first, with the devices of the runs whose entry of E is +{} s or more:",
             format_number(c.large_entry_s)
         );
         for s in &anomalous {
@@ -100,7 +99,7 @@ fn category_block(o: &mut String, n: usize, c: &CategoryFinding, d: &RpcaDiagnos
     if !small.is_empty() {
         let _ = writeln!(
             o,
-            "   below cos θ {} but departing by less than {} s (jitter of short calls): {}",
+            "   below cos θ {} but never {} s beyond L (jitter of short calls): {}",
             d.cos_threshold,
             format_number(c.large_entry_s),
             small.join(", ")
@@ -179,7 +178,7 @@ pub fn text(d: &RpcaDiagnosis) -> String {
                 s.syscall,
                 s.device,
                 s.runs,
-                signed_seconds(s.excess_s)
+                excess_seconds(s.excess_s)
             );
         }
         if d.suspects.len() > 20 {
