@@ -7,7 +7,9 @@
 //! client fetches the same file with `wget` several times, each fetch traced
 //! by `edge-agent run --spool`; the spools are uploaded with `edge-agent
 //! upload` to a local `edge-service serve`, and `edge-service diagnose`
-//! clusters the runs by duration and prints the rules.
+//! clusters the runs by duration and prints the rules. The same runs are
+//! then diagnosed without labels (`--method rpca`), each client being a
+//! device.
 //!
 //! Everything stays inside namespaces this command creates (addresses
 //! 10.213.0.0/24, never routed anywhere) and on loopback; the namespaces are
@@ -25,6 +27,7 @@ use diagnose::analysis::{self, Options};
 use diagnose::input;
 use diagnose::label::{self, ClusterBy};
 use diagnose::report;
+use diagnose::rpca::{self, RpcaOptions};
 
 use crate::http::{FileServer, FILE_PATH, HTTP_PORT};
 use crate::netns::{Namespaces, SERVER_IP};
@@ -347,6 +350,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&json)?);
         }
     }
+    print_rpca(&spools)?;
     if labels_by_id.len() != expected {
         bail!(
             "the diagnosis labelled {} runs, {expected} were made",
@@ -359,6 +363,32 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     drop(ns);
     println!("Demo finished in {:.1} s", started.elapsed().as_secs_f64());
     Ok(ExitCode::SUCCESS)
+}
+
+/// The same runs diagnosed without labels (`diagnose --method rpca`), each
+/// run's device being its client (the spool it was written to): the
+/// syscalls anomalous in the misconfigured clients' runs.
+fn print_rpca(spools: &[PathBuf]) -> anyhow::Result<()> {
+    let mut runs = Vec::new();
+    let mut devices = Vec::new();
+    for (c, spool) in spools.iter().enumerate() {
+        let (found, bad) = input::read_all(std::slice::from_ref(spool))?;
+        if let Some(b) = bad.first() {
+            bail!("{b}");
+        }
+        devices.extend(std::iter::repeat_n(format!("c{}", c + 1), found.len()));
+        runs.extend(found);
+    }
+    let d = rpca::analyse(
+        &runs,
+        &devices,
+        "the clients (the spool each run was written to)",
+        &RpcaOptions::default(),
+    )?;
+    println!("Without labels (edge-service diagnose --method rpca, clients as devices):\n");
+    print!("{}", rpca::report::text(&d));
+    println!();
+    Ok(())
 }
 
 /// Run id -> label from a JSON report.

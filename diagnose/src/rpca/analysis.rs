@@ -205,6 +205,89 @@ pub fn cos_theta(m: &[f64], l: &[f64]) -> f64 {
     }
 }
 
+/// One column of a decomposed category matrix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnFinding {
+    /// cos θ between the column of `M` and of `L`.
+    pub cos_theta: f64,
+    /// For a column below the cos θ threshold: its rows whose entry of `E`
+    /// is large (and positive), with the entry, seconds.
+    pub large_rows: Vec<(usize, f64)>,
+}
+
+/// What the robust PCA of one category's matrix found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MatrixFinding {
+    /// How the robust PCA went.
+    pub pcp: PcpOutcome,
+    /// The seconds from which an entry of `E` is large.
+    pub large_entry_s: f64,
+    /// One per column, in column order.
+    pub columns: Vec<ColumnFinding>,
+}
+
+/// The robust PCA of one category's matrix `m` (runs × syscalls, seconds),
+/// whose runs' median duration is `median_duration_s`.
+pub fn decompose(
+    m: &Mat<f64>,
+    median_duration_s: f64,
+    options: &RpcaOptions,
+) -> anyhow::Result<MatrixFinding> {
+    let (rows, cols) = (m.nrows(), m.ncols());
+    // The category's median run is its normal behaviour: what is
+    // decomposed is M less each syscall's median seconds, and that offset
+    // (rank one) is added back to L. Without it, L follows whatever has the
+    // most energy, and in an over-dispersed category that is the slow runs
+    // themselves as soon as they are more than a few (their columns are
+    // then "explained" and nothing is found).
+    let offsets: Vec<f64> = (0..cols)
+        .map(|c| median(&mut m.col_as_slice(c).to_vec()))
+        .collect();
+    let centred = Mat::from_fn(rows, cols, |r, c| m[(r, c)] - offsets[c]);
+    let d = pcp::pcp(&centred, &options.pcp)?;
+    // Seconds stay seconds: a syscall's weight is the time it takes, so the
+    // scheduling noise of calls of microseconds cannot outweigh the calls
+    // a slow run actually waits in. An entry of E matters when it is a
+    // share of a typical run.
+    let large = options.entry_threshold * median_duration_s;
+    let columns = (0..cols)
+        .map(|c| {
+            let low: Vec<f64> = d
+                .low_rank
+                .col_as_slice(c)
+                .iter()
+                .map(|l| l + offsets[c])
+                .collect();
+            let cos_theta = cos_theta(m.col_as_slice(c), &low);
+            let mut large_rows = Vec::new();
+            if cos_theta < options.cos_threshold {
+                for (r, e) in d.sparse.col_as_slice(c).iter().enumerate() {
+                    // Only time beyond what L explains names a run: a run
+                    // faster than its peers is not where they slow.
+                    if *e >= large && *e > 0.0 {
+                        large_rows.push((r, *e));
+                    }
+                }
+            }
+            ColumnFinding {
+                cos_theta,
+                large_rows,
+            }
+        })
+        .collect();
+    Ok(MatrixFinding {
+        pcp: PcpOutcome {
+            lambda: d.lambda,
+            rank: d.rank,
+            iterations: d.iterations,
+            residual: d.residual,
+            converged: d.converged,
+        },
+        large_entry_s: large,
+        columns,
+    })
+}
+
 /// Robust PCA of one anomalous category: its syscalls ranked by cos θ.
 fn analyse_category(
     category: &Category,
@@ -223,66 +306,31 @@ fn analyse_category(
             m[(r, c)] = *s;
         }
     }
-    // The category's median run is its normal behaviour: what is
-    // decomposed is M less each syscall's median seconds, and that offset
-    // (rank one) is added back to L. Without it, L follows whatever has the
-    // most energy, and in an over-dispersed category that is the slow runs
-    // themselves as soon as they are more than a few (their columns are
-    // then "explained" and nothing is found).
-    let offsets: Vec<f64> = (0..cols)
-        .map(|c| median(&mut m.col_as_slice(c).to_vec()))
-        .collect();
-    let centred = Mat::from_fn(rows, cols, |r, c| m[(r, c)] - offsets[c]);
-    let d = pcp::pcp(&centred, &options.pcp)?;
-    let outcome = PcpOutcome {
-        lambda: d.lambda,
-        rank: d.rank,
-        iterations: d.iterations,
-        residual: d.residual,
-        converged: d.converged,
-    };
-    // Seconds stay seconds: a syscall's weight is the time it takes, so the
-    // scheduling noise of calls of microseconds cannot outweigh the calls
-    // a slow run actually waits in. An entry of E matters when it is a
-    // share of a typical run.
     let mut durations: Vec<f64> = category.runs.iter().map(|&i| runs[i].duration_s).collect();
-    let large = options.entry_threshold * median(&mut durations);
+    let found = decompose(&m, median(&mut durations), options)?;
     let mut device_runs: BTreeMap<&str, usize> = BTreeMap::new();
     for &run in &category.runs {
         *device_runs.entry(devices[run].as_str()).or_default() += 1;
     }
-    let mut found: Vec<SyscallFinding> = (0..cols)
-        .map(|c| {
-            let low: Vec<f64> = d
-                .low_rank
-                .col_as_slice(c)
-                .iter()
-                .map(|l| l + offsets[c])
-                .collect();
-            let cos = cos_theta(m.col_as_slice(c), &low);
-            let mut devices_found: BTreeMap<&str, DeviceFinding> = BTreeMap::new();
-            if cos < options.cos_threshold {
-                for (r, e) in d.sparse.col_as_slice(c).iter().enumerate() {
-                    // Only time beyond what L explains names a device: a
-                    // run faster than its peers is not where they slow.
-                    if *e < large || *e <= 0.0 {
-                        continue;
-                    }
-                    let run = category.runs[r];
-                    let device = devices[run].as_str();
-                    let f = devices_found
-                        .entry(device)
-                        .or_insert_with(|| DeviceFinding {
-                            device: device.to_string(),
-                            runs: Vec::new(),
-                            device_runs: device_runs[device],
-                            excess_s: 0.0,
-                        });
-                    f.runs.push(run_ids[run].clone());
-                    f.excess_s += e;
-                }
+    let mut syscalls: Vec<SyscallFinding> = found
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(c, column)| {
+            let mut by_device: BTreeMap<&str, DeviceFinding> = BTreeMap::new();
+            for &(r, e) in &column.large_rows {
+                let run = category.runs[r];
+                let device = devices[run].as_str();
+                let f = by_device.entry(device).or_insert_with(|| DeviceFinding {
+                    device: device.to_string(),
+                    runs: Vec::new(),
+                    device_runs: device_runs[device],
+                    excess_s: 0.0,
+                });
+                f.runs.push(run_ids[run].clone());
+                f.excess_s += e;
             }
-            let mut devices_found: Vec<DeviceFinding> = devices_found.into_values().collect();
+            let mut devices_found: Vec<DeviceFinding> = by_device.into_values().collect();
             devices_found.sort_by(|a, b| {
                 b.runs
                     .len()
@@ -292,18 +340,18 @@ fn analyse_category(
             });
             SyscallFinding {
                 name: category.signature[c].clone(),
-                cos_theta: cos,
+                cos_theta: column.cos_theta,
                 anomalous: !devices_found.is_empty(),
                 devices: devices_found,
             }
         })
         .collect();
-    found.sort_by(|a, b| {
+    syscalls.sort_by(|a, b| {
         a.cos_theta
             .total_cmp(&b.cos_theta)
             .then_with(|| a.name.cmp(&b.name))
     });
-    Ok((outcome, large, found))
+    Ok((found.pcp, found.large_entry_s, syscalls))
 }
 
 /// Counts each (syscall, device) over the categories where it was found
