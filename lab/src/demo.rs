@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+use agent_core::Summary;
 use anyhow::{bail, Context};
 use diagnose::analysis::{self, Options};
 use diagnose::input;
@@ -209,11 +210,15 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     }
 
     // Which run came from which client: the spool of each client.
+    // The runs are kept for the diagnosis without labels: an upload
+    // empties the spools.
     let mut client_of: BTreeMap<String, usize> = BTreeMap::new();
+    let mut spooled: Vec<(Summary, String)> = Vec::new();
     for (c, s) in spools.iter().enumerate() {
         for f in input::summary_files(s)? {
             let summary = input::read_summary(&f)?;
             client_of.insert(hex::encode(summary.id), c);
+            spooled.push((summary, format!("c{}", c + 1)));
         }
     }
     let expected = (args.clients * args.runs) as usize;
@@ -350,7 +355,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&json)?);
         }
     }
-    print_rpca(&spools)?;
+    print_rpca(spooled)?;
     if labels_by_id.len() != expected {
         bail!(
             "the diagnosis labelled {} runs, {expected} were made",
@@ -366,19 +371,11 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The same runs diagnosed without labels (`diagnose --method rpca`), each
-/// run's device being its client (the spool it was written to): the
-/// syscalls anomalous in the misconfigured clients' runs.
-fn print_rpca(spools: &[PathBuf]) -> anyhow::Result<()> {
-    let mut runs = Vec::new();
-    let mut devices = Vec::new();
-    for (c, spool) in spools.iter().enumerate() {
-        let (found, bad) = input::read_all(std::slice::from_ref(spool))?;
-        if let Some(b) = bad.first() {
-            bail!("{b}");
-        }
-        devices.extend(std::iter::repeat_n(format!("c{}", c + 1), found.len()));
-        runs.extend(found);
-    }
+/// run's device being its client (the spool it was written to, read before
+/// the upload emptied it): the syscalls anomalous in the misconfigured
+/// clients' runs.
+fn print_rpca(spooled: Vec<(Summary, String)>) -> anyhow::Result<()> {
+    let (runs, devices): (Vec<Summary>, Vec<String>) = spooled.into_iter().unzip();
     let d = rpca::analyse(
         &runs,
         &devices,
