@@ -27,7 +27,8 @@
 //! (`diagnose/tests/rpca.rs`) agrees to 1e-14 of the largest entry.
 
 use anyhow::bail;
-use faer::{Mat, MatRef, Side};
+use faer::linalg::matmul::triangular::{self, BlockStructure};
+use faer::{get_global_parallelism, Accum, Mat, MatRef, Side};
 
 /// How to solve. The defaults are those of Lin, Chen and Ma.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -97,7 +98,19 @@ fn shrink(x: f64, t: f64) -> f64 {
 fn right_svd(a: MatRef<'_, f64>) -> anyhow::Result<(Vec<f64>, Mat<f64>)> {
     debug_assert!(a.nrows() >= a.ncols());
     let n = a.ncols();
-    let gram = a.transpose() * a;
+    // Only the lower triangle is computed (and read): half the work.
+    let mut gram = Mat::<f64>::zeros(n, n);
+    triangular::matmul(
+        gram.as_mut(),
+        BlockStructure::TriangularLower,
+        Accum::Replace,
+        a.transpose(),
+        BlockStructure::Rectangular,
+        a,
+        BlockStructure::Rectangular,
+        1.0,
+        get_global_parallelism(),
+    );
     let evd = gram
         .self_adjoint_eigen(Side::Lower)
         .map_err(|e| anyhow::anyhow!("eigendecomposition did not converge: {e:?}"))?;
