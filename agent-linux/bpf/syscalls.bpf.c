@@ -48,6 +48,9 @@
 #define S_IFBLK 0060000
 #define S_IFLNK 0120000
 
+/* signal_struct.flags: the whole thread group is exiting. */
+#define SIGNAL_GROUP_EXIT 0x00000004
+
 #define ANON_INODE_FS_MAGIC 0x09041934
 #define PIDFS_MAGIC 0x50494446
 #define NSFS_MAGIC 0x6e736673
@@ -280,6 +283,15 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	struct inflight *call = bpf_map_lookup_elem(&INFLIGHT, &tid);
 	if (!call)
 		return 0;
+	/* A call cut short by the process's death (SIGKILL, a fatal signal,
+	 * exit_group from another thread) never returns to the program: ptrace
+	 * sees no exit stop for it (ptrace_stop skips a task with a fatal
+	 * signal pending), so it is not a completed call here either. */
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	if (BPF_CORE_READ(task, signal, flags) & SIGNAL_GROUP_EXIT) {
+		bpf_map_delete_elem(&INFLIGHT, &tid);
+		return 0;
+	}
 	struct event *e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
 	if (!e) {
 		count_lost();

@@ -78,6 +78,7 @@ struct files_struct {
 
 struct signal_struct {
 	atomic_t live;
+	unsigned int flags;
 };
 
 struct task_struct {

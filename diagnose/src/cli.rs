@@ -13,8 +13,18 @@ use crate::input::{self, RunFilter, SummarySource};
 use crate::label::{self, ClusterBy, Labelling};
 use crate::mapping::Mapping;
 use crate::report;
+use crate::rpca::{self, pcp::PcpParams, RpcaOptions};
 use crate::tree::TreeParams;
 use crate::windows;
+
+/// How `edge-service diagnose` diagnoses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Method {
+    /// Labels (given or clustered), then the rules of decision trees.
+    Rules,
+    /// No labels: CloudDiag's categories, CV and robust PCA.
+    Rpca,
+}
 
 /// `edge-service diagnose`: which runs are slow, and rules saying why.
 ///
@@ -85,6 +95,34 @@ pub struct DiagnoseArgs {
     /// runs).
     #[arg(long)]
     pub merge_windows: bool,
+    /// How to diagnose: `rules` (labels, then decision-tree rules) or
+    /// `rpca` (no labels: CloudDiag's categories and robust PCA; see
+    /// docs/rpca.md).
+    #[arg(long, value_enum, default_value_t = Method::Rules)]
+    pub method: Method,
+    /// rpca: a category is anomalous when the coefficient of variation of
+    /// its run durations is above this (α).
+    #[arg(long, default_value_t = rpca::analysis::DEFAULT_CV_THRESHOLD, value_name = "ALPHA")]
+    pub cv_threshold: f64,
+    /// rpca: a syscall is anomalous when cos θ between its column of the
+    /// matrix and of the low-rank part is below this.
+    #[arg(long, default_value_t = rpca::analysis::DEFAULT_COS_THRESHOLD, value_name = "COS")]
+    pub cos_threshold: f64,
+    /// rpca: an entry of the sparse part names its run's device when it is
+    /// at least this times the category's median run duration.
+    #[arg(long, default_value_t = rpca::analysis::DEFAULT_ENTRY_THRESHOLD, value_name = "X")]
+    pub entry_threshold: f64,
+    /// rpca: categories with fewer runs are not analysed.
+    #[arg(long, default_value_t = rpca::analysis::DEFAULT_MIN_RUNS, value_name = "N")]
+    pub min_runs: usize,
+    /// rpca: the weight λ of the sparse part [default: 1/√max(runs,
+    /// syscalls) of each category].
+    #[arg(long, value_name = "LAMBDA")]
+    pub lambda: Option<f64>,
+    /// rpca: the free fact naming a run's device; runs without it are
+    /// named by their device id (summary format 2), else by their run id.
+    #[arg(long, value_name = "KEY", default_value = "device")]
+    pub device_fact: String,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -216,34 +254,9 @@ fn load_and_label(
         return Ok((runs, labelling));
     }
 
-    let mut runs = Vec::new();
-    let mut from = Vec::new();
-    let db = match (&args.db, args.inputs.is_empty()) {
-        (Some(db), _) => Some(db.clone()),
-        (None, true) => Some(default_db()),
-        (None, false) => None,
-    };
-    if let Some(db) = db {
-        runs.extend(
-            store
-                .load(&db, &filter)
-                .with_context(|| format!("cannot read runs from store {}", db.display()))?,
-        );
-        from.push(db.display().to_string());
-    }
-    if !args.inputs.is_empty() {
-        let mut files = read_files(&args.inputs, args.skip_bad)?;
-        files.retain(|s| input::passes(s, &filter));
-        runs.extend(files);
-        from.extend(args.inputs.iter().map(|p| p.display().to_string()));
-    }
-    input::dedup(&mut runs);
-    let mut runs = whole_runs(runs, args.merge_windows);
+    let mut runs = whole_runs(load_runs(args, store, &filter)?, args.merge_windows);
     if runs.is_empty() {
-        bail!(
-            "no runs found in {} (with the filters given; folders are read for *.summary files)",
-            from.join(", ")
-        );
+        bail!("no whole runs to diagnose: every summary found is a window (add --merge-windows)");
     }
     let labelling = match &args.label_fact {
         Some(key) => {
@@ -267,12 +280,53 @@ fn whole_runs(summaries: Vec<Summary>, merge: bool) -> Vec<Summary> {
     runs
 }
 
+/// The runs of the store and the files the arguments name, without
+/// repeats; none is an error.
+fn load_runs(
+    args: &DiagnoseArgs,
+    store: &dyn SummarySource,
+    filter: &RunFilter,
+) -> anyhow::Result<Vec<Summary>> {
+    let mut runs = Vec::new();
+    let mut from = Vec::new();
+    let db = match (&args.db, args.inputs.is_empty()) {
+        (Some(db), _) => Some(db.clone()),
+        (None, true) => Some(default_db()),
+        (None, false) => None,
+    };
+    if let Some(db) = db {
+        runs.extend(
+            store
+                .load(&db, filter)
+                .with_context(|| format!("cannot read runs from store {}", db.display()))?,
+        );
+        from.push(db.display().to_string());
+    }
+    if !args.inputs.is_empty() {
+        let mut files = read_files(&args.inputs, args.skip_bad)?;
+        files.retain(|s| input::passes(s, filter));
+        runs.extend(files);
+        from.extend(args.inputs.iter().map(|p| p.display().to_string()));
+    }
+    input::dedup(&mut runs);
+    if runs.is_empty() {
+        bail!(
+            "no runs found in {} (with the filters given; folders are read for *.summary files)",
+            from.join(", ")
+        );
+    }
+    Ok(runs)
+}
+
 /// Runs `edge-service diagnose`.
 pub fn run(args: DiagnoseArgs, store: &dyn SummarySource) -> anyhow::Result<ExitCode> {
     let mapping = match &args.map {
         Some(path) => Mapping::from_file(path)?,
         None => Mapping::default_map(),
     };
+    if args.method == Method::Rpca {
+        return run_rpca(&args, mapping, store);
+    }
     if args.top == 0 {
         bail!("--top must be at least 1");
     }
@@ -297,6 +351,91 @@ pub fn run(args: DiagnoseArgs, store: &dyn SummarySource) -> anyhow::Result<Exit
     }
     if let Some(path) = &args.html {
         std::fs::write(path, report::html(&diagnosis))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        if !args.json {
+            writeln!(out, "\nHTML report: {}", path.display())?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Each run's device: the value of its fact `key`, else its run id; and
+/// where the names came from, in words.
+pub fn devices_of(runs: &[Summary], key: &str) -> (Vec<String>, String) {
+    let (mut by_fact, mut by_id, mut by_run) = (0, 0, 0);
+    let names = runs
+        .iter()
+        .map(|s| match s.facts.get(key) {
+            Some(v) if !v.is_empty() => {
+                by_fact += 1;
+                v.to_string()
+            }
+            _ if s.origin.device != [0; 16] => {
+                by_id += 1;
+                format!("device {}", hex::encode(&s.origin.device[..6]))
+            }
+            _ => {
+                by_run += 1;
+                format!("run {}", hex::encode(&s.id[..6]))
+            }
+        })
+        .collect();
+    let mut parts = Vec::new();
+    if by_fact > 0 {
+        parts.push(format!("the `{key}` fact ({by_fact} runs)"));
+    }
+    if by_id > 0 {
+        parts.push(format!("the device id ({by_id} runs)"));
+    }
+    if by_run > 0 {
+        parts.push(format!(
+            "the run id ({by_run} runs without a `{key}` fact or device id)"
+        ));
+    }
+    (names, parts.join(", "))
+}
+
+/// `edge-service diagnose --method rpca`.
+fn run_rpca(
+    args: &DiagnoseArgs,
+    mapping: Mapping,
+    store: &dyn SummarySource,
+) -> anyhow::Result<ExitCode> {
+    if args.good.is_some() || args.label_fact.is_some() || args.cluster.is_some() {
+        bail!("--method rpca uses no labels: leave out --good/--bad, --label-fact and --cluster");
+    }
+    if args.min_runs < 2 {
+        bail!("--min-runs must be at least 2");
+    }
+    let filter = filter_of(args)?;
+    let mut runs = load_runs(args, store, &filter)?;
+    // Each window is a request of its own (as each run is) unless the
+    // windows of a stream are merged into one.
+    if args.merge_windows {
+        runs = whole_runs(runs, true);
+    }
+    let (devices, source) = devices_of(&runs, &args.device_fact);
+    let options = RpcaOptions {
+        mapping,
+        cv_threshold: args.cv_threshold,
+        cos_threshold: args.cos_threshold,
+        entry_threshold: args.entry_threshold,
+        min_runs: args.min_runs,
+        pcp: PcpParams {
+            lambda: args.lambda,
+            ..PcpParams::default()
+        },
+    };
+    let diagnosis = rpca::analyse(&runs, &devices, &source, &options)?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let text = serde_json::to_string_pretty(&rpca::report::json(&diagnosis))?;
+        writeln!(out, "{text}")?;
+    } else {
+        write!(out, "{}", rpca::report::text(&diagnosis))?;
+    }
+    if let Some(path) = &args.html {
+        std::fs::write(path, rpca::report::html(&diagnosis))
             .with_context(|| format!("cannot write {}", path.display()))?;
         if !args.json {
             writeln!(out, "\nHTML report: {}", path.display())?;

@@ -23,6 +23,7 @@ pub mod intersection;
 pub mod label;
 pub mod mapping;
 pub mod report;
+pub mod rpca;
 pub mod rules;
 pub mod tree;
 pub mod windows;

@@ -7,7 +7,9 @@
 //! client fetches the same file with `wget` several times, each fetch traced
 //! by `edge-agent run --spool`; the spools are uploaded with `edge-agent
 //! upload` to a local `edge-service serve`, and `edge-service diagnose`
-//! clusters the runs by duration and prints the rules.
+//! clusters the runs by duration and prints the rules. The same runs are
+//! then diagnosed without labels (`--method rpca`), each client being a
+//! device.
 //!
 //! Everything stays inside namespaces this command creates (addresses
 //! 10.213.0.0/24, never routed anywhere) and on loopback; the namespaces are
@@ -20,11 +22,13 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+use agent_core::Summary;
 use anyhow::{bail, Context};
 use diagnose::analysis::{self, Options};
 use diagnose::input;
 use diagnose::label::{self, ClusterBy};
 use diagnose::report;
+use diagnose::rpca::{self, RpcaOptions};
 
 use crate::http::{FileServer, FILE_PATH, HTTP_PORT};
 use crate::netns::{Namespaces, SERVER_IP};
@@ -206,11 +210,15 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     }
 
     // Which run came from which client: the spool of each client.
+    // The runs are kept for the diagnosis without labels: an upload
+    // empties the spools.
     let mut client_of: BTreeMap<String, usize> = BTreeMap::new();
+    let mut spooled: Vec<(Summary, String)> = Vec::new();
     for (c, s) in spools.iter().enumerate() {
         for f in input::summary_files(s)? {
             let summary = input::read_summary(&f)?;
             client_of.insert(hex::encode(summary.id), c);
+            spooled.push((summary, format!("c{}", c + 1)));
         }
     }
     let expected = (args.clients * args.runs) as usize;
@@ -347,6 +355,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&json)?);
         }
     }
+    print_rpca(spooled)?;
     if labels_by_id.len() != expected {
         bail!(
             "the diagnosis labelled {} runs, {expected} were made",
@@ -359,6 +368,24 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     drop(ns);
     println!("Demo finished in {:.1} s", started.elapsed().as_secs_f64());
     Ok(ExitCode::SUCCESS)
+}
+
+/// The same runs diagnosed without labels (`diagnose --method rpca`), each
+/// run's device being its client (the spool it was written to, read before
+/// the upload emptied it): the syscalls anomalous in the misconfigured
+/// clients' runs.
+fn print_rpca(spooled: Vec<(Summary, String)>) -> anyhow::Result<()> {
+    let (runs, devices): (Vec<Summary>, Vec<String>) = spooled.into_iter().unzip();
+    let d = rpca::analyse(
+        &runs,
+        &devices,
+        "the clients (the spool each run was written to)",
+        &RpcaOptions::default(),
+    )?;
+    println!("Without labels (edge-service diagnose --method rpca, clients as devices):\n");
+    print!("{}", rpca::report::text(&d));
+    println!();
+    Ok(())
 }
 
 /// Run id -> label from a JSON report.

@@ -2,7 +2,8 @@
 //! network namespaces (some clients with a far too small
 //! net.ipv4.tcp_rmem), traces `wget` in each with `edge-agent run --spool`,
 //! uploads to a local `edge-service serve`, and diagnoses. The first rules
-//! must name read counts or read sizes, with accuracy 1.0.
+//! must name read counts or read sizes, with accuracy 1.0; without labels
+//! (robust PCA), the TCP reads of the misconfigured clients must be found.
 //!
 //! Needs root (network namespaces); without it the test says so and passes
 //! without running (CI runs as root).
@@ -84,6 +85,36 @@ fn demo_finds_the_tcp_memory_misconfiguration() {
             .any(|(_, text, acc)| reads(text) && *acc == 1.0),
         "no read-count or read-size rule with accuracy 1.0 among the first three:\n{stdout}"
     );
+    // Without labels (the robust PCA, clients as devices): the reads on
+    // TCP sockets are anomalous in every run of c5 and c6, and no syscall
+    // in every run of a well-configured client.
+    let suspects: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("Suspects:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .collect();
+    let all_runs = |l: &&str, dev: &str| {
+        l.split_whitespace()
+            .collect::<Vec<_>>()
+            .windows(3)
+            .any(|w| w == ["on", dev, "3"])
+    };
+    for dev in ["c5", "c6"] {
+        assert!(
+            suspects
+                .iter()
+                .any(|l| l.contains(" read@tcp ") && all_runs(l, dev)),
+            "read@tcp on {dev} in all 3 runs not among the suspects:\n{stdout}"
+        );
+    }
+    for dev in ["c1", "c2", "c3", "c4"] {
+        assert!(
+            !suspects.iter().any(|l| all_runs(l, dev)),
+            "{dev} suspected in all its runs:\n{stdout}"
+        );
+    }
+
     // The namespaces are gone.
     let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
     let pid_prefix = "edgedemo";

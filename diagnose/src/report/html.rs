@@ -9,7 +9,7 @@ use crate::fmt::format_number;
 use crate::rules::{Condition, Rule};
 
 /// Escapes text for HTML and SVG.
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -6,6 +6,7 @@ mod html;
 mod json;
 mod text;
 
+pub(crate) use html::esc;
 pub use html::html;
 pub use json::json;
 pub use text::text;
