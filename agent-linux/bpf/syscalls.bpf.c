@@ -48,8 +48,7 @@
 #define S_IFBLK 0060000
 #define S_IFLNK 0120000
 
-/* signal_struct.flags: the whole thread group is exiting. */
-#define SIGNAL_GROUP_EXIT 0x00000004
+#define SIGKILL 9
 
 #define ANON_INODE_FS_MAGIC 0x09041934
 #define PIDFS_MAGIC 0x50494446
@@ -283,12 +282,16 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	struct inflight *call = bpf_map_lookup_elem(&INFLIGHT, &tid);
 	if (!call)
 		return 0;
-	/* A call cut short by the process's death (SIGKILL, a fatal signal,
-	 * exit_group from another thread) never returns to the program: ptrace
-	 * sees no exit stop for it (ptrace_stop skips a task with a fatal
-	 * signal pending), so it is not a completed call here either. */
+	/* A call cut short by the thread's death never returns to the
+	 * program: every way a thread is killed (SIGKILL, a fatal signal to
+	 * its group, exit_group or an exec in another thread) queues SIGKILL
+	 * to the thread itself, and ptrace then sees no exit stop for the call
+	 * (ptrace_stop skips a task with a fatal signal pending). Not a
+	 * completed call here either. */
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	if (BPF_CORE_READ(task, signal, flags) & SIGNAL_GROUP_EXIT) {
+	sigset_t pending;
+	BPF_CORE_READ_INTO(&pending, task, pending.signal);
+	if (pending.sig[0] & (1UL << (SIGKILL - 1))) {
 		bpf_map_delete_elem(&INFLIGHT, &tid);
 		return 0;
 	}

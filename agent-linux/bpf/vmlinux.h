@@ -78,7 +78,20 @@ struct files_struct {
 
 struct signal_struct {
 	atomic_t live;
-	unsigned int flags;
+};
+
+struct list_head {
+	struct list_head *next, *prev;
+};
+
+/* 64-bit kernels: one word of signal bits. */
+typedef struct {
+	unsigned long sig[1];
+} sigset_t;
+
+struct sigpending {
+	struct list_head list;
+	sigset_t signal;
 };
 
 struct task_struct {
@@ -88,6 +101,7 @@ struct task_struct {
 	int exit_code;
 	struct files_struct *files;
 	struct signal_struct *signal;
+	struct sigpending pending;
 };
 
 struct sock_common {

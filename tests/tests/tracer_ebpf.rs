@@ -113,9 +113,10 @@ fn ebpf_counts_match_strace_on_dd_threads_and_a_fork_exec_chain() {
     let (_, strace) = strace_counts(dir.path(), &[], &cmd);
     let agent = summary_counts(&summary);
     assert_eq!(agent["execve"].0, 2);
-    // Open: one rt_sigprocmask of this program is not seen by the eBPF
-    // backend (3 against strace's 4, on Linux 6.18); the ptrace backend
-    // sees all 4 (tracer_counts.rs).
+    // Open: in about half the runs one rt_sigprocmask of this program is
+    // not seen by the eBPF backend (3 against strace's 4, on Linux 6.18;
+    // the new thread's, racing the exec); the ptrace backend sees all 4
+    // (tracer_counts.rs).
     assert_same_counts(&agent, &strace, &["futex", "rt_sigprocmask"]);
 }
 
