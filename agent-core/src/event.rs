@@ -2,7 +2,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::summary::PeerAddr;
 use crate::Arch;
 
 /// What the fd a syscall used refers to, as resolved by the platform shim
@@ -85,6 +84,26 @@ impl FdKind {
     pub fn from_name(name: &str) -> Option<FdKind> {
         FdKind::ALL.into_iter().find(|k| k.name() == name)
     }
+}
+
+/// A socket's remote end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum PeerIp {
+    /// IPv4, network order.
+    V4([u8; 4]),
+    /// IPv6, network order.
+    V6([u8; 16]),
+}
+
+/// A socket peer: transport, remote address and port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PeerAddr {
+    /// [`FdKind::Tcp`] or [`FdKind::Udp`].
+    pub transport: FdKind,
+    /// Remote address.
+    pub ip: PeerIp,
+    /// Remote port.
+    pub port: u16,
 }
 
 /// One completed syscall.

@@ -6,6 +6,7 @@
 use heapless::Vec;
 use serde::{Deserialize, Serialize};
 
+use crate::event::PeerAddr;
 use crate::{FdKind, SyscallId};
 
 /// Most in-flight calls described one by one (the oldest ones).
@@ -36,26 +37,6 @@ pub struct CpuTime {
     pub user_ns: u64,
     /// Kernel-mode CPU time, ns.
     pub system_ns: u64,
-}
-
-/// A socket's remote end.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum PeerIp {
-    /// IPv4, network order.
-    V4([u8; 4]),
-    /// IPv6, network order.
-    V6([u8; 16]),
-}
-
-/// A socket peer: transport, remote address and port.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct PeerAddr {
-    /// [`FdKind::Tcp`] or [`FdKind::Udp`].
-    pub transport: FdKind,
-    /// Remote address.
-    pub ip: PeerIp,
-    /// Remote port.
-    pub port: u16,
 }
 
 /// The most recent completed call on a peer's socket.
