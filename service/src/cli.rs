@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::directive::Directive;
 use crate::serve::{serve, ServeOptions};
-use crate::store::{SqliteStore, Store};
+use crate::store::{Location, Store};
 
 /// Edge Agent's service: ingest summaries, store them, serve directives,
 /// explain slow runs.
@@ -87,13 +87,23 @@ pub struct TlsRenewArgs {
     pub new_key: bool,
 }
 
-/// The database file.
+/// The store.
 #[derive(Debug, Args)]
 pub struct DbArg {
     /// SQLite database file (`serve` creates it if missing; the other
-    /// commands refuse a file that does not exist).
+    /// commands refuse a file that does not exist; `sqlite:PATH` also
+    /// works), or a PostgreSQL database: `postgres://USER@HOST[:PORT]/DB`
+    /// (`?sslmode=require` for TLS, `&sslrootcert=CA.pem` for a private CA;
+    /// the password from the URL or $PGPASSWORD).
     #[arg(long, env = "EDGE_SERVICE_DB", default_value = "edge-service.db")]
     pub db: PathBuf,
+}
+
+impl DbArg {
+    /// Which backend and where.
+    pub fn location(&self) -> Location {
+        Location::parse(&self.db)
+    }
 }
 
 /// `edge-service serve`.
@@ -190,7 +200,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(a) => {
             serve(ServeOptions {
                 listen: a.listen,
-                db: a.db.db,
+                db: a.db.location(),
                 tokens: a.tokens,
                 insecure_no_auth: a.insecure_no_auth,
                 tls: a.tls_cert.zip(a.tls_key),
@@ -206,7 +216,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Directive(d) => directive(d),
-        Command::Diagnose(args) => diagnose::cli::run(args, &crate::source::SqliteSource),
+        Command::Diagnose(args) => diagnose::cli::run(args, &crate::source::StoreSource),
         Command::Demo(args) => lab::demo(args),
         Command::Tls(t) => {
             match t {
@@ -231,14 +241,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 /// Opens an existing database: a mistyped `--db` must not create a new,
 /// empty one that the server never reads (only `serve` creates it).
-fn open(db: &DbArg) -> anyhow::Result<SqliteStore> {
-    if !db.db.exists() {
-        anyhow::bail!(
-            "database {} does not exist (edge-service serve creates it; check --db or EDGE_SERVICE_DB)",
-            db.db.display()
-        );
-    }
-    SqliteStore::open(&db.db, Duration::from_secs(5))
+fn open(db: &DbArg) -> anyhow::Result<Box<dyn Store>> {
+    db.location().open_existing()
 }
 
 fn directive(cmd: DirectiveCommand) -> anyhow::Result<ExitCode> {
@@ -252,7 +256,7 @@ fn directive(cmd: DirectiveCommand) -> anyhow::Result<ExitCode> {
             )?;
             open(&a.db)?
                 .set_directive(&d)
-                .with_context(|| format!("cannot store the directive in {}", a.db.db.display()))?;
+                .with_context(|| format!("cannot store the directive in {}", a.db.location()))?;
             println!("{}", serde_json::to_string(&d)?);
         }
         DirectiveCommand::Show { db, group } => {

@@ -4,7 +4,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -13,31 +12,20 @@ use tokio::net::TcpListener;
 use crate::conn::Limits;
 use crate::metrics::Metrics;
 use crate::server::{router, App, Auth};
-use crate::store::{SqliteStore, Store, StoreError, StoreOpener};
+use crate::store::Location;
 use crate::tokens::Tokens;
 
 /// What `serve` needs.
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
     pub listen: SocketAddr,
-    pub db: PathBuf,
+    pub db: Location,
     pub tokens: Option<PathBuf>,
     pub insecure_no_auth: bool,
     pub tls: Option<(PathBuf, PathBuf)>,
     pub busy_timeout: Duration,
     /// Connection timeouts, cap and shutdown bound.
     pub limits: Limits,
-}
-
-/// Opens the server's connections to the SQLite file at `db`. Checkpoints
-/// are left mostly to the server's housekeeping thread.
-pub fn sqlite_opener(db: PathBuf, busy_timeout: Duration) -> StoreOpener {
-    Arc::new(move || {
-        SqliteStore::open(&db, busy_timeout)
-            .and_then(|s| s.defer_checkpoints().map(|()| s))
-            .map(|s| Box::new(s) as Box<dyn Store>)
-            .map_err(|e| StoreError::Failed(format!("{e:#}")))
-    })
 }
 
 /// Runs the server until a shutdown signal.
@@ -59,12 +47,8 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         None => None,
     };
     check_limits(&opts.limits)?;
-    let app = App::new(
-        sqlite_opener(opts.db.clone(), opts.busy_timeout),
-        auth,
-        Metrics::new(),
-    )
-    .with_context(|| format!("cannot open the store {}", opts.db.display()))?;
+    let app = App::new(opts.db.opener(opts.busy_timeout), auth, Metrics::new())
+        .with_context(|| format!("cannot open the store {}", opts.db))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -78,7 +62,7 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         // Tests and scripts read this line to learn the port of `:0`.
         println!(
             "edge-service listening on {scheme}://{local} (db {})",
-            opts.db.display()
+            opts.db
         );
         let metrics = app.metrics().clone();
         let routes = router(app);

@@ -1,17 +1,28 @@
-//! Storage behind a small trait, so that a PostgreSQL backend can follow the
-//! SQLite one (several stateless `edge-service` instances on one database).
+//! Storage behind a small trait, with two backends: SQLite (one file, the
+//! embedded default) and PostgreSQL (several stateless `edge-service`
+//! instances on one database). [`Location`] picks one from `--db`.
 //!
 //! A store is used from one thread at a time (`&mut self`): the server keeps
 //! one for the group-commit writer ([`crate::writer`]) and a small pool for
 //! reads.
 
+mod location;
+mod postgres;
 mod rows;
 mod sqlite;
 
+pub use location::{redact_password, Location};
+pub use postgres::PgStore;
 pub use rows::{
     DeviceFilter, DeviceRow, NewRun, PeerRow, RunFilter, RunRow, StoredRun, SyscallRow,
 };
 pub use sqlite::SqliteStore;
+
+/// The schema version this build writes, the same on both backends: a
+/// version names one set of tables and columns. A database of an older
+/// version is brought up to it when opened (each backend's `MIGRATIONS`);
+/// a newer one is refused.
+pub const SCHEMA_VERSION: i64 = 2;
 
 use crate::directive::Directive;
 

@@ -15,6 +15,7 @@ use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Row};
 
 use super::{
     DeviceFilter, DeviceRow, Inserted, NewRun, RunFilter, RunRow, Store, StoreError, StoredRun,
+    SCHEMA_VERSION,
 };
 use crate::directive::Directive;
 
@@ -24,10 +25,6 @@ pub const WAL_TRUNCATE_LEN: u64 = 512 << 20;
 /// WAL pages after which a server connection's commit checkpoints (64 MiB
 /// of 4 KiB pages).
 pub const WRITER_CHECKPOINT_PAGES: i64 = 16384;
-
-/// The schema version this build writes (`PRAGMA user_version`). A file of
-/// an older version is brought up to it when opened ([`MIGRATIONS`]).
-const SCHEMA_VERSION: i64 = 2;
 
 /// Version 1: runs, their syscalls, directives. A new file gets it first,
 /// then every migration, so that new and migrated files are alike.
