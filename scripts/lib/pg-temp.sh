@@ -14,7 +14,9 @@
 #   ready postgres://postgres@127.0.0.1:PORT/postgres
 # (superuser `postgres`, trust authentication: the port is loopback only).
 # Without --durable, fsync is off (tests: faster, and a crash of the server
-# is not what they test); benchmarks pass --durable.
+# is not what they test); benchmarks pass --durable. $PG_TEMP_OPTS adds
+# server options (`-c ssl=on -c ssl_cert_file=...`); files it names inside
+# DIR are given to the server's user with DIR.
 #
 # `run` ties the server to its caller: when the caller exits, for whatever
 # reason, its end of the pipe closes and the server is stopped. The tests
@@ -69,7 +71,7 @@ case $mode in
 esac
 
 mkdir -p "$dir"
-[ ${#as_user[@]} -gt 0 ] && chown nobody:nogroup "$dir"
+[ ${#as_user[@]} -gt 0 ] && chown -R nobody:nogroup "$dir"
 "${as_user[@]}" "$pg_bin/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --locale=C \
     >"$dir/initdb.log" 2>&1 || {
     echo "pg-temp: initdb failed:" >&2
@@ -88,7 +90,7 @@ for _ in 1 2 3 4 5; do
     port=$(free_port)
     "${as_user[@]}" "$pg_bin/postgres" -D "$dir/data" -p "$port" -k "$dir" \
         -c listen_addresses=127.0.0.1 -c fsync=$fsync -c max_connections=200 \
-        -c shared_buffers=256MB -c logging_collector=off \
+        -c shared_buffers=256MB -c logging_collector=off ${PG_TEMP_OPTS:-} \
         >>"$dir/postgres.log" 2>&1 &
     pid=$!
     ready=false

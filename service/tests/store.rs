@@ -632,3 +632,59 @@ fn origin_cpu_in_flight_peers_and_devices_are_stored(backend: &Backend) {
         .iter()
         .any(|d| d.group == "laptops" && d.device == [0xaa; 16] && d.runs == 1));
 }
+
+/// `sslmode=require` connects over TLS, checking the server's certificate
+/// (here against the private CA of `sslrootcert`); without the CA the
+/// certificate is refused; without `sslmode` the connection is plain.
+#[test]
+fn postgres_tls_is_used_when_asked_and_the_certificate_is_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tls = tmp.path().join("tls");
+    service::tls_admin::init(&service::tls_admin::InitOptions {
+        dir: tls.clone(),
+        names: "localhost,127.0.0.1".into(),
+        days: 30,
+        force: false,
+    })
+    .unwrap();
+    let pg_dir = tmp.path().join("pg");
+    std::fs::create_dir(&pg_dir).unwrap();
+    for f in ["server.pem", "server.key"] {
+        std::fs::copy(tls.join(f), pg_dir.join(f)).unwrap();
+    }
+    let opts = format!(
+        "-c ssl=on -c ssl_cert_file={0}/server.pem -c ssl_key_file={0}/server.key",
+        pg_dir.display()
+    );
+    let server = match pg::launch(&pg_dir, &opts) {
+        Ok(s) => s,
+        Err(why) => return pg::skip("postgres_tls", &why),
+    };
+    let ssl_sessions = |ssl: bool| {
+        pg::psql(
+            &server.url,
+            &format!(
+                "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
+                 WHERE a.application_name = 'edge-service' AND s.ssl = {ssl}"
+            ),
+        )
+    };
+    let ca = tls.join("ca.pem");
+    let secure = format!(
+        "{}?sslmode=require&sslrootcert={}",
+        server.url,
+        ca.display()
+    );
+    let mut store = PgStore::connect(&secure).unwrap();
+    assert_eq!(store.directives().unwrap(), vec![]);
+    assert_eq!(ssl_sessions(true), "1");
+    assert_eq!(ssl_sessions(false), "0");
+    drop(store);
+
+    let unknown_ca = format!("{}?sslmode=require", server.url);
+    let err = format!("{:#}", PgStore::connect(&unknown_ca).unwrap_err());
+    assert!(err.contains("certificate"), "{err}");
+
+    let _plain = PgStore::connect(&server.url).unwrap();
+    assert_eq!(ssl_sessions(false), "1");
+}

@@ -16,9 +16,56 @@ use std::sync::{Mutex, OnceLock};
 
 struct Server {
     /// Kept so that its standard input stays open until the process exits.
-    _script: Mutex<Child>,
+    _script: Mutex<TempServer>,
     url: String,
     _dir: tempfile::TempDir,
+}
+
+/// A server of its own (`launch`): stopped when dropped.
+pub struct TempServer {
+    script: Child,
+    /// `postgres://postgres@127.0.0.1:PORT/postgres`
+    pub url: String,
+}
+
+impl Drop for TempServer {
+    fn drop(&mut self) {
+        // Closing its standard input tells the script to stop the server.
+        drop(self.script.stdin.take());
+        let _ = self.script.wait();
+    }
+}
+
+/// Starts a server in `dir` (`scripts/lib/pg-temp.sh run`), with the
+/// server options `opts` (`$PG_TEMP_OPTS`).
+pub fn launch(dir: &Path, opts: &str) -> Result<TempServer, String> {
+    let mut script = Command::new("bash")
+        .arg(repo().join("scripts/lib/pg-temp.sh"))
+        .arg("run")
+        .arg(dir)
+        .env("PG_TEMP_OPTS", opts)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run scripts/lib/pg-temp.sh: {e}"))?;
+    let mut line = String::new();
+    let stdout = script.stdout.take().ok_or("no stdout")?;
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .map_err(|e| e.to_string())?;
+    let Some(url) = line.strip_prefix("ready ") else {
+        drop(script.stdin.take());
+        let output = script.wait_with_output().map_err(|e| e.to_string())?;
+        return Err(format!(
+            "scripts/lib/pg-temp.sh failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    };
+    Ok(TempServer {
+        url: url.trim().to_string(),
+        script,
+    })
 }
 
 fn repo() -> PathBuf {
@@ -36,30 +83,10 @@ pub fn skip(test: &str, why: &str) {
 
 fn start() -> Result<Server, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let mut script = Command::new("bash")
-        .arg(repo().join("scripts/lib/pg-temp.sh"))
-        .arg("run")
-        .arg(dir.path().join("pg"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run scripts/lib/pg-temp.sh: {e}"))?;
-    let mut line = String::new();
-    let stdout = script.stdout.take().ok_or("no stdout")?;
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .map_err(|e| e.to_string())?;
-    let Some(url) = line.strip_prefix("ready ") else {
-        let output = script.wait_with_output().map_err(|e| e.to_string())?;
-        return Err(format!(
-            "scripts/lib/pg-temp.sh failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
-    };
+    let server = launch(&dir.path().join("pg"), "")?;
     Ok(Server {
-        url: url.trim().to_string(),
-        _script: Mutex::new(script),
+        url: server.url.clone(),
+        _script: Mutex::new(server),
         _dir: dir,
     })
 }
