@@ -36,6 +36,24 @@ pub enum Command {
     /// Make TLS certificates: a private CA and the server certificate it signs.
     #[command(subcommand)]
     Tls(TlsCommand),
+    /// Delete the runs received before an age (with their rows), and the
+    /// devices not seen since; with --keep-raw only the runs' syscall and
+    /// peer rows.
+    Prune(PruneArgs),
+}
+
+/// `edge-service prune`.
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Prune what was received longer ago than this: 30d, 12h, 90m, 45s.
+    #[arg(long, value_name = "AGE", value_parser = crate::retention::parse_age)]
+    pub older_than: Duration,
+    /// Keep the old runs and their raw summaries (GET /v1/runs/{id} and
+    /// diagnose still read them); delete only their syscall and peer rows.
+    #[arg(long)]
+    pub keep_raw: bool,
 }
 
 /// `edge-service tls ...`.
@@ -151,6 +169,16 @@ pub struct ServeArgs {
     /// then the remaining connections are closed and the server exits.
     #[arg(long, default_value_t = 10_000)]
     pub shutdown_timeout_ms: u64,
+    /// Prune every hour what was received longer ago than this (30d, 12h,
+    /// ...), as `edge-service prune --older-than AGE` does.
+    #[arg(long, value_name = "AGE", value_parser = crate::retention::parse_age)]
+    pub retain: Option<Duration>,
+    /// With --retain: keep old runs' raw summaries, prune only their rows.
+    #[arg(long, requires = "retain")]
+    pub keep_raw: bool,
+    /// With --retain: prune this often instead of hourly (tests).
+    #[arg(long, hide = true, default_value_t = 3_600_000)]
+    pub retain_every_ms: u64,
 }
 
 /// `edge-service directive ...`.
@@ -212,10 +240,37 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     max_connections: a.max_connections,
                     shutdown_timeout: Duration::from_millis(a.shutdown_timeout_ms),
                 },
+                retain: a.retain.map(|age| crate::serve::Retain {
+                    older_than: age,
+                    keep_raw: a.keep_raw,
+                    every: Duration::from_millis(a.retain_every_ms.max(1)),
+                }),
             })?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Directive(d) => directive(d),
+        Command::Prune(a) => {
+            let location = a.db.location();
+            let mut store = open(&a.db)?;
+            let pruned = crate::retention::prune(
+                store.as_mut(),
+                a.older_than,
+                a.keep_raw,
+                crate::retention::now_unix_ns(),
+            )
+            .with_context(|| format!("cannot prune {location}"))?;
+            println!(
+                "pruned {} run(s){} and {} device(s) from {location}",
+                pruned.runs,
+                if a.keep_raw {
+                    " (their raw summaries kept)"
+                } else {
+                    ""
+                },
+                pruned.devices
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Diagnose(args) => diagnose::cli::run(args, &crate::source::StoreSource),
         Command::Demo(args) => lab::demo(args),
         Command::Tls(t) => {

@@ -26,6 +26,17 @@ pub struct ServeOptions {
     pub busy_timeout: Duration,
     /// Connection timeouts, cap and shutdown bound.
     pub limits: Limits,
+    /// `--retain`: prune old runs periodically.
+    pub retain: Option<Retain>,
+}
+
+/// `serve --retain AGE [--keep-raw]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Retain {
+    pub older_than: Duration,
+    pub keep_raw: bool,
+    /// How often (hourly but in tests).
+    pub every: Duration,
 }
 
 /// Runs the server until a shutdown signal.
@@ -49,6 +60,14 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     check_limits(&opts.limits)?;
     let app = App::new(opts.db.opener(opts.busy_timeout), auth, Metrics::new())
         .with_context(|| format!("cannot open the store {}", opts.db))?;
+    if let Some(r) = opts.retain {
+        crate::retention::start(
+            opts.db.opener(opts.busy_timeout),
+            r.older_than,
+            r.keep_raw,
+            r.every,
+        )?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -112,6 +112,7 @@ on_both_backends!(
     origin_cpu_in_flight_peers_and_devices_are_stored,
     connections_inserting_the_same_ids_at_once_store_each_once,
     directives_are_set_replaced_and_cleared,
+    pruning_goes_in_batches_and_can_keep_the_raw_summaries,
 );
 
 fn new_run(seed: u64, group: &str) -> (agent_core::Summary, NewRun) {
@@ -311,6 +312,90 @@ fn connections_inserting_the_same_ids_at_once_store_each_once(backend: &Backend)
     );
 }
 
+/// Seven runs received long ago and three recently: pruning takes the old
+/// ones in batches of the size asked; with keep_raw they stay readable
+/// without their rows, else they go, and devices not seen since with them.
+fn pruning_goes_in_batches_and_can_keep_the_raw_summaries(backend: &Backend) {
+    let mut store = backend.open();
+    let mut old = Vec::new();
+    let mut batch = Vec::new();
+    for i in 0..10u64 {
+        // Old: devices 1 and 2; new: device 3.
+        let device = if i < 7 { 1 + (i % 2) as u8 } else { 3 };
+        let (summary, mut run) = windowed_run(2000 + i, device, 1 + i as u32);
+        run.received_unix_ns = if i < 7 { 1_000 + i } else { 10_000 + i };
+        if i < 7 {
+            old.push(summary.id);
+        }
+        batch.push(run);
+    }
+    // As a server receives them: the old ones first (the order of the runs
+    // by storage follows the received time, which keep_raw relies on).
+    store.insert_runs(&batch[..7]).unwrap();
+    store.insert_runs(&batch[7..]).unwrap();
+    let syscalls_of_old = || {
+        backend.one(
+            "SELECT count(*) FROM syscalls s JOIN runs r ON r.seq = s.run \
+             WHERE r.received_unix_ns < 5000",
+        )
+    };
+    assert_ne!(syscalls_of_old(), "0");
+    let total_syscalls: usize = batch[7..].iter().map(|r| r.syscalls.len()).sum();
+
+    // keep_raw: rows go, runs and raw summaries stay.
+    let passes: Vec<u64> = (0..4)
+        .map(|_| store.prune_batch(5000, true, 3).unwrap())
+        .collect();
+    assert_eq!(passes, vec![3, 3, 1, 0]);
+    assert_eq!(syscalls_of_old(), "0");
+    assert_eq!(
+        backend.one("SELECT count(*) FROM syscalls"),
+        total_syscalls.to_string()
+    );
+    assert_eq!(
+        backend.one("SELECT count(*) FROM peers p JOIN runs r ON r.seq = p.run WHERE r.received_unix_ns < 5000"),
+        "0"
+    );
+    assert_eq!(store.runs(&RunFilter::default()).unwrap().len(), 10);
+    assert_eq!(store.run(&old[0]).unwrap().unwrap().raw, batch[0].raw);
+
+    // Without: the old runs go, in batches.
+    let passes: Vec<u64> = (0..4)
+        .map(|_| store.prune_batch(5000, false, 3).unwrap())
+        .collect();
+    assert_eq!(passes, vec![3, 3, 1, 0]);
+    let left: Vec<[u8; 16]> = store
+        .runs(&RunFilter::default())
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(left, batch[7..].iter().map(|r| r.id).collect::<Vec<_>>());
+    assert_eq!(store.run(&old[0]).unwrap(), None);
+    assert_eq!(
+        backend.one("SELECT count(*) FROM syscalls"),
+        total_syscalls.to_string()
+    );
+    assert_eq!(
+        backend.one("SELECT count(*) FROM peers"),
+        (3 * batch[7].peers.len()).to_string()
+    );
+    // Devices last seen before the cutoff go too.
+    assert_eq!(store.prune_devices(5000).unwrap(), 2);
+    let devices: Vec<[u8; 16]> = store
+        .devices(&DeviceFilter::default())
+        .unwrap()
+        .iter()
+        .map(|d| d.device)
+        .collect();
+    assert_eq!(devices, vec![[3; 16]]);
+    // The whole pass as `prune` and `serve --retain` run it.
+    let pruned =
+        service::retention::prune(store.as_mut(), Duration::from_nanos(0), false, 20_000).unwrap();
+    assert_eq!((pruned.runs, pruned.devices), (3, 1));
+    assert_eq!(backend.one("SELECT count(*) FROM syscalls"), "0");
+}
+
 fn directives_are_set_replaced_and_cleared(backend: &Backend) {
     use service::directive::Directive;
     let mut store = backend.open();
@@ -462,7 +547,10 @@ fn sqlite_a_schema_1_file_is_migrated_and_keeps_its_runs() {
     }
 
     let mut store = SqliteStore::open(&db, Duration::from_secs(1)).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 2);
+    assert_eq!(
+        store.schema_version().unwrap(),
+        service::store::SCHEMA_VERSION
+    );
     let listed = store.runs(&RunFilter::default()).unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].id, old.id);
@@ -502,7 +590,7 @@ fn sqlite_a_schema_1_file_is_migrated_and_keeps_its_runs() {
     // A file from a newer build is refused, naming both versions.
     rusqlite::Connection::open(&db)
         .unwrap()
-        .pragma_update(None, "user_version", 3)
+        .pragma_update(None, "user_version", 99)
         .unwrap();
     let err = SqliteStore::open(&db, Duration::from_secs(1))
         .unwrap_err()
@@ -512,7 +600,7 @@ fn sqlite_a_schema_1_file_is_migrated_and_keeps_its_runs() {
         SqliteStore::open(&db, Duration::from_secs(1)).unwrap_err()
     );
     assert!(err.contains("old.db"), "{err}");
-    assert!(cause.contains("schema version 3 is newer"), "{cause}");
+    assert!(cause.contains("schema version 99 is newer"), "{cause}");
 }
 
 #[test]

@@ -22,7 +22,7 @@ pub use sqlite::SqliteStore;
 /// version names one set of tables and columns. A database of an older
 /// version is brought up to it when opened (each backend's `MIGRATIONS`);
 /// a newer one is refused.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 use crate::directive::Directive;
 
@@ -71,6 +71,21 @@ pub trait Store: Send {
     fn set_directive(&mut self, directive: &Directive) -> Result<(), StoreError>;
     /// Removes the directive of `group`; false when there was none.
     fn clear_directive(&mut self, group: &str) -> Result<bool, StoreError>;
+    /// Prunes one batch of at most `batch` runs received before
+    /// `before_unix_ns`, in one short transaction (so that a writer waits
+    /// for one batch at most): deletes them with their syscall and peer
+    /// rows; with `keep_raw`, deletes only those rows, and the run row with
+    /// its raw summary stays (`GET /v1/runs/{id}` and `diagnose` still read
+    /// it). Returns the number of runs pruned; 0 when none is left.
+    fn prune_batch(
+        &mut self,
+        before_unix_ns: u64,
+        keep_raw: bool,
+        batch: u32,
+    ) -> Result<u64, StoreError>;
+    /// Deletes the devices last seen before `before_unix_ns`; returns how
+    /// many.
+    fn prune_devices(&mut self, before_unix_ns: u64) -> Result<u64, StoreError>;
     /// Periodic upkeep the server runs on a connection of its own, off the
     /// writer's path (SQLite: checkpoints).
     fn housekeeping(&mut self) -> Result<(), StoreError> {

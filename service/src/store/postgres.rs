@@ -1028,4 +1028,55 @@ impl Store for PgStore {
         self.execute("DELETE FROM directives WHERE group_name = $1", &[&group])
             .map(|n| n > 0)
     }
+
+    fn prune_batch(
+        &mut self,
+        before_unix_ns: u64,
+        keep_raw: bool,
+        batch: u32,
+    ) -> Result<u64, StoreError> {
+        let runtime = driver()?;
+        let client = self.client()?;
+        let before = sql_int(before_unix_ns);
+        let limit = i64::from(batch);
+        runtime
+            .block_on(async {
+                let tx = client.transaction().await?;
+                // With keep_raw the runs stay: look among the oldest runs
+                // that still have rows (run order follows the received time).
+                let sql = if keep_raw {
+                    "SELECT seq FROM runs WHERE received_unix_ns < $1 AND seq IN \
+                     (SELECT DISTINCT run FROM syscalls ORDER BY run LIMIT $2)"
+                } else {
+                    "SELECT seq FROM runs WHERE received_unix_ns < $1 \
+                     ORDER BY received_unix_ns LIMIT $2"
+                };
+                let seqs: Vec<i64> = tx
+                    .query(sql, &[&before, &limit])
+                    .await?
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                if !seqs.is_empty() {
+                    tx.execute("DELETE FROM syscalls WHERE run = ANY($1)", &[&seqs])
+                        .await?;
+                    tx.execute("DELETE FROM peers WHERE run = ANY($1)", &[&seqs])
+                        .await?;
+                    if !keep_raw {
+                        tx.execute("DELETE FROM runs WHERE seq = ANY($1)", &[&seqs])
+                            .await?;
+                    }
+                }
+                tx.commit().await?;
+                Ok(seqs.len() as u64)
+            })
+            .map_err(pg_error)
+    }
+
+    fn prune_devices(&mut self, before_unix_ns: u64) -> Result<u64, StoreError> {
+        self.execute(
+            "DELETE FROM devices WHERE last_seen_unix_ns < $1",
+            &[&sql_int(before_unix_ns)],
+        )
+    }
 }
