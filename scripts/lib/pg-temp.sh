@@ -20,7 +20,8 @@
 #
 # `run` ties the server to its caller: when the caller exits, for whatever
 # reason, its end of the pipe closes and the server is stopped. The tests
-# (service/tests/common/pg.rs) use it that way.
+# (service/tests/common/pg.rs) use it that way. The folders above DIR must
+# let that user through (a `mktemp -d` folder is 0700: chmod 711 it).
 set -euo pipefail
 
 usage() {
