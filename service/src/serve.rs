@@ -58,8 +58,13 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         None => None,
     };
     check_limits(&opts.limits)?;
-    let app = App::new(opts.db.opener(opts.busy_timeout), auth, Metrics::new())
-        .with_context(|| format!("cannot open the store {}", opts.db))?;
+    let app = App::new(
+        opts.db.opener(opts.busy_timeout),
+        opts.db.writers(),
+        auth,
+        Metrics::new(),
+    )
+    .with_context(|| format!("cannot open the store {}", opts.db))?;
     if let Some(r) = opts.retain {
         crate::retention::start(
             opts.db.opener(opts.busy_timeout),

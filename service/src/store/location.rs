@@ -8,6 +8,10 @@ use std::time::Duration;
 
 use super::{PgStore, SqliteStore, Store, StoreError, StoreOpener};
 
+/// Writer connections of a server on PostgreSQL: enough that a commit
+/// waiting for its WAL flush does not hold up the next batch.
+pub const POSTGRES_WRITERS: usize = 4;
+
 /// A store named on the command line.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Location {
@@ -64,6 +68,16 @@ impl Location {
                     .map(|s| Box::new(s) as Box<dyn Store>)
                     .map_err(|e| StoreError::Busy(format!("{e:#}")))
             }),
+        }
+    }
+
+    /// How many writer threads (connections) a server runs: SQLite one (a
+    /// second would wait for the file's lock); PostgreSQL
+    /// [`POSTGRES_WRITERS`], whose commits overlap.
+    pub fn writers(&self) -> usize {
+        match self {
+            Location::Sqlite(_) => 1,
+            Location::Postgres(_) => POSTGRES_WRITERS,
         }
     }
 

@@ -252,10 +252,24 @@ impl PgStore {
         self.query(&sql, &args)
     }
 
-    /// The rows of one insert transaction; see the module's comment.
+    /// The statements of an insert transaction, prepared once per
+    /// connection.
+    fn insert_statements(&mut self) -> Result<InsertStatements, StoreError> {
+        Ok(InsertStatements {
+            runs: self.statement(INSERT_RUNS)?,
+            groups: self.statement("SELECT id, group_name FROM runs WHERE id = ANY($1::text[])")?,
+            syscalls: self.statement(INSERT_SYSCALLS)?,
+            peers: self.statement(INSERT_PEERS)?,
+            devices: self.statement(UPSERT_DEVICES)?,
+        })
+    }
+
+    /// The rows of one insert transaction; see the module's comment. The
+    /// syscall, peer and device rows go in one pipelined round trip.
     fn insert_once(
         &mut self,
         runtime: &tokio::runtime::Runtime,
+        statements: &InsertStatements,
         runs: &[NewRun],
     ) -> Result<Vec<Inserted>, tokio_postgres::Error> {
         let batch = Batch::new(runs);
@@ -263,21 +277,7 @@ impl PgStore {
         let client = &mut self.client;
         runtime.block_on(async {
             let tx = client.transaction().await?;
-            let inserted = tx
-                .query(
-                    "INSERT INTO runs (id, group_name, program, start_unix_ns, duration_ns, \
-                     exit_kind, exit_value, arch, processes, threads, events, window_index, \
-                     spool_dropped, truncated, facts, received_unix_ns, raw, device, stream, \
-                     window_ns, cpu_user_ns, cpu_system_ns, in_flight, peers_folded) \
-                     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], \
-                     $5::int8[], $6::text[], $7::int4[], $8::text[], $9::int8[], $10::int8[], \
-                     $11::int8[], $12::int8[], $13::int8[], $14::bool[], $15::text[], \
-                     $16::int8[], $17::bytea[], $18::text[], $19::text[], $20::int8[], \
-                     $21::int8[], $22::int8[], $23::int8[], $24::int8[]) \
-                     ON CONFLICT (id) DO NOTHING RETURNING id, seq",
-                    &columns.args(),
-                )
-                .await?;
+            let inserted = tx.query(&statements.runs, &columns.args()).await?;
             let seqs: HashMap<String, i64> = inserted
                 .iter()
                 .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1)))
@@ -288,73 +288,95 @@ impl PgStore {
                 .filter(|id| !seqs.contains_key(id.as_str()))
                 .map(String::as_str)
                 .collect();
-            let groups: HashMap<String, String> = if others.is_empty() {
-                HashMap::new()
-            } else {
-                tx.query(
-                    "SELECT id, group_name FROM runs WHERE id = ANY($1::text[])",
-                    &[&others],
-                )
-                .await?
-                .iter()
-                .map(|r| (r.get(0), r.get(1)))
-                .collect()
-            };
             let rows = ChildRows::of(runs, &batch.order, &seqs);
-            if !rows.syscall_runs.is_empty() {
-                tx.execute(
-                    "INSERT INTO syscalls (run, syscall, fd_kind, count, errors, total_ns, \
-                     min_ns, max_ns, mean_ns, consecutive, gap_mean_ns, result_mean, param_mean) \
-                     SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::int8[], \
-                     $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::float8[], $10::int8[], \
-                     $11::float8[], $12::float8[], $13::float8[])",
-                    &rows.syscall_args(),
-                )
-                .await?;
-            }
-            if !rows.peer_runs.is_empty() {
-                tx.execute(
-                    "INSERT INTO peers (run, transport, address, port, calls, bytes, total_ns, \
-                     errors, last_syscall, last_result, last_end_unix_ns) \
-                     SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::int4[], \
-                     $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::text[], $10::int8[], \
-                     $11::int8[])",
-                    &rows.peer_args(),
-                )
-                .await?;
-            }
             let devices = DeviceUpdates::of(runs, &batch.order, &seqs);
-            if !devices.groups.is_empty() {
-                // The device's facts follow its most recent run (by start), so
-                // a spool uploaded out of order does not roll them back.
-                tx.execute(
-                    "INSERT INTO devices (group_name, device, first_seen_unix_ns, \
-                     last_seen_unix_ns, last_start_unix_ns, last_program, facts, runs, windows) \
-                     SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], \
-                     $5::int8[], $6::text[], $7::text[], $8::int8[], $9::int8[]) \
-                     ON CONFLICT (group_name, device) DO UPDATE SET \
-                     first_seen_unix_ns = least(devices.first_seen_unix_ns, \
-                         excluded.first_seen_unix_ns), \
-                     last_seen_unix_ns = greatest(devices.last_seen_unix_ns, \
-                         excluded.last_seen_unix_ns), \
-                     last_program = CASE WHEN excluded.last_start_unix_ns >= \
-                         devices.last_start_unix_ns THEN excluded.last_program \
-                         ELSE devices.last_program END, \
-                     facts = CASE WHEN excluded.last_start_unix_ns >= devices.last_start_unix_ns \
-                         THEN excluded.facts ELSE devices.facts END, \
-                     last_start_unix_ns = greatest(devices.last_start_unix_ns, \
-                         excluded.last_start_unix_ns), \
-                     runs = devices.runs + excluded.runs, \
-                     windows = devices.windows + excluded.windows",
-                    &devices.args(),
-                )
-                .await?;
-            }
+            let (syscall_args, peer_args, device_args) =
+                (rows.syscall_args(), rows.peer_args(), devices.args());
+            let (groups, _, _, _) = tokio::try_join!(
+                async {
+                    if others.is_empty() {
+                        Ok(Vec::new())
+                    } else {
+                        tx.query(&statements.groups, &[&others]).await
+                    }
+                },
+                async {
+                    if rows.syscall_runs.is_empty() {
+                        Ok(0)
+                    } else {
+                        tx.execute(&statements.syscalls, &syscall_args).await
+                    }
+                },
+                async {
+                    if rows.peer_runs.is_empty() {
+                        Ok(0)
+                    } else {
+                        tx.execute(&statements.peers, &peer_args).await
+                    }
+                },
+                async {
+                    if devices.groups.is_empty() {
+                        Ok(0)
+                    } else {
+                        tx.execute(&statements.devices, &device_args).await
+                    }
+                },
+            )?;
+            let groups: HashMap<String, String> =
+                groups.iter().map(|r| (r.get(0), r.get(1))).collect();
             tx.commit().await?;
             Ok(batch.outcomes(runs, &seqs, &groups))
         })
     }
 }
+
+/// The statements of [`PgStore::insert_once`].
+struct InsertStatements {
+    runs: Statement,
+    groups: Statement,
+    syscalls: Statement,
+    peers: Statement,
+    devices: Statement,
+}
+
+/// A batch's runs, first copy of each id, in id order; the ids inserted
+/// come back with their `seq`.
+const INSERT_RUNS: &str = "INSERT INTO runs (id, group_name, program, start_unix_ns, \
+    duration_ns, exit_kind, exit_value, arch, processes, threads, events, window_index, \
+    spool_dropped, truncated, facts, received_unix_ns, raw, device, stream, window_ns, \
+    cpu_user_ns, cpu_system_ns, in_flight, peers_folded) \
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], \
+    $6::text[], $7::int4[], $8::text[], $9::int8[], $10::int8[], $11::int8[], $12::int8[], \
+    $13::int8[], $14::bool[], $15::text[], $16::int8[], $17::bytea[], $18::text[], $19::text[], \
+    $20::int8[], $21::int8[], $22::int8[], $23::int8[], $24::int8[]) \
+    ON CONFLICT (id) DO NOTHING RETURNING id, seq";
+
+const INSERT_SYSCALLS: &str = "INSERT INTO syscalls (run, syscall, fd_kind, count, errors, \
+    total_ns, min_ns, max_ns, mean_ns, consecutive, gap_mean_ns, result_mean, param_mean) \
+    SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::int8[], $5::int8[], \
+    $6::int8[], $7::int8[], $8::int8[], $9::float8[], $10::int8[], $11::float8[], \
+    $12::float8[], $13::float8[])";
+
+const INSERT_PEERS: &str = "INSERT INTO peers (run, transport, address, port, calls, bytes, \
+    total_ns, errors, last_syscall, last_result, last_end_unix_ns) \
+    SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::int4[], $5::int8[], \
+    $6::int8[], $7::int8[], $8::int8[], $9::text[], $10::int8[], $11::int8[])";
+
+/// The device's facts follow its most recent run (by start), so a spool
+/// uploaded out of order does not roll them back.
+const UPSERT_DEVICES: &str = "INSERT INTO devices (group_name, device, first_seen_unix_ns, \
+    last_seen_unix_ns, last_start_unix_ns, last_program, facts, runs, windows) \
+    SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::int8[], \
+    $6::text[], $7::text[], $8::int8[], $9::int8[]) \
+    ON CONFLICT (group_name, device) DO UPDATE SET \
+    first_seen_unix_ns = least(devices.first_seen_unix_ns, excluded.first_seen_unix_ns), \
+    last_seen_unix_ns = greatest(devices.last_seen_unix_ns, excluded.last_seen_unix_ns), \
+    last_program = CASE WHEN excluded.last_start_unix_ns >= devices.last_start_unix_ns \
+        THEN excluded.last_program ELSE devices.last_program END, \
+    facts = CASE WHEN excluded.last_start_unix_ns >= devices.last_start_unix_ns \
+        THEN excluded.facts ELSE devices.facts END, \
+    last_start_unix_ns = greatest(devices.last_start_unix_ns, excluded.last_start_unix_ns), \
+    runs = devices.runs + excluded.runs, windows = devices.windows + excluded.windows";
 
 /// Parses a connection URL: our own `sslrootcert=FILE` is taken out (the
 /// client does not know it), `$PGPASSWORD` fills a missing password, and a
@@ -938,8 +960,8 @@ impl Store for PgStore {
         let runtime = driver()?;
         let mut attempt = 1;
         loop {
-            self.client()?;
-            match self.insert_once(runtime, runs) {
+            let statements = self.insert_statements()?;
+            match self.insert_once(runtime, &statements, runs) {
                 Ok(outcomes) => return Ok(outcomes),
                 Err(e) if retryable(&e) && attempt < TRANSACTION_ATTEMPTS => attempt += 1,
                 Err(e) => return Err(pg_error(e)),
