@@ -8,8 +8,9 @@
 #   pg-temp.sh stop DIR               stop a server `start` left running
 #
 # `initdb` writes the cluster into DIR/data as an unprivileged user (`nobody`
-# when run as root: initdb and postgres refuse to run as root; DIR is given
-# to that user), `postgres` listens on a free port of 127.0.0.1 and on a
+# when run as root, through setpriv: initdb and postgres refuse to run as
+# root; DIR is given to that user), `postgres` listens on a free port of
+# 127.0.0.1 and on a
 # Unix socket in DIR, and logs to DIR/postgres.log. The ready line is
 #   ready postgres://postgres@127.0.0.1:PORT/postgres
 # (superuser `postgres`, trust authentication: the port is loopback only).
@@ -80,8 +81,15 @@ mkdir -p "$dir"
     exit 1
 }
 
+# A port nothing listens on now (ss, from iproute2); postgres may still
+# lose it to a race, which the loop below retries.
 free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    local port
+    for _ in $(seq 1 50); do
+        port=$(( 20000 + RANDOM % 30000 ))
+        ss -Htln "sport = :$port" 2>/dev/null | grep -q . || { echo "$port"; return; }
+    done
+    echo "$port"
 }
 
 fsync=off
