@@ -37,9 +37,9 @@ pub struct DiagnoseArgs {
     /// without any, runs come from the store.
     #[arg(value_name = "PATH", conflicts_with_all = ["good", "bad"])]
     pub inputs: Vec<PathBuf>,
-    /// The service's store [default: $EDGE_SERVICE_DB or ./edge-service.db,
-    /// when no files are given].
-    #[arg(long, value_name = "PATH")]
+    /// The service's store: its SQLite file or a `postgres://` URL
+    /// [default: $EDGE_SERVICE_DB or ./edge-service.db, when no files are given].
+    #[arg(long, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
     /// Only runs of this group.
     #[arg(long)]

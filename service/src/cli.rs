@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::directive::Directive;
 use crate::serve::{serve, ServeOptions};
-use crate::store::{SqliteStore, Store};
+use crate::store::{Location, Store};
 
 /// Edge Agent's service: ingest summaries, store them, serve directives,
 /// explain slow runs.
@@ -36,6 +36,24 @@ pub enum Command {
     /// Make TLS certificates: a private CA and the server certificate it signs.
     #[command(subcommand)]
     Tls(TlsCommand),
+    /// Delete the runs received before an age (with their rows), and the
+    /// devices not seen since; with --keep-raw only the runs' syscall and
+    /// peer rows.
+    Prune(PruneArgs),
+}
+
+/// `edge-service prune`.
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Prune what was received longer ago than this: 30d, 12h, 90m, 45s.
+    #[arg(long, value_name = "AGE", value_parser = crate::retention::parse_age)]
+    pub older_than: Duration,
+    /// Keep the old runs and their raw summaries (GET /v1/runs/{id} and
+    /// diagnose still read them); delete only their syscall and peer rows.
+    #[arg(long)]
+    pub keep_raw: bool,
 }
 
 /// `edge-service tls ...`.
@@ -87,13 +105,23 @@ pub struct TlsRenewArgs {
     pub new_key: bool,
 }
 
-/// The database file.
+/// The store.
 #[derive(Debug, Args)]
 pub struct DbArg {
     /// SQLite database file (`serve` creates it if missing; the other
-    /// commands refuse a file that does not exist).
+    /// commands refuse a file that does not exist; `sqlite:PATH` also
+    /// works), or a PostgreSQL database: `postgres://USER@HOST[:PORT]/DB`
+    /// (`?sslmode=require` for TLS, `&sslrootcert=CA.pem` for a private CA;
+    /// the password from the URL or $PGPASSWORD).
     #[arg(long, env = "EDGE_SERVICE_DB", default_value = "edge-service.db")]
     pub db: PathBuf,
+}
+
+impl DbArg {
+    /// Which backend and where.
+    pub fn location(&self) -> Location {
+        Location::parse(&self.db)
+    }
 }
 
 /// `edge-service serve`.
@@ -141,6 +169,16 @@ pub struct ServeArgs {
     /// then the remaining connections are closed and the server exits.
     #[arg(long, default_value_t = 10_000)]
     pub shutdown_timeout_ms: u64,
+    /// Prune every hour what was received longer ago than this (30d, 12h,
+    /// ...), as `edge-service prune --older-than AGE` does.
+    #[arg(long, value_name = "AGE", value_parser = crate::retention::parse_age)]
+    pub retain: Option<Duration>,
+    /// With --retain: keep old runs' raw summaries, prune only their rows.
+    #[arg(long, requires = "retain")]
+    pub keep_raw: bool,
+    /// With --retain: prune this often instead of hourly (tests).
+    #[arg(long, hide = true, default_value_t = 3_600_000)]
+    pub retain_every_ms: u64,
 }
 
 /// `edge-service directive ...`.
@@ -190,7 +228,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(a) => {
             serve(ServeOptions {
                 listen: a.listen,
-                db: a.db.db,
+                db: a.db.location(),
                 tokens: a.tokens,
                 insecure_no_auth: a.insecure_no_auth,
                 tls: a.tls_cert.zip(a.tls_key),
@@ -202,11 +240,38 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     max_connections: a.max_connections,
                     shutdown_timeout: Duration::from_millis(a.shutdown_timeout_ms),
                 },
+                retain: a.retain.map(|age| crate::serve::Retain {
+                    older_than: age,
+                    keep_raw: a.keep_raw,
+                    every: Duration::from_millis(a.retain_every_ms.max(1)),
+                }),
             })?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Directive(d) => directive(d),
-        Command::Diagnose(args) => diagnose::cli::run(args, &crate::source::SqliteSource),
+        Command::Prune(a) => {
+            let location = a.db.location();
+            let mut store = open(&a.db)?;
+            let pruned = crate::retention::prune(
+                store.as_mut(),
+                a.older_than,
+                a.keep_raw,
+                crate::retention::now_unix_ns(),
+            )
+            .with_context(|| format!("cannot prune {location}"))?;
+            println!(
+                "pruned {} run(s){} and {} device(s) from {location}",
+                pruned.runs,
+                if a.keep_raw {
+                    " (their raw summaries kept)"
+                } else {
+                    ""
+                },
+                pruned.devices
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Diagnose(args) => diagnose::cli::run(args, &crate::source::StoreSource),
         Command::Demo(args) => lab::demo(args),
         Command::Tls(t) => {
             match t {
@@ -231,14 +296,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 /// Opens an existing database: a mistyped `--db` must not create a new,
 /// empty one that the server never reads (only `serve` creates it).
-fn open(db: &DbArg) -> anyhow::Result<SqliteStore> {
-    if !db.db.exists() {
-        anyhow::bail!(
-            "database {} does not exist (edge-service serve creates it; check --db or EDGE_SERVICE_DB)",
-            db.db.display()
-        );
-    }
-    SqliteStore::open(&db.db, Duration::from_secs(5))
+fn open(db: &DbArg) -> anyhow::Result<Box<dyn Store>> {
+    db.location().open_existing()
 }
 
 fn directive(cmd: DirectiveCommand) -> anyhow::Result<ExitCode> {
@@ -252,7 +311,7 @@ fn directive(cmd: DirectiveCommand) -> anyhow::Result<ExitCode> {
             )?;
             open(&a.db)?
                 .set_directive(&d)
-                .with_context(|| format!("cannot store the directive in {}", a.db.db.display()))?;
+                .with_context(|| format!("cannot store the directive in {}", a.db.location()))?;
             println!("{}", serde_json::to_string(&d)?);
         }
         DirectiveCommand::Show { db, group } => {

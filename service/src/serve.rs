@@ -4,7 +4,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -13,31 +12,31 @@ use tokio::net::TcpListener;
 use crate::conn::Limits;
 use crate::metrics::Metrics;
 use crate::server::{router, App, Auth};
-use crate::store::{SqliteStore, Store, StoreError, StoreOpener};
+use crate::store::Location;
 use crate::tokens::Tokens;
 
 /// What `serve` needs.
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
     pub listen: SocketAddr,
-    pub db: PathBuf,
+    pub db: Location,
     pub tokens: Option<PathBuf>,
     pub insecure_no_auth: bool,
     pub tls: Option<(PathBuf, PathBuf)>,
     pub busy_timeout: Duration,
     /// Connection timeouts, cap and shutdown bound.
     pub limits: Limits,
+    /// `--retain`: prune old runs periodically.
+    pub retain: Option<Retain>,
 }
 
-/// Opens the server's connections to the SQLite file at `db`. Checkpoints
-/// are left mostly to the server's housekeeping thread.
-pub fn sqlite_opener(db: PathBuf, busy_timeout: Duration) -> StoreOpener {
-    Arc::new(move || {
-        SqliteStore::open(&db, busy_timeout)
-            .and_then(|s| s.defer_checkpoints().map(|()| s))
-            .map(|s| Box::new(s) as Box<dyn Store>)
-            .map_err(|e| StoreError::Failed(format!("{e:#}")))
-    })
+/// `serve --retain AGE [--keep-raw]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Retain {
+    pub older_than: Duration,
+    pub keep_raw: bool,
+    /// How often (hourly but in tests).
+    pub every: Duration,
 }
 
 /// Runs the server until a shutdown signal.
@@ -60,11 +59,20 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     };
     check_limits(&opts.limits)?;
     let app = App::new(
-        sqlite_opener(opts.db.clone(), opts.busy_timeout),
+        opts.db.opener(opts.busy_timeout),
+        opts.db.writers(),
         auth,
         Metrics::new(),
     )
-    .with_context(|| format!("cannot open the store {}", opts.db.display()))?;
+    .with_context(|| format!("cannot open the store {}", opts.db))?;
+    if let Some(r) = opts.retain {
+        crate::retention::start(
+            opts.db.opener(opts.busy_timeout),
+            r.older_than,
+            r.keep_raw,
+            r.every,
+        )?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -78,7 +86,7 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         // Tests and scripts read this line to learn the port of `:0`.
         println!(
             "edge-service listening on {scheme}://{local} (db {})",
-            opts.db.display()
+            opts.db
         );
         let metrics = app.metrics().clone();
         let routes = router(app);

@@ -63,10 +63,18 @@ impl std::fmt::Debug for App {
 }
 
 impl App {
-    /// Opens the writer's connection and starts the writer thread.
-    pub fn new(open_store: StoreOpener, auth: Auth, metrics: Metrics) -> anyhow::Result<Arc<App>> {
-        let store = open_store()?;
-        let writer = Writer::start(store, metrics.clone())?;
+    /// Opens `writers` write connections and starts a writer thread on
+    /// each.
+    pub fn new(
+        open_store: StoreOpener,
+        writers: usize,
+        auth: Auth,
+        metrics: Metrics,
+    ) -> anyhow::Result<Arc<App>> {
+        let stores = (0..writers.max(1))
+            .map(|_| open_store())
+            .collect::<Result<Vec<_>, _>>()?;
+        let writer = Writer::start(stores, metrics.clone())?;
         start_housekeeping(open_store()?, &metrics)?;
         Ok(Arc::new(App {
             auth,

@@ -1,22 +1,20 @@
-//! Lets `diagnose` read runs from the SQLite store.
+//! Lets `diagnose` read runs from the store (`--db`: an SQLite file or a
+//! `postgres://` URL, as `serve` takes it).
 
 use std::path::Path;
-use std::time::Duration;
 
 use diagnose::input::{RunFilter as DiagnoseFilter, SummarySource};
 
-use crate::store::{RunFilter, SqliteStore, Store};
+use crate::store::{Location, RunFilter};
 
-/// Reads summaries from an SQLite store file.
+/// Reads summaries from the service's store.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct SqliteSource;
+pub struct StoreSource;
 
-impl SummarySource for SqliteSource {
+impl SummarySource for StoreSource {
     fn load(&self, db: &Path, filter: &DiagnoseFilter) -> anyhow::Result<Vec<agent_core::Summary>> {
-        if !db.exists() {
-            anyhow::bail!("database {} does not exist", db.display());
-        }
-        let mut store = SqliteStore::open(db, Duration::from_secs(5))?;
+        let location = Location::parse(db);
+        let mut store = location.open_existing()?;
         let filter = RunFilter {
             group: filter.group.clone(),
             program: filter.program.clone(),
@@ -31,7 +29,7 @@ impl SummarySource for SqliteSource {
             .iter()
             .map(|run| {
                 agent_core::Summary::decode(&run.raw).map_err(|e| {
-                    anyhow::anyhow!("a stored run in {} no longer decodes: {e}", db.display())
+                    anyhow::anyhow!("a stored run in {location} no longer decodes: {e}")
                 })
             })
             .collect()

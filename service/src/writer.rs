@@ -1,8 +1,12 @@
-//! The single writer: one thread owns the store's write connection and
-//! commits whatever requests are waiting in one transaction (group commit),
-//! so the cost of a commit's fsync is shared by every request that arrived
-//! while the previous one was being written.
+//! The writers: a writer thread owns a write connection and commits
+//! whatever requests are waiting in one transaction (group commit), so the
+//! cost of a commit's fsync is shared by every request that arrived while
+//! the previous one was being written. SQLite has one writer (a second would
+//! only wait for the file's lock); PostgreSQL several, each with its own
+//! connection, whose commits overlap (the database orders them; see
+//! `store::postgres` for why they cannot deadlock).
 
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
@@ -49,27 +53,21 @@ impl std::fmt::Debug for Job {
 }
 
 impl Writer {
-    /// Starts the writer thread on `store`.
-    pub fn start(mut store: Box<dyn Store>, metrics: Metrics) -> std::io::Result<Writer> {
-        let (queue, mut rx) = mpsc::channel::<Job>(QUEUE_REQUESTS);
-        std::thread::Builder::new()
-            .name("store-writer".into())
-            .spawn(move || {
-                while let Some(first) = rx.blocking_recv() {
-                    let mut jobs = vec![first];
-                    let mut runs = jobs[0].runs.len();
-                    while runs < MAX_RUNS_PER_COMMIT {
-                        match rx.try_recv() {
-                            Ok(job) => {
-                                runs += job.runs.len();
-                                jobs.push(job);
-                            }
-                            Err(_) => break,
-                        }
+    /// Starts one writer thread on each of `stores` (connections to one
+    /// store); they take turns at the queue.
+    pub fn start(stores: Vec<Box<dyn Store>>, metrics: Metrics) -> std::io::Result<Writer> {
+        let (queue, rx) = mpsc::channel::<Job>(QUEUE_REQUESTS);
+        let rx = Arc::new(Mutex::new(rx));
+        for mut store in stores {
+            let (rx, metrics) = (Arc::clone(&rx), metrics.clone());
+            std::thread::Builder::new()
+                .name("store-writer".into())
+                .spawn(move || {
+                    while let Some(jobs) = next_jobs(&rx) {
+                        commit(store.as_mut(), jobs, &metrics);
                     }
-                    commit(store.as_mut(), jobs, &metrics);
-                }
-            })?;
+                })?;
+        }
         Ok(Writer { queue })
     }
 
@@ -88,6 +86,27 @@ impl Writer {
             })?;
         Ok(answer.await.map_err(|_| WriteError::Stopped)??)
     }
+}
+
+/// The next commit's jobs: the first to come and every one waiting behind
+/// it (up to [`MAX_RUNS_PER_COMMIT`] runs); `None` once every handle is
+/// dropped and the queue is drained.
+fn next_jobs(rx: &Mutex<mpsc::Receiver<Job>>) -> Option<Vec<Job>> {
+    // A writer that panicked while holding the lock left the queue intact.
+    let mut rx = rx.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let first = rx.blocking_recv()?;
+    let mut runs = first.runs.len();
+    let mut jobs = vec![first];
+    while runs < MAX_RUNS_PER_COMMIT {
+        match rx.try_recv() {
+            Ok(job) => {
+                runs += job.runs.len();
+                jobs.push(job);
+            }
+            Err(_) => break,
+        }
+    }
+    Some(jobs)
 }
 
 /// Writes every job's runs in one transaction and answers each job.

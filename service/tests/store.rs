@@ -1,12 +1,119 @@
-//! The SQLite store on its own: outcomes of inserts, the SQL-queryable
-//! schema, filters, and the `diagnose` source.
+//! The `Store` contract, run against SQLite and against a real PostgreSQL
+//! (`common::pg`): outcomes of inserts, the SQL-queryable schema, filters,
+//! devices, idempotency between connections inserting at once, and the
+//! `diagnose` source; and each backend's schema migrations.
 
+mod common;
+
+use std::path::PathBuf;
 use std::time::Duration;
 
+use common::pg;
 use diagnose::input::{RunFilter as DiagnoseFilter, SummarySource};
 use service::sample;
-use service::source::SqliteSource;
-use service::store::{DeviceFilter, Inserted, NewRun, RunFilter, SqliteStore, Store};
+use service::source::StoreSource;
+use service::store::{
+    DeviceFilter, Inserted, Location, NewRun, PgStore, RunFilter, SqliteStore, Store,
+};
+
+/// One store of either backend, empty at first.
+enum Backend {
+    Sqlite {
+        _dir: tempfile::TempDir,
+        db: PathBuf,
+    },
+    Postgres {
+        url: String,
+    },
+}
+
+impl Backend {
+    fn sqlite() -> Backend {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("s.db");
+        Backend::Sqlite { _dir: dir, db }
+    }
+
+    fn postgres(test: &str) -> Option<Backend> {
+        pg::database(test).map(|url| Backend::Postgres { url })
+    }
+
+    /// What `--db` says for it.
+    fn db(&self) -> PathBuf {
+        match self {
+            Backend::Sqlite { db, .. } => db.clone(),
+            Backend::Postgres { url } => PathBuf::from(url),
+        }
+    }
+
+    /// A new connection, as the server opens them.
+    fn open(&self) -> Box<dyn Store> {
+        Location::parse(&self.db()).opener(Duration::from_secs(5))().unwrap()
+    }
+
+    /// The rows of `sql` (the same text on both backends), each as its
+    /// columns joined by `|` (NULL: empty).
+    fn rows(&self, sql: &str) -> Vec<String> {
+        match self {
+            Backend::Sqlite { db, .. } => {
+                let conn = rusqlite::Connection::open(db).unwrap();
+                let mut stmt = conn.prepare(sql).unwrap();
+                let n = stmt.column_count();
+                stmt.query_map([], |r| {
+                    let mut cols = Vec::with_capacity(n);
+                    for i in 0..n {
+                        use rusqlite::types::ValueRef;
+                        cols.push(match r.get_ref(i)? {
+                            ValueRef::Null => String::new(),
+                            ValueRef::Integer(v) => v.to_string(),
+                            ValueRef::Real(v) => v.to_string(),
+                            ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                            ValueRef::Blob(b) => b.iter().map(|x| format!("{x:02x}")).collect(),
+                        });
+                    }
+                    Ok(cols.join("|"))
+                })
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+            }
+            Backend::Postgres { url } => pg::psql(url, sql).lines().map(str::to_string).collect(),
+        }
+    }
+
+    fn one(&self, sql: &str) -> String {
+        let rows = self.rows(sql);
+        assert_eq!(rows.len(), 1, "{sql}: {rows:?}");
+        rows.into_iter().next().unwrap()
+    }
+}
+
+/// Each case as two tests: `CASE::sqlite` and `CASE::postgres`.
+macro_rules! on_both_backends {
+    ($($case:ident),* $(,)?) => {$(
+        mod $case {
+            #[test]
+            fn sqlite() {
+                super::$case(&super::Backend::sqlite());
+            }
+            #[test]
+            fn postgres() {
+                if let Some(backend) = super::Backend::postgres(stringify!($case)) {
+                    super::$case(&backend);
+                }
+            }
+        }
+    )*};
+}
+
+on_both_backends!(
+    inserts_are_idempotent_per_group_and_queryable_with_sql,
+    filters_and_the_diagnose_source_agree,
+    origin_cpu_in_flight_peers_and_devices_are_stored,
+    connections_inserting_the_same_ids_at_once_store_each_once,
+    directives_are_set_replaced_and_cleared,
+    pruning_goes_in_batches_and_can_keep_the_raw_summaries,
+);
 
 fn new_run(seed: u64, group: &str) -> (agent_core::Summary, NewRun) {
     let raw = sample::encoded(seed, 500, None);
@@ -15,11 +122,8 @@ fn new_run(seed: u64, group: &str) -> (agent_core::Summary, NewRun) {
     (summary, run)
 }
 
-#[test]
-fn inserts_are_idempotent_per_group_and_queryable_with_sql() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("s.db");
-    let mut store = SqliteStore::open(&db, Duration::from_secs(1)).unwrap();
+fn inserts_are_idempotent_per_group_and_queryable_with_sql(backend: &Backend) {
+    let mut store = backend.open();
     let (a, run_a) = new_run(1, "phones");
     let (_, run_b) = new_run(2, "phones");
     let mut same_id_other_group = run_a.clone();
@@ -41,55 +145,49 @@ fn inserts_are_idempotent_per_group_and_queryable_with_sql() {
             Inserted::IdTaken
         ]
     );
+    // Again in a later transaction: a repeat and a taken id, nothing written.
+    let mut other_group = run_b.clone();
+    other_group.group = "laptops".into();
+    assert_eq!(
+        store.insert_runs(&[run_a.clone(), other_group]).unwrap(),
+        vec![Inserted::Repeat, Inserted::IdTaken]
+    );
+    assert_eq!(backend.one("SELECT count(*) FROM runs"), "2");
 
     // One row per (run, syscall, fd kind), with the summary's numbers.
-    let conn = rusqlite::Connection::open(&db).unwrap();
     let id = summary_view::id_hex(&a.id);
-    let rows: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM run_syscalls WHERE id = ?1",
-            [&id],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(rows as usize, a.syscalls.len());
+    let rows = backend.one(&format!(
+        "SELECT count(*) FROM run_syscalls WHERE id = '{id}'"
+    ));
+    assert_eq!(rows, a.syscalls.len().to_string());
     let read = a
         .syscalls
         .iter()
         .find(|s| s.key.id.name() == Some("read") && s.key.fd_kind == agent_core::FdKind::Tcp)
         .unwrap();
-    let (count, errors, total): (i64, i64, i64) = conn
-        .query_row(
-            "SELECT count, errors, total_ns FROM run_syscalls WHERE id = ?1 AND syscall = 'read' AND fd_kind = 'tcp'",
-            [&id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .unwrap();
     assert_eq!(
-        (count as u64, errors as u64, total as u64),
-        (read.count, read.errors(), read.total_ns)
+        backend.one(&format!(
+            "SELECT count, errors, total_ns FROM run_syscalls \
+             WHERE id = '{id}' AND syscall = 'read' AND fd_kind = 'tcp'"
+        )),
+        format!("{}|{}|{}", read.count, read.errors(), read.total_ns)
     );
-    let (group, program, facts): (String, String, String) = conn
-        .query_row(
-            "SELECT group_name, program, facts FROM runs WHERE id = ?1",
-            [&id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .unwrap();
-    assert_eq!(group, "phones");
-    assert_eq!(program, a.facts.program.as_str());
-    let facts: serde_json::Value = serde_json::from_str(&facts).unwrap();
+    let row = backend.one(&format!(
+        "SELECT group_name, program, facts FROM runs WHERE id = '{id}'"
+    ));
+    let mut cols = row.splitn(3, '|');
+    assert_eq!(cols.next(), Some("phones"));
+    assert_eq!(cols.next(), Some(a.facts.program.as_str()));
+    let facts: serde_json::Value = serde_json::from_str(cols.next().unwrap()).unwrap();
     assert_eq!(facts, summary_view::to_json(&a)["facts"]);
 
     // The raw bytes come back exactly.
     assert_eq!(store.run(&a.id).unwrap().unwrap().raw, run_a.raw);
+    assert_eq!(store.run(&[9; 16]).unwrap(), None);
 }
 
-#[test]
-fn filters_and_the_diagnose_source_agree() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("s.db");
-    let mut store = SqliteStore::open(&db, Duration::from_secs(1)).unwrap();
+fn filters_and_the_diagnose_source_agree(backend: &Backend) {
+    let mut store = backend.open();
     let runs: Vec<(agent_core::Summary, NewRun)> = (10..30)
         .map(|seed| new_run(seed, if seed % 2 == 0 { "phones" } else { "laptops" }))
         .collect();
@@ -114,12 +212,29 @@ fn filters_and_the_diagnose_source_agree() {
         limit: Some(3),
         ..RunFilter::default()
     };
-    assert_eq!(store.runs(&limited).unwrap().len(), 3);
+    let three = store.runs(&limited).unwrap();
+    assert_eq!(three.len(), 3);
+    // Oldest start first.
+    let mut starts: Vec<u64> = runs.iter().map(|(s, _)| s.run.start_unix_ns).collect();
+    starts.sort_unstable();
+    assert_eq!(
+        three.iter().map(|r| r.start_unix_ns).collect::<Vec<_>>(),
+        starts[..3]
+    );
+    let group_and_limit = RunFilter {
+        group: Some("laptops".into()),
+        since_unix_ns: Some(0),
+        limit: Some(4),
+        ..RunFilter::default()
+    };
+    let four = store.runs(&group_and_limit).unwrap();
+    assert_eq!(four.len(), 4);
+    assert!(four.iter().all(|r| r.group == "laptops"));
 
     let program = runs[0].0.facts.program.to_string();
-    let loaded = SqliteSource
+    let loaded = StoreSource
         .load(
-            &db,
+            &backend.db(),
             &DiagnoseFilter {
                 group: Some("phones".into()),
                 program: Some(program.clone()),
@@ -134,38 +249,177 @@ fn filters_and_the_diagnose_source_agree() {
         .collect();
     assert!(!expected.is_empty());
     assert_eq!(loaded.iter().collect::<Vec<_>>(), expected);
+}
 
-    let missing = SqliteSource.load(&dir.path().join("nope.db"), &DiagnoseFilter::default());
+#[test]
+fn the_diagnose_source_refuses_a_missing_sqlite_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = StoreSource.load(&dir.path().join("nope.db"), &DiagnoseFilter::default());
     assert!(missing.unwrap_err().to_string().contains("does not exist"));
 }
 
-/// The schema of edge-service before summary format 2 (schema version 1),
-/// exactly as that build created it.
-const SCHEMA_1: &str = "
-CREATE TABLE runs (
-    seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, group_name TEXT NOT NULL,
-    program TEXT NOT NULL, start_unix_ns INTEGER NOT NULL, duration_ns INTEGER NOT NULL,
-    exit_kind TEXT NOT NULL, exit_value INTEGER, arch TEXT NOT NULL,
-    processes INTEGER NOT NULL, threads INTEGER NOT NULL, events INTEGER NOT NULL,
-    window_index INTEGER NOT NULL, spool_dropped INTEGER NOT NULL, truncated INTEGER NOT NULL,
-    facts TEXT NOT NULL, received_unix_ns INTEGER NOT NULL, raw BLOB NOT NULL
-);
-CREATE INDEX runs_by_group_start ON runs (group_name, start_unix_ns);
-CREATE TABLE syscalls (
-    run INTEGER NOT NULL REFERENCES runs (seq), syscall TEXT NOT NULL, fd_kind TEXT NOT NULL,
-    count INTEGER NOT NULL, errors INTEGER NOT NULL, total_ns INTEGER NOT NULL,
-    min_ns INTEGER NOT NULL, max_ns INTEGER NOT NULL, mean_ns REAL NOT NULL,
-    consecutive INTEGER NOT NULL, gap_mean_ns REAL NOT NULL, result_mean REAL NOT NULL,
-    param_mean REAL, PRIMARY KEY (run, syscall, fd_kind)
-) WITHOUT ROWID;
-CREATE VIEW run_syscalls AS
-    SELECT r.id, r.group_name, r.program, r.start_unix_ns, s.*
-    FROM syscalls s JOIN runs r ON r.seq = s.run;
-CREATE TABLE directives (
-    group_name TEXT PRIMARY KEY, match_text TEXT, only_list TEXT, time_window TEXT
-);
-PRAGMA user_version = 1;
-";
+/// Two connections (as two `edge-service` instances) insert the same
+/// summaries at once, in opposite orders, many times over: each id is
+/// stored once, with its rows once, and every run is acknowledged on both
+/// (stored on one, a repeat on the other).
+fn connections_inserting_the_same_ids_at_once_store_each_once(backend: &Backend) {
+    const ROUNDS: u64 = 20;
+    const PER_ROUND: u64 = 8;
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let handles: Vec<_> = (0..2)
+        .map(|side| {
+            let mut store = backend.open();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                let mut outcomes = Vec::new();
+                for round in 0..ROUNDS {
+                    let mut batch: Vec<NewRun> = (0..PER_ROUND)
+                        .map(|i| windowed_run(1000 + round * PER_ROUND + i, i as u8 + 1, 1).1)
+                        .collect();
+                    if side == 1 {
+                        batch.reverse();
+                    }
+                    barrier.wait();
+                    let got = store.insert_runs(&batch).unwrap();
+                    outcomes.extend(batch.iter().map(|r| r.id).zip(got));
+                }
+                outcomes
+            })
+        })
+        .collect();
+    let mut stored = std::collections::HashMap::<[u8; 16], u32>::new();
+    for h in handles {
+        for (id, outcome) in h.join().unwrap() {
+            assert_ne!(outcome, Inserted::IdTaken);
+            *stored.entry(id).or_default() += u32::from(outcome == Inserted::Stored);
+        }
+    }
+    assert_eq!(stored.len() as u64, ROUNDS * PER_ROUND);
+    assert!(stored.values().all(|&n| n == 1), "{stored:?}");
+    assert_eq!(
+        backend.one("SELECT count(*), count(DISTINCT id) FROM runs"),
+        format!("{0}|{0}", ROUNDS * PER_ROUND)
+    );
+    // Syscall and peer rows once per run; each device counted once per window.
+    let one = windowed_run(1000, 0, 1).0;
+    assert_eq!(
+        backend.one("SELECT count(*) FROM peers"),
+        (ROUNDS * PER_ROUND * one.peers.list.len() as u64).to_string()
+    );
+    assert_eq!(
+        backend.one("SELECT count(*), sum(windows) FROM devices"),
+        format!("{PER_ROUND}|{}", ROUNDS * PER_ROUND)
+    );
+}
+
+/// Seven runs received long ago and three recently: pruning takes the old
+/// ones in batches of the size asked; with keep_raw they stay readable
+/// without their rows, else they go, and devices not seen since with them.
+fn pruning_goes_in_batches_and_can_keep_the_raw_summaries(backend: &Backend) {
+    let mut store = backend.open();
+    let mut old = Vec::new();
+    let mut batch = Vec::new();
+    for i in 0..10u64 {
+        // Old: devices 1 and 2; new: device 3.
+        let device = if i < 7 { 1 + (i % 2) as u8 } else { 3 };
+        let (summary, mut run) = windowed_run(2000 + i, device, 1 + i as u32);
+        run.received_unix_ns = if i < 7 { 1_000 + i } else { 10_000 + i };
+        if i < 7 {
+            old.push(summary.id);
+        }
+        batch.push(run);
+    }
+    // As a server receives them: the old ones first (the order of the runs
+    // by storage follows the received time, which keep_raw relies on).
+    store.insert_runs(&batch[..7]).unwrap();
+    store.insert_runs(&batch[7..]).unwrap();
+    let syscalls_of_old = || {
+        backend.one(
+            "SELECT count(*) FROM syscalls s JOIN runs r ON r.seq = s.run \
+             WHERE r.received_unix_ns < 5000",
+        )
+    };
+    assert_ne!(syscalls_of_old(), "0");
+    let total_syscalls: usize = batch[7..].iter().map(|r| r.syscalls.len()).sum();
+
+    // keep_raw: rows go, runs and raw summaries stay.
+    let passes: Vec<u64> = (0..4)
+        .map(|_| store.prune_batch(5000, true, 3).unwrap())
+        .collect();
+    assert_eq!(passes, vec![3, 3, 1, 0]);
+    assert_eq!(syscalls_of_old(), "0");
+    assert_eq!(
+        backend.one("SELECT count(*) FROM syscalls"),
+        total_syscalls.to_string()
+    );
+    assert_eq!(
+        backend.one("SELECT count(*) FROM peers p JOIN runs r ON r.seq = p.run WHERE r.received_unix_ns < 5000"),
+        "0"
+    );
+    assert_eq!(store.runs(&RunFilter::default()).unwrap().len(), 10);
+    assert_eq!(store.run(&old[0]).unwrap().unwrap().raw, batch[0].raw);
+
+    // Without: the old runs go, in batches.
+    let passes: Vec<u64> = (0..4)
+        .map(|_| store.prune_batch(5000, false, 3).unwrap())
+        .collect();
+    assert_eq!(passes, vec![3, 3, 1, 0]);
+    let left: Vec<[u8; 16]> = store
+        .runs(&RunFilter::default())
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(left, batch[7..].iter().map(|r| r.id).collect::<Vec<_>>());
+    assert_eq!(store.run(&old[0]).unwrap(), None);
+    assert_eq!(
+        backend.one("SELECT count(*) FROM syscalls"),
+        total_syscalls.to_string()
+    );
+    assert_eq!(
+        backend.one("SELECT count(*) FROM peers"),
+        (3 * batch[7].peers.len()).to_string()
+    );
+    // Devices last seen before the cutoff go too.
+    assert_eq!(store.prune_devices(5000).unwrap(), 2);
+    let devices: Vec<[u8; 16]> = store
+        .devices(&DeviceFilter::default())
+        .unwrap()
+        .iter()
+        .map(|d| d.device)
+        .collect();
+    assert_eq!(devices, vec![[3; 16]]);
+    // The whole pass as `prune` and `serve --retain` run it.
+    let pruned =
+        service::retention::prune(store.as_mut(), Duration::from_nanos(0), false, 20_000).unwrap();
+    assert_eq!((pruned.runs, pruned.devices), (3, 1));
+    assert_eq!(backend.one("SELECT count(*) FROM syscalls"), "0");
+}
+
+fn directives_are_set_replaced_and_cleared(backend: &Backend) {
+    use service::directive::Directive;
+    let mut store = backend.open();
+    assert_eq!(store.directive("phones").unwrap(), None);
+    let d = Directive::parse(
+        "phones",
+        Some("curl"),
+        Some("read,write"),
+        Some("22:00-06:00"),
+    )
+    .unwrap();
+    store.set_directive(&d).unwrap();
+    let replaced = Directive::parse("phones", None, Some("connect"), None).unwrap();
+    store.set_directive(&replaced).unwrap();
+    let other = Directive::parse("laptops", Some("wget"), None, None).unwrap();
+    store.set_directive(&other).unwrap();
+    // Seen from another connection.
+    let mut reader = backend.open();
+    assert_eq!(reader.directive("phones").unwrap(), Some(replaced.clone()));
+    assert_eq!(reader.directives().unwrap(), vec![other, replaced]);
+    assert!(store.clear_directive("phones").unwrap());
+    assert!(!store.clear_directive("phones").unwrap());
+    assert_eq!(reader.directive("phones").unwrap(), None);
+}
 
 /// A run with a device, a stream, CPU time, a call in flight and two peers.
 fn windowed_run(seed: u64, device: u8, window: u32) -> (agent_core::Summary, NewRun) {
@@ -238,8 +492,36 @@ fn v1_fixture() -> Vec<u8> {
     .unwrap()
 }
 
+/// The schema of edge-service before summary format 2 (schema version 1),
+/// exactly as that build created it.
+const SCHEMA_1: &str = "
+CREATE TABLE runs (
+    seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, group_name TEXT NOT NULL,
+    program TEXT NOT NULL, start_unix_ns INTEGER NOT NULL, duration_ns INTEGER NOT NULL,
+    exit_kind TEXT NOT NULL, exit_value INTEGER, arch TEXT NOT NULL,
+    processes INTEGER NOT NULL, threads INTEGER NOT NULL, events INTEGER NOT NULL,
+    window_index INTEGER NOT NULL, spool_dropped INTEGER NOT NULL, truncated INTEGER NOT NULL,
+    facts TEXT NOT NULL, received_unix_ns INTEGER NOT NULL, raw BLOB NOT NULL
+);
+CREATE INDEX runs_by_group_start ON runs (group_name, start_unix_ns);
+CREATE TABLE syscalls (
+    run INTEGER NOT NULL REFERENCES runs (seq), syscall TEXT NOT NULL, fd_kind TEXT NOT NULL,
+    count INTEGER NOT NULL, errors INTEGER NOT NULL, total_ns INTEGER NOT NULL,
+    min_ns INTEGER NOT NULL, max_ns INTEGER NOT NULL, mean_ns REAL NOT NULL,
+    consecutive INTEGER NOT NULL, gap_mean_ns REAL NOT NULL, result_mean REAL NOT NULL,
+    param_mean REAL, PRIMARY KEY (run, syscall, fd_kind)
+) WITHOUT ROWID;
+CREATE VIEW run_syscalls AS
+    SELECT r.id, r.group_name, r.program, r.start_unix_ns, s.*
+    FROM syscalls s JOIN runs r ON r.seq = s.run;
+CREATE TABLE directives (
+    group_name TEXT PRIMARY KEY, match_text TEXT, only_list TEXT, time_window TEXT
+);
+PRAGMA user_version = 1;
+";
+
 #[test]
-fn a_schema_1_file_is_migrated_and_keeps_its_runs() {
+fn sqlite_a_schema_1_file_is_migrated_and_keeps_its_runs() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("old.db");
     // A file the previous build made, holding one version 1 run.
@@ -265,7 +547,10 @@ fn a_schema_1_file_is_migrated_and_keeps_its_runs() {
     }
 
     let mut store = SqliteStore::open(&db, Duration::from_secs(1)).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 2);
+    assert_eq!(
+        store.schema_version().unwrap(),
+        service::store::SCHEMA_VERSION
+    );
     let listed = store.runs(&RunFilter::default()).unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].id, old.id);
@@ -305,7 +590,7 @@ fn a_schema_1_file_is_migrated_and_keeps_its_runs() {
     // A file from a newer build is refused, naming both versions.
     rusqlite::Connection::open(&db)
         .unwrap()
-        .pragma_update(None, "user_version", 3)
+        .pragma_update(None, "user_version", 99)
         .unwrap();
     let err = SqliteStore::open(&db, Duration::from_secs(1))
         .unwrap_err()
@@ -315,17 +600,48 @@ fn a_schema_1_file_is_migrated_and_keeps_its_runs() {
         SqliteStore::open(&db, Duration::from_secs(1)).unwrap_err()
     );
     assert!(err.contains("old.db"), "{err}");
-    assert!(cause.contains("schema version 3 is newer"), "{cause}");
+    assert!(cause.contains("schema version 99 is newer"), "{cause}");
 }
 
-/// transport, address, port, calls, bytes, last_syscall, last_result
-type PeerColumns = (String, String, i64, i64, i64, Option<String>, Option<i64>);
-
 #[test]
-fn origin_cpu_in_flight_peers_and_devices_are_stored() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("s.db");
-    let mut store = SqliteStore::open(&db, Duration::from_secs(1)).unwrap();
+fn postgres_schema_is_made_once_and_a_newer_one_is_refused() {
+    let Some(url) = pg::database("postgres_schema") else {
+        return;
+    };
+    // Instances starting at once: one makes the schema, the others wait
+    // for it (the advisory lock) and find it made.
+    let opened: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || PgStore::connect(&url).map(|_| ()))
+        })
+        .collect();
+    for o in opened {
+        o.join().unwrap().unwrap();
+    }
+    let mut store = PgStore::connect(&url).unwrap();
+    assert_eq!(
+        i64::from(store.schema_version().unwrap()),
+        service::store::SCHEMA_VERSION
+    );
+    assert_eq!(
+        pg::psql(&url, "SELECT count(*) FROM edge_service_schema"),
+        "1"
+    );
+    let (_, run) = new_run(5, "phones");
+    assert_eq!(store.insert_runs(&[run]).unwrap(), vec![Inserted::Stored]);
+    drop(store);
+    // Opening again keeps the runs.
+    let mut again = PgStore::connect(&url).unwrap();
+    assert_eq!(again.runs(&RunFilter::default()).unwrap().len(), 1);
+    // A database from a newer build is refused, naming both versions.
+    pg::psql(&url, "UPDATE edge_service_schema SET version = 99");
+    let err = format!("{:#}", PgStore::connect(&url).unwrap_err());
+    assert!(err.contains("schema version 99 is newer"), "{err}");
+}
+
+fn origin_cpu_in_flight_peers_and_devices_are_stored(backend: &Backend) {
+    let mut store = backend.open();
     let (w1, run1) = windowed_run(40, 0xaa, 1);
     let (w2, run2) = windowed_run(41, 0xaa, 2);
     let (other, run3) = windowed_run(42, 0xbb, 0);
@@ -355,58 +671,24 @@ fn origin_cpu_in_flight_peers_and_devices_are_stored() {
     assert_eq!((r.cpu_user_ns, r.cpu_system_ns), (Some(7_000), Some(3_000)));
     assert_eq!(r.in_flight, 1);
 
-    let conn = rusqlite::Connection::open(&db).unwrap();
-    let peers: Vec<PeerColumns> = conn
-        .prepare(
-            "SELECT transport, address, port, calls, bytes, last_syscall, last_result \
-             FROM run_peers WHERE id = ?1 ORDER BY calls DESC",
-        )
-        .unwrap()
-        .query_map([summary_view::id_hex(&w1.id)], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-            ))
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let w1_id = summary_view::id_hex(&w1.id);
+    let peers = backend.rows(&format!(
+        "SELECT transport, address, port, calls, bytes, last_syscall, last_result \
+         FROM run_peers WHERE id = '{w1_id}' ORDER BY calls DESC"
+    ));
     assert_eq!(
         peers,
         vec![
-            (
-                "tcp".into(),
-                "192.0.2.1".into(),
-                80,
-                9,
-                900,
-                Some("read".into()),
-                Some(-104)
-            ),
-            (
-                "tcp".into(),
-                "::1".into(),
-                443,
-                4,
-                400,
-                Some("read".into()),
-                Some(-104)
-            ),
+            "tcp|192.0.2.1|80|9|900|read|-104",
+            "tcp|::1|443|4|400|read|-104"
         ]
     );
-    let folded: i64 = conn
-        .query_row(
-            "SELECT peers_folded FROM runs WHERE id = ?1",
-            [summary_view::id_hex(&w1.id)],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(folded, 3);
+    assert_eq!(
+        backend.one(&format!(
+            "SELECT peers_folded FROM runs WHERE id = '{w1_id}'"
+        )),
+        "3"
+    );
 
     // Devices: per group; counts of whole runs and windows (the repeat not
     // counted again); the v1 run has no device and is not listed.
@@ -437,4 +719,60 @@ fn origin_cpu_in_flight_peers_and_devices_are_stored() {
     assert!(all
         .iter()
         .any(|d| d.group == "laptops" && d.device == [0xaa; 16] && d.runs == 1));
+}
+
+/// `sslmode=require` connects over TLS, checking the server's certificate
+/// (here against the private CA of `sslrootcert`); without the CA the
+/// certificate is refused; without `sslmode` the connection is plain.
+#[test]
+fn postgres_tls_is_used_when_asked_and_the_certificate_is_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tls = tmp.path().join("tls");
+    service::tls_admin::init(&service::tls_admin::InitOptions {
+        dir: tls.clone(),
+        names: "localhost,127.0.0.1".into(),
+        days: 30,
+        force: false,
+    })
+    .unwrap();
+    let pg_dir = tmp.path().join("pg");
+    std::fs::create_dir(&pg_dir).unwrap();
+    for f in ["server.pem", "server.key"] {
+        std::fs::copy(tls.join(f), pg_dir.join(f)).unwrap();
+    }
+    let opts = format!(
+        "-c ssl=on -c ssl_cert_file={0}/server.pem -c ssl_key_file={0}/server.key",
+        pg_dir.display()
+    );
+    let server = match pg::launch(&pg_dir, &opts) {
+        Ok(s) => s,
+        Err(why) => return pg::skip("postgres_tls", &why),
+    };
+    let ssl_sessions = |ssl: bool| {
+        pg::psql(
+            &server.url,
+            &format!(
+                "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) \
+                 WHERE a.application_name = 'edge-service' AND s.ssl = {ssl}"
+            ),
+        )
+    };
+    let ca = tls.join("ca.pem");
+    let secure = format!(
+        "{}?sslmode=require&sslrootcert={}",
+        server.url,
+        ca.display()
+    );
+    let mut store = PgStore::connect(&secure).unwrap();
+    assert_eq!(store.directives().unwrap(), vec![]);
+    assert_eq!(ssl_sessions(true), "1");
+    assert_eq!(ssl_sessions(false), "0");
+    drop(store);
+
+    let unknown_ca = format!("{}?sslmode=require", server.url);
+    let err = format!("{:#}", PgStore::connect(&unknown_ca).unwrap_err());
+    assert!(err.contains("certificate"), "{err}");
+
+    let _plain = PgStore::connect(&server.url).unwrap();
+    assert_eq!(ssl_sessions(false), "1");
 }

@@ -12,11 +12,11 @@ pub mod observe;
 use heapless::Vec;
 use serde::{Deserialize, Serialize};
 
+pub use crate::event::{PeerAddr, PeerIp};
 pub use decode::DecodeError;
 pub use encode::EncodeError;
 pub(crate) use encode::{merge_into_other_syscall, merge_into_other_transition};
 pub(crate) use merge::top_errnos;
-pub use crate::event::{PeerAddr, PeerIp};
 pub use observe::{
     CpuTime, InFlight, InFlightCall, LastCall, Origin, Peer, PeerRest, Peers, MAX_IN_FLIGHT,
     MAX_PEERS,

@@ -1,17 +1,28 @@
-//! Storage behind a small trait, so that a PostgreSQL backend can follow the
-//! SQLite one (several stateless `edge-service` instances on one database).
+//! Storage behind a small trait, with two backends: SQLite (one file, the
+//! embedded default) and PostgreSQL (several stateless `edge-service`
+//! instances on one database). [`Location`] picks one from `--db`.
 //!
 //! A store is used from one thread at a time (`&mut self`): the server keeps
 //! one for the group-commit writer ([`crate::writer`]) and a small pool for
 //! reads.
 
+mod location;
+mod postgres;
 mod rows;
 mod sqlite;
 
+pub use location::{redact_password, Location};
+pub use postgres::PgStore;
 pub use rows::{
     DeviceFilter, DeviceRow, NewRun, PeerRow, RunFilter, RunRow, StoredRun, SyscallRow,
 };
 pub use sqlite::SqliteStore;
+
+/// The schema version this build writes, the same on both backends: a
+/// version names one set of tables and columns. A database of an older
+/// version is brought up to it when opened (each backend's `MIGRATIONS`);
+/// a newer one is refused.
+pub const SCHEMA_VERSION: i64 = 3;
 
 use crate::directive::Directive;
 
@@ -60,6 +71,21 @@ pub trait Store: Send {
     fn set_directive(&mut self, directive: &Directive) -> Result<(), StoreError>;
     /// Removes the directive of `group`; false when there was none.
     fn clear_directive(&mut self, group: &str) -> Result<bool, StoreError>;
+    /// Prunes one batch of at most `batch` runs received before
+    /// `before_unix_ns`, in one short transaction (so that a writer waits
+    /// for one batch at most): deletes them with their syscall and peer
+    /// rows; with `keep_raw`, deletes only those rows, and the run row with
+    /// its raw summary stays (`GET /v1/runs/{id}` and `diagnose` still read
+    /// it). Returns the number of runs pruned; 0 when none is left.
+    fn prune_batch(
+        &mut self,
+        before_unix_ns: u64,
+        keep_raw: bool,
+        batch: u32,
+    ) -> Result<u64, StoreError>;
+    /// Deletes the devices last seen before `before_unix_ns`; returns how
+    /// many.
+    fn prune_devices(&mut self, before_unix_ns: u64) -> Result<u64, StoreError>;
     /// Periodic upkeep the server runs on a connection of its own, off the
     /// writer's path (SQLite: checkpoints).
     fn housekeeping(&mut self) -> Result<(), StoreError> {

@@ -15,6 +15,7 @@ use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Row};
 
 use super::{
     DeviceFilter, DeviceRow, Inserted, NewRun, RunFilter, RunRow, Store, StoreError, StoredRun,
+    SCHEMA_VERSION,
 };
 use crate::directive::Directive;
 
@@ -24,10 +25,6 @@ pub const WAL_TRUNCATE_LEN: u64 = 512 << 20;
 /// WAL pages after which a server connection's commit checkpoints (64 MiB
 /// of 4 KiB pages).
 pub const WRITER_CHECKPOINT_PAGES: i64 = 16384;
-
-/// The schema version this build writes (`PRAGMA user_version`). A file of
-/// an older version is brought up to it when opened ([`MIGRATIONS`]).
-const SCHEMA_VERSION: i64 = 2;
 
 /// Version 1: runs, their syscalls, directives. A new file gets it first,
 /// then every migration, so that new and migrated files are alike.
@@ -126,8 +123,14 @@ CREATE TABLE devices (
 ) WITHOUT ROWID;
 ";
 
+/// Version 3: retention (`prune`, `serve --retain`) finds the runs
+/// received before a cutoff through this index.
+const MIGRATE_TO_3: &str = "
+CREATE INDEX runs_by_received ON runs (received_unix_ns);
+";
+
 /// `MIGRATIONS[i]` takes a file from version `i + 1` to `i + 2`.
-const MIGRATIONS: &[&str] = &[MIGRATE_TO_2];
+const MIGRATIONS: &[&str] = &[MIGRATE_TO_2, MIGRATE_TO_3];
 
 const RUN_COLUMNS: &str = "id, group_name, program, start_unix_ns, duration_ns, exit_kind, \
     exit_value, arch, processes, threads, events, window_index, spool_dropped, truncated, \
@@ -345,6 +348,46 @@ impl SqliteStore {
         }
         tx.commit()?;
         Ok(outcomes)
+    }
+
+    fn prune_once(
+        &mut self,
+        before_unix_ns: u64,
+        keep_raw: bool,
+        batch: u32,
+    ) -> rusqlite::Result<u64> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let seqs: Vec<i64> = {
+            // With keep_raw the runs stay: look among the oldest runs that
+            // still have rows (run order follows the received time).
+            let sql = if keep_raw {
+                "SELECT seq FROM runs WHERE received_unix_ns < ?1 AND seq IN \
+                 (SELECT DISTINCT run FROM syscalls ORDER BY run LIMIT ?2)"
+            } else {
+                "SELECT seq FROM runs WHERE received_unix_ns < ?1 \
+                 ORDER BY received_unix_ns LIMIT ?2"
+            };
+            let mut stmt = tx.prepare_cached(sql)?;
+            let rows = stmt.query_map(params![sql_int(before_unix_ns), batch], |r| r.get(0))?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        if !seqs.is_empty() {
+            // Integers read from the database: safe to write into the SQL.
+            let list = seqs
+                .iter()
+                .map(i64::to_string)
+                .collect::<Vec<_>>()
+                .join(",");
+            tx.execute(&format!("DELETE FROM syscalls WHERE run IN ({list})"), [])?;
+            tx.execute(&format!("DELETE FROM peers WHERE run IN ({list})"), [])?;
+            if !keep_raw {
+                tx.execute(&format!("DELETE FROM runs WHERE seq IN ({list})"), [])?;
+            }
+        }
+        tx.commit()?;
+        Ok(seqs.len() as u64)
     }
 
     fn select_runs<T>(
@@ -633,6 +676,26 @@ impl Store for SqliteStore {
         self.conn
             .execute("DELETE FROM directives WHERE group_name = ?1", [group])
             .map(|n| n > 0)
+            .map_err(store_error)
+    }
+
+    fn prune_batch(
+        &mut self,
+        before_unix_ns: u64,
+        keep_raw: bool,
+        batch: u32,
+    ) -> Result<u64, StoreError> {
+        self.prune_once(before_unix_ns, keep_raw, batch)
+            .map_err(store_error)
+    }
+
+    fn prune_devices(&mut self, before_unix_ns: u64) -> Result<u64, StoreError> {
+        self.conn
+            .execute(
+                "DELETE FROM devices WHERE last_seen_unix_ns < ?1",
+                [sql_int(before_unix_ns)],
+            )
+            .map(|n| n as u64)
             .map_err(store_error)
     }
 }

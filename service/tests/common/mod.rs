@@ -5,6 +5,8 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+pub mod pg;
+
 pub const TOKEN: &str = "phones-token-0123456789";
 pub const OTHER_TOKEN: &str = "laptops-token-0123456789";
 /// The group of the shipped version 1 fixture (its `group` fact is `lab`).
@@ -42,7 +44,13 @@ pub fn bin() -> &'static str {
 /// Starts a server on a free loopback port with the given extra arguments
 /// and waits for its "listening on" line.
 pub fn start(dir: &Path, extra: &[&str]) -> Server {
-    let db = dir.join("service.db");
+    start_on(dir, &dir.join("service.db"), extra)
+}
+
+/// Starts a server on the store `db` (an SQLite path or a `postgres://`
+/// URL), its tokens file in `dir`.
+pub fn start_on(dir: &Path, db: &Path, extra: &[&str]) -> Server {
+    let db = db.to_path_buf();
     let tokens = write_tokens(dir);
     let mut args = vec![
         "serve".to_string(),

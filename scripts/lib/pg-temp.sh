@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL server for tests and benchmarks: nothing of the
+# system's (no service, no /var/lib/postgresql, no /var/run/postgresql).
+#
+#   pg-temp.sh run DIR [--durable]    start, print the ready line, stay until
+#                                     standard input closes, then stop
+#   pg-temp.sh start DIR [--durable]  start, print the ready line, return
+#   pg-temp.sh stop DIR               stop a server `start` left running
+#
+# `initdb` writes the cluster into DIR/data as an unprivileged user (`nobody`
+# when run as root, through setpriv: initdb and postgres refuse to run as
+# root; DIR is given to that user), `postgres` listens on a free port of
+# 127.0.0.1 and on a
+# Unix socket in DIR, and logs to DIR/postgres.log. The ready line is
+#   ready postgres://postgres@127.0.0.1:PORT/postgres
+# (superuser `postgres`, trust authentication: the port is loopback only).
+# Without --durable, fsync is off (tests: faster, and a crash of the server
+# is not what they test); benchmarks pass --durable. $PG_TEMP_OPTS adds
+# server options (`-c ssl=on -c ssl_cert_file=...`); files it names inside
+# DIR are given to the server's user with DIR.
+#
+# `run` ties the server to its caller: when the caller exits, for whatever
+# reason, its end of the pipe closes and the server is stopped. The tests
+# (service/tests/common/pg.rs) use it that way. The folders above DIR must
+# let that user through (a `mktemp -d` folder is 0700: chmod 711 it).
+set -euo pipefail
+
+usage() {
+    echo "usage: $0 run|start DIR [--durable] | stop DIR" >&2
+    exit 2
+}
+[ $# -ge 2 ] || usage
+mode=$1 dir=$2
+durable=false
+[ "${3:-}" = "--durable" ] && durable=true
+
+pg_bin=${PG_BIN:-}
+if [ -z "$pg_bin" ]; then
+    for candidate in /usr/lib/postgresql/*/bin; do
+        [ -x "$candidate/postgres" ] && pg_bin=$candidate
+    done
+fi
+if [ -z "$pg_bin" ] || [ ! -x "$pg_bin/postgres" ]; then
+    echo "pg-temp: no PostgreSQL server found (/usr/lib/postgresql/*/bin/postgres); run scripts/install-deps (scripts/deps.d/postgres.sh installs Debian's postgresql)" >&2
+    exit 3
+fi
+
+as_user=()
+if [ "$(id -u)" = 0 ]; then
+    as_user=(setpriv --reuid=nobody --regid=nogroup --clear-groups --)
+fi
+
+stop_server() {
+    local pidfile=$dir/data/postmaster.pid pid
+    [ -f "$pidfile" ] || return 0
+    pid=$(head -n 1 "$pidfile")
+    # SIGINT: fast shutdown (ends sessions, writes a checkpoint).
+    kill -INT "$pid" 2>/dev/null || return 0
+    for _ in $(seq 1 300); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+case $mode in
+    stop)
+        stop_server
+        exit 0
+        ;;
+    run | start) ;;
+    *) usage ;;
+esac
+
+mkdir -p "$dir"
+[ ${#as_user[@]} -gt 0 ] && chown -R nobody:nogroup "$dir"
+"${as_user[@]}" "$pg_bin/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 --locale=C \
+    >"$dir/initdb.log" 2>&1 || {
+    echo "pg-temp: initdb failed:" >&2
+    cat "$dir/initdb.log" >&2
+    exit 1
+}
+
+# A port nothing listens on now (ss, from iproute2); postgres may still
+# lose it to a race, which the loop below retries.
+free_port() {
+    local port
+    for _ in $(seq 1 50); do
+        port=$(( 20000 + RANDOM % 30000 ))
+        ss -Htln "sport = :$port" 2>/dev/null | grep -q . || { echo "$port"; return; }
+    done
+    echo "$port"
+}
+
+fsync=off
+$durable && fsync=on
+port=
+for _ in 1 2 3 4 5; do
+    port=$(free_port)
+    "${as_user[@]}" "$pg_bin/postgres" -D "$dir/data" -p "$port" -k "$dir" \
+        -c listen_addresses=127.0.0.1 -c fsync=$fsync -c max_connections=200 \
+        -c shared_buffers=256MB -c logging_collector=off ${PG_TEMP_OPTS:-} \
+        >>"$dir/postgres.log" 2>&1 &
+    pid=$!
+    ready=false
+    for _ in $(seq 1 300); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            break
+        fi
+        if "$pg_bin/pg_isready" -q -h "$dir" -p "$port"; then
+            ready=true
+            break
+        fi
+        sleep 0.1
+    done
+    $ready && break
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    # The port may have been taken between the check and the bind: retry.
+    grep -q "could not bind\|Address already in use" "$dir/postgres.log" || {
+        echo "pg-temp: postgres did not start:" >&2
+        tail -n 20 "$dir/postgres.log" >&2
+        exit 1
+    }
+done
+$ready || {
+    echo "pg-temp: postgres did not start:" >&2
+    tail -n 20 "$dir/postgres.log" >&2
+    exit 1
+}
+echo "ready postgres://postgres@127.0.0.1:$port/postgres"
+
+if [ "$mode" = run ]; then
+    # Until the caller closes our standard input (it exited or is done).
+    cat >/dev/null || true
+    stop_server
+    wait "$pid" 2>/dev/null || true
+fi

@@ -1,0 +1,159 @@
+//! Where the store is: `--db` (or `$EDGE_SERVICE_DB`) names an SQLite file
+//! (a path, or `sqlite:PATH`) or a PostgreSQL database (`postgres://...` or
+//! `postgresql://...`), and this opens connections to it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{PgStore, SqliteStore, Store, StoreError, StoreOpener};
+
+/// Writer connections of a server on PostgreSQL: enough that a commit
+/// waiting for its WAL flush does not hold up the next batch.
+pub const POSTGRES_WRITERS: usize = 4;
+
+/// A store named on the command line.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Location {
+    /// An SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL connection URL (its password, if any, is never printed).
+    Postgres(String),
+}
+
+impl std::fmt::Debug for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Sqlite(path) => write!(f, "{}", path.display()),
+            Location::Postgres(url) => f.write_str(&redact_password(url)),
+        }
+    }
+}
+
+impl Location {
+    /// Reads `--db`: a `postgres://` or `postgresql://` URL, else an SQLite
+    /// path (with or without `sqlite:` before it).
+    pub fn parse(db: &Path) -> Location {
+        let Some(text) = db.to_str() else {
+            return Location::Sqlite(db.to_path_buf());
+        };
+        if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+            Location::Postgres(text.to_string())
+        } else if let Some(path) = text.strip_prefix("sqlite:") {
+            Location::Sqlite(PathBuf::from(path.strip_prefix("//").unwrap_or(path)))
+        } else {
+            Location::Sqlite(db.to_path_buf())
+        }
+    }
+
+    /// Opens connections for a server: SQLite's leave checkpoints mostly to
+    /// the housekeeping thread; PostgreSQL's reconnect when the database
+    /// comes back after an outage.
+    pub fn opener(&self, busy_timeout: Duration) -> StoreOpener {
+        match self.clone() {
+            Location::Sqlite(db) => Arc::new(move || {
+                SqliteStore::open(&db, busy_timeout)
+                    .and_then(|s| s.defer_checkpoints().map(|()| s))
+                    .map(|s| Box::new(s) as Box<dyn Store>)
+                    .map_err(|e| StoreError::Failed(format!("{e:#}")))
+            }),
+            Location::Postgres(url) => Arc::new(move || {
+                PgStore::connect(&url)
+                    .map(|s| Box::new(s) as Box<dyn Store>)
+                    .map_err(|e| StoreError::Busy(format!("{e:#}")))
+            }),
+        }
+    }
+
+    /// How many writer threads (connections) a server runs: SQLite one (a
+    /// second would wait for the file's lock); PostgreSQL
+    /// [`POSTGRES_WRITERS`], whose commits overlap.
+    pub fn writers(&self) -> usize {
+        match self {
+            Location::Sqlite(_) => 1,
+            Location::Postgres(_) => POSTGRES_WRITERS,
+        }
+    }
+
+    /// Opens a store that must already exist (the commands other than
+    /// `serve`): a mistyped SQLite path must not create a new, empty file
+    /// that the server never reads. (A PostgreSQL database always exists
+    /// before edge-service meets it: the operator creates it.)
+    pub fn open_existing(&self) -> anyhow::Result<Box<dyn Store>> {
+        match self {
+            Location::Sqlite(db) => {
+                if !db.exists() {
+                    anyhow::bail!(
+                        "database {} does not exist (edge-service serve creates it; check --db or EDGE_SERVICE_DB)",
+                        db.display()
+                    );
+                }
+                Ok(Box::new(SqliteStore::open(db, Duration::from_secs(5))?))
+            }
+            Location::Postgres(url) => Ok(Box::new(PgStore::connect(url)?)),
+        }
+    }
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
+pub fn redact_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_select_postgres_and_paths_sqlite() {
+        let pg = Location::parse(Path::new("postgres://edge@db.example/fleet"));
+        assert_eq!(
+            pg,
+            Location::Postgres("postgres://edge@db.example/fleet".into())
+        );
+        assert!(matches!(
+            Location::parse(Path::new("postgresql://h/d")),
+            Location::Postgres(_)
+        ));
+        assert_eq!(
+            Location::parse(Path::new("sqlite:/var/lib/e.db")),
+            Location::Sqlite("/var/lib/e.db".into())
+        );
+        assert_eq!(
+            Location::parse(Path::new("sqlite:rel.db")),
+            Location::Sqlite("rel.db".into())
+        );
+        assert_eq!(
+            Location::parse(Path::new("edge-service.db")),
+            Location::Sqlite("edge-service.db".into())
+        );
+    }
+
+    #[test]
+    fn passwords_are_not_printed() {
+        let url = "postgres://edge:s3cret@db:5432/fleet?sslmode=require";
+        let shown = Location::parse(Path::new(url)).to_string();
+        assert_eq!(shown, "postgres://edge:***@db:5432/fleet?sslmode=require");
+        assert_eq!(
+            redact_password("postgres://edge@db/f"),
+            "postgres://edge@db/f"
+        );
+    }
+}

@@ -1,0 +1,1104 @@
+//! The PostgreSQL store: any number of stateless `edge-service` instances
+//! on one database.
+//!
+//! The client is `tokio-postgres`, driven by one small runtime of this
+//! module's own ([`driver`]) behind the synchronous [`Store`] trait: the
+//! server already calls stores from threads of their own (the writer, the
+//! blocking readers) and keeps its own pool of them ([`super::StoreOpener`]),
+//! so a pool crate would add nothing.
+//!
+//! Idempotency across instances: a batch is inserted with
+//! `INSERT ... ON CONFLICT (id) DO NOTHING RETURNING` in one transaction;
+//! a concurrent transaction inserting the same id waits for ours and then
+//! does nothing, and both find the stored row's group (repeat or id taken).
+//! Rows are inserted in id order, then devices in key order, so two
+//! instances' transactions lock in one order and cannot deadlock (a
+//! deadlock or serialization failure is retried all the same). Durability:
+//! every session sets `synchronous_commit = on`, so `COMMIT` returns after
+//! the WAL is flushed, and the writer acknowledges only after it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use agent_core::Exit;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Config, Row, Statement};
+
+use super::location::redact_password;
+use super::{
+    DeviceFilter, DeviceRow, Inserted, NewRun, RunFilter, RunRow, Store, StoreError, StoredRun,
+    SCHEMA_VERSION,
+};
+use crate::directive::Directive;
+
+/// Migrations by the version they bring a database to. PostgreSQL support
+/// began at version 2: an empty database gets every step from there.
+const MIGRATIONS: &[(i32, &str)] =
+    &[(2, include_str!("../../migrations/postgres/0002_schema.sql"))];
+
+/// Key of the advisory lock that serialises instances migrating at once.
+const MIGRATION_LOCK: i64 = 0x6564_6765_5f73_7663;
+
+/// Attempts of a transaction that lost a deadlock or serialization check.
+const TRANSACTION_ATTEMPTS: u32 = 5;
+
+const RUN_COLUMNS: &str = "id, group_name, program, start_unix_ns, duration_ns, exit_kind, \
+    exit_value, arch, processes, threads, events, window_index, spool_dropped, truncated, \
+    facts, received_unix_ns, device, stream, window_ns, cpu_user_ns, cpu_system_ns, in_flight";
+
+const DEVICE_COLUMNS: &str = "device, group_name, first_seen_unix_ns, last_seen_unix_ns, \
+    last_start_unix_ns, last_program, facts, runs, windows";
+
+/// The runtime every PostgreSQL connection of this process runs on (its
+/// connection tasks; callers block on their queries from their own threads).
+fn driver() -> Result<&'static tokio::runtime::Runtime, StoreError> {
+    static DRIVER: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    DRIVER
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("postgres-driver")
+                .enable_all()
+                .build()
+                .map_err(|e| format!("cannot start the PostgreSQL client's runtime: {e}"))
+        })
+        .as_ref()
+        .map_err(|e| StoreError::Failed(e.clone()))
+}
+
+/// A connection to a PostgreSQL store.
+pub struct PgStore {
+    client: Client,
+    config: Config,
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    /// Prepared statements by their text (the dynamic filters make a few).
+    statements: HashMap<String, Statement>,
+    label: String,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("db", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgStore {
+    /// Connects to `url` and brings its schema to [`SCHEMA_VERSION`].
+    ///
+    /// TLS is used when the URL asks (`sslmode=require` or `prefer`), with
+    /// the server's certificate checked against the web's roots and the
+    /// PEM file of `sslrootcert=FILE` if given; without `sslmode` the
+    /// connection is plain. The password may come from `$PGPASSWORD`
+    /// instead of the URL.
+    pub fn connect(url: &str) -> anyhow::Result<PgStore> {
+        use anyhow::Context;
+        let label = redact_password(url);
+        let (config, tls) = parse_url(url).with_context(|| format!("database {label}"))?;
+        let client = open_client(driver()?, &config, tls.as_ref())
+            .map_err(anyhow::Error::new)
+            .with_context(|| format!("cannot connect to database {label}"))?;
+        let mut store = PgStore {
+            client,
+            config,
+            tls,
+            statements: HashMap::new(),
+            label,
+        };
+        store
+            .migrate()
+            .with_context(|| format!("cannot create the schema in {}", store.label))?;
+        Ok(store)
+    }
+
+    /// The schema version of the database.
+    pub fn schema_version(&mut self) -> Result<i32, StoreError> {
+        let row = self.query_one("SELECT version FROM edge_service_schema", &[])?;
+        Ok(row.get(0))
+    }
+
+    /// Brings the database to [`SCHEMA_VERSION`] in one transaction, under
+    /// an advisory lock so that instances started at once migrate once.
+    fn migrate(&mut self) -> anyhow::Result<()> {
+        let client = &mut self.client;
+        driver()?.block_on(async {
+            let tx = client.transaction().await?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+                .await?;
+            tx.batch_execute(
+                "CREATE TABLE IF NOT EXISTS edge_service_schema (version INTEGER NOT NULL)",
+            )
+            .await?;
+            let version: i32 = tx
+                .query_opt("SELECT version FROM edge_service_schema", &[])
+                .await?
+                .map_or(0, |r| r.get(0));
+            if i64::from(version) > SCHEMA_VERSION {
+                anyhow::bail!(
+                    "schema version {version} is newer than this edge-service's ({SCHEMA_VERSION})"
+                );
+            }
+            for (to, step) in MIGRATIONS {
+                if version < *to {
+                    tx.batch_execute(step).await?;
+                }
+            }
+            tx.execute("DELETE FROM edge_service_schema", &[]).await?;
+            let current = i32::try_from(SCHEMA_VERSION).unwrap_or(i32::MAX);
+            tx.execute(
+                "INSERT INTO edge_service_schema (version) VALUES ($1)",
+                &[&current],
+            )
+            .await?;
+            tx.commit().await?;
+            anyhow::Ok(())
+        })
+    }
+
+    /// The client, reconnected first if the connection was lost (the
+    /// database restarted): an instance outlives its database's outages.
+    fn client(&mut self) -> Result<&mut Client, StoreError> {
+        if self.client.is_closed() {
+            self.client =
+                open_client(driver()?, &self.config, self.tls.as_ref()).map_err(pg_error)?;
+            self.statements.clear();
+        }
+        Ok(&mut self.client)
+    }
+
+    fn statement(&mut self, sql: &str) -> Result<Statement, StoreError> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let client = self.client()?;
+        let statement = driver()?.block_on(client.prepare(sql)).map_err(pg_error)?;
+        self.statements.insert(sql.to_string(), statement.clone());
+        Ok(statement)
+    }
+
+    fn query(&mut self, sql: &str, args: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
+        let statement = self.statement(sql)?;
+        let client = self.client()?;
+        driver()?
+            .block_on(client.query(&statement, args))
+            .map_err(pg_error)
+    }
+
+    fn query_one(&mut self, sql: &str, args: &[&(dyn ToSql + Sync)]) -> Result<Row, StoreError> {
+        let statement = self.statement(sql)?;
+        let client = self.client()?;
+        driver()?
+            .block_on(client.query_one(&statement, args))
+            .map_err(pg_error)
+    }
+
+    fn execute(&mut self, sql: &str, args: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
+        let statement = self.statement(sql)?;
+        let client = self.client()?;
+        driver()?
+            .block_on(client.execute(&statement, args))
+            .map_err(pg_error)
+    }
+
+    fn select_runs(&mut self, columns: &str, filter: &RunFilter) -> Result<Vec<Row>, StoreError> {
+        let mut sql = format!("SELECT {columns} FROM runs WHERE TRUE");
+        let mut texts: Vec<String> = Vec::new();
+        let mut ints: Vec<i64> = Vec::new();
+        // Placeholders are numbered texts first, then integers.
+        let mut text_conditions: Vec<String> = Vec::new();
+        let mut int_conditions: Vec<(&str, i64)> = Vec::new();
+        if let Some(g) = &filter.group {
+            texts.push(g.clone());
+            text_conditions.push("group_name".into());
+        }
+        if let Some(p) = &filter.program {
+            texts.push(p.clone());
+            text_conditions.push("program".into());
+        }
+        for (column, id) in [("device", &filter.device), ("stream", &filter.stream)] {
+            match id {
+                // All zero: the runs that carry no such id (stored as NULL).
+                Some(id) if *id == [0; 16] => sql.push_str(&format!(" AND {column} IS NULL")),
+                Some(id) => {
+                    texts.push(summary_view::id_hex(id));
+                    text_conditions.push(column.into());
+                }
+                None => {}
+            }
+        }
+        if let Some(t) = filter.since_unix_ns {
+            int_conditions.push(("start_unix_ns >=", sql_int(t)));
+        }
+        if let Some(t) = filter.until_unix_ns {
+            int_conditions.push(("start_unix_ns <", sql_int(t)));
+        }
+        for (n, column) in text_conditions.iter().enumerate() {
+            sql.push_str(&format!(" AND {column} = ${}", n + 1));
+        }
+        for (n, (condition, value)) in int_conditions.iter().enumerate() {
+            sql.push_str(&format!(" AND {condition} ${}", texts.len() + n + 1));
+            ints.push(*value);
+        }
+        sql.push_str(" ORDER BY start_unix_ns, seq");
+        if let Some(n) = filter.limit {
+            ints.push(sql_int(n));
+            sql.push_str(&format!(" LIMIT ${}", texts.len() + ints.len()));
+        }
+        let mut args: Vec<&(dyn ToSql + Sync)> = Vec::new();
+        args.extend(texts.iter().map(|t| t as &(dyn ToSql + Sync)));
+        args.extend(ints.iter().map(|i| i as &(dyn ToSql + Sync)));
+        self.query(&sql, &args)
+    }
+
+    /// The statements of an insert transaction, prepared once per
+    /// connection.
+    fn insert_statements(&mut self) -> Result<InsertStatements, StoreError> {
+        Ok(InsertStatements {
+            runs: self.statement(INSERT_RUNS)?,
+            groups: self.statement("SELECT id, group_name FROM runs WHERE id = ANY($1::text[])")?,
+            syscalls: self.statement(INSERT_SYSCALLS)?,
+            peers: self.statement(INSERT_PEERS)?,
+            devices: self.statement(UPSERT_DEVICES)?,
+        })
+    }
+
+    /// The rows of one insert transaction; see the module's comment. The
+    /// syscall, peer and device rows go in one pipelined round trip.
+    fn insert_once(
+        &mut self,
+        runtime: &tokio::runtime::Runtime,
+        statements: &InsertStatements,
+        runs: &[NewRun],
+    ) -> Result<Vec<Inserted>, tokio_postgres::Error> {
+        let batch = Batch::new(runs);
+        let columns = RunColumns::of(runs, &batch.order);
+        let client = &mut self.client;
+        runtime.block_on(async {
+            let tx = client.transaction().await?;
+            let inserted = tx.query(&statements.runs, &columns.args()).await?;
+            let seqs: HashMap<String, i64> = inserted
+                .iter()
+                .map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1)))
+                .collect();
+            let others: Vec<&str> = batch
+                .ids
+                .iter()
+                .filter(|id| !seqs.contains_key(id.as_str()))
+                .map(String::as_str)
+                .collect();
+            let rows = ChildRows::of(runs, &batch.order, &seqs);
+            let devices = DeviceUpdates::of(runs, &batch.order, &seqs);
+            let (syscall_args, peer_args, device_args) =
+                (rows.syscall_args(), rows.peer_args(), devices.args());
+            let (groups, _, _, _) = tokio::try_join!(
+                async {
+                    if others.is_empty() {
+                        Ok(Vec::new())
+                    } else {
+                        tx.query(&statements.groups, &[&others]).await
+                    }
+                },
+                async {
+                    if rows.syscall_runs.is_empty() {
+                        Ok(0)
+                    } else {
+                        tx.execute(&statements.syscalls, &syscall_args).await
+                    }
+                },
+                async {
+                    if rows.peer_runs.is_empty() {
+                        Ok(0)
+                    } else {
+                        tx.execute(&statements.peers, &peer_args).await
+                    }
+                },
+                async {
+                    if devices.groups.is_empty() {
+                        Ok(0)
+                    } else {
+                        tx.execute(&statements.devices, &device_args).await
+                    }
+                },
+            )?;
+            let groups: HashMap<String, String> =
+                groups.iter().map(|r| (r.get(0), r.get(1))).collect();
+            tx.commit().await?;
+            Ok(batch.outcomes(runs, &seqs, &groups))
+        })
+    }
+}
+
+/// The statements of [`PgStore::insert_once`].
+struct InsertStatements {
+    runs: Statement,
+    groups: Statement,
+    syscalls: Statement,
+    peers: Statement,
+    devices: Statement,
+}
+
+/// A batch's runs, first copy of each id, in id order; the ids inserted
+/// come back with their `seq`.
+const INSERT_RUNS: &str = "INSERT INTO runs (id, group_name, program, start_unix_ns, \
+    duration_ns, exit_kind, exit_value, arch, processes, threads, events, window_index, \
+    spool_dropped, truncated, facts, received_unix_ns, raw, device, stream, window_ns, \
+    cpu_user_ns, cpu_system_ns, in_flight, peers_folded) \
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], \
+    $6::text[], $7::int4[], $8::text[], $9::int8[], $10::int8[], $11::int8[], $12::int8[], \
+    $13::int8[], $14::bool[], $15::text[], $16::int8[], $17::bytea[], $18::text[], $19::text[], \
+    $20::int8[], $21::int8[], $22::int8[], $23::int8[], $24::int8[]) \
+    ON CONFLICT (id) DO NOTHING RETURNING id, seq";
+
+const INSERT_SYSCALLS: &str = "INSERT INTO syscalls (run, syscall, fd_kind, count, errors, \
+    total_ns, min_ns, max_ns, mean_ns, consecutive, gap_mean_ns, result_mean, param_mean) \
+    SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::int8[], $5::int8[], \
+    $6::int8[], $7::int8[], $8::int8[], $9::float8[], $10::int8[], $11::float8[], \
+    $12::float8[], $13::float8[])";
+
+const INSERT_PEERS: &str = "INSERT INTO peers (run, transport, address, port, calls, bytes, \
+    total_ns, errors, last_syscall, last_result, last_end_unix_ns) \
+    SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::int4[], $5::int8[], \
+    $6::int8[], $7::int8[], $8::int8[], $9::text[], $10::int8[], $11::int8[])";
+
+/// The device's facts follow its most recent run (by start), so a spool
+/// uploaded out of order does not roll them back.
+const UPSERT_DEVICES: &str = "INSERT INTO devices (group_name, device, first_seen_unix_ns, \
+    last_seen_unix_ns, last_start_unix_ns, last_program, facts, runs, windows) \
+    SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::int8[], \
+    $6::text[], $7::text[], $8::int8[], $9::int8[]) \
+    ON CONFLICT (group_name, device) DO UPDATE SET \
+    first_seen_unix_ns = least(devices.first_seen_unix_ns, excluded.first_seen_unix_ns), \
+    last_seen_unix_ns = greatest(devices.last_seen_unix_ns, excluded.last_seen_unix_ns), \
+    last_program = CASE WHEN excluded.last_start_unix_ns >= devices.last_start_unix_ns \
+        THEN excluded.last_program ELSE devices.last_program END, \
+    facts = CASE WHEN excluded.last_start_unix_ns >= devices.last_start_unix_ns \
+        THEN excluded.facts ELSE devices.facts END, \
+    last_start_unix_ns = greatest(devices.last_start_unix_ns, excluded.last_start_unix_ns), \
+    runs = devices.runs + excluded.runs, windows = devices.windows + excluded.windows";
+
+/// Parses a connection URL: our own `sslrootcert=FILE` is taken out (the
+/// client does not know it), `$PGPASSWORD` fills a missing password, and a
+/// URL without `sslmode` connects without TLS.
+fn parse_url(
+    url: &str,
+) -> anyhow::Result<(Config, Option<tokio_postgres_rustls::MakeRustlsConnect>)> {
+    use anyhow::Context;
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut root_cert = None;
+    let mut asked_for_tls = false;
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("sslrootcert", file)) => root_cert = Some(file.to_string()),
+            Some(("sslmode", mode)) => {
+                asked_for_tls = mode != "disable";
+                kept.push(pair);
+            }
+            _ => kept.push(pair),
+        }
+    }
+    let rebuilt = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    let mut config: Config = rebuilt
+        .parse()
+        .map_err(|e| anyhow::anyhow!("not a valid PostgreSQL URL: {e}"))?;
+    if config.get_password().is_none() {
+        if let Some(password) = std::env::var_os("PGPASSWORD") {
+            config.password(password.as_encoded_bytes());
+        }
+    }
+    config.application_name("edge-service");
+    if !asked_for_tls {
+        config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+        return Ok((config, None));
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(file) = &root_cert {
+        use rustls::pki_types::pem::PemObject;
+        let certs = rustls::pki_types::CertificateDer::pem_file_iter(file)
+            .with_context(|| format!("cannot read sslrootcert {file}"))?
+            .collect::<Result<Vec<_>, _>>()
+            .with_context(|| format!("sslrootcert {file} is not valid PEM"))?;
+        if certs.is_empty() {
+            anyhow::bail!("sslrootcert {file} holds no certificate");
+        }
+        for cert in certs {
+            roots
+                .add(cert)
+                .with_context(|| format!("sslrootcert {file}: unusable CA certificate"))?;
+        }
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .context("TLS protocol versions")?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok((
+        config,
+        Some(tokio_postgres_rustls::MakeRustlsConnect::new(tls)),
+    ))
+}
+
+/// Connects and starts the connection's task on the [`driver`].
+fn open_client(
+    runtime: &tokio::runtime::Runtime,
+    config: &Config,
+    tls: Option<&tokio_postgres_rustls::MakeRustlsConnect>,
+) -> Result<Client, tokio_postgres::Error> {
+    runtime.block_on(async {
+        let client = match tls {
+            Some(tls) => {
+                let (client, connection) = config.connect(tls.clone()).await?;
+                runtime.spawn(connection);
+                client
+            }
+            None => {
+                let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+                runtime.spawn(connection);
+                client
+            }
+        };
+        // Acknowledged means on disk: whatever the server's default.
+        client.batch_execute("SET synchronous_commit TO on").await?;
+        Ok(client)
+    })
+}
+
+/// A batch's runs in insertion order: the first copy of each id, sorted by
+/// id (later copies of an id in the same batch are repeats of it).
+struct Batch {
+    /// Indices into the runs, in insertion order.
+    order: Vec<usize>,
+    /// The hex id of every run, by its index.
+    ids: Vec<String>,
+}
+
+impl Batch {
+    fn new(runs: &[NewRun]) -> Batch {
+        let ids: Vec<String> = runs.iter().map(|r| summary_view::id_hex(&r.id)).collect();
+        let mut order: Vec<usize> = (0..runs.len()).collect();
+        order.sort_by(|a, b| ids[*a].cmp(&ids[*b]).then(a.cmp(b)));
+        order.dedup_by(|later, first| ids[*later] == ids[*first]);
+        Batch { order, ids }
+    }
+
+    /// One outcome per run, in the runs' order: stored when this very run
+    /// was inserted; else a repeat when the id is stored for its group (by
+    /// another transaction, or by an earlier copy in this batch), else the
+    /// id is taken.
+    fn outcomes(
+        &self,
+        runs: &[NewRun],
+        seqs: &HashMap<String, i64>,
+        groups: &HashMap<String, String>,
+    ) -> Vec<Inserted> {
+        let mut inserted_here = vec![false; runs.len()];
+        let mut stored_group: HashMap<&str, &str> = HashMap::new();
+        for &i in &self.order {
+            if seqs.contains_key(&self.ids[i]) {
+                inserted_here[i] = true;
+                stored_group.insert(&self.ids[i], &runs[i].group);
+            }
+        }
+        runs.iter()
+            .enumerate()
+            .map(|(i, run)| {
+                if inserted_here[i] {
+                    return Inserted::Stored;
+                }
+                let id = self.ids[i].as_str();
+                let group = stored_group
+                    .get(id)
+                    .copied()
+                    .or_else(|| groups.get(id).map(String::as_str));
+                if group == Some(run.group.as_str()) {
+                    Inserted::Repeat
+                } else {
+                    Inserted::IdTaken
+                }
+            })
+            .collect()
+    }
+}
+
+/// The `runs` columns of a batch, one array each (inserted with `unnest`).
+#[derive(Default)]
+struct RunColumns {
+    id: Vec<String>,
+    group: Vec<String>,
+    program: Vec<String>,
+    start: Vec<i64>,
+    duration: Vec<i64>,
+    exit_kind: Vec<&'static str>,
+    exit_value: Vec<Option<i32>>,
+    arch: Vec<&'static str>,
+    processes: Vec<i64>,
+    threads: Vec<i64>,
+    events: Vec<i64>,
+    window: Vec<i64>,
+    spool_dropped: Vec<i64>,
+    truncated: Vec<bool>,
+    facts: Vec<String>,
+    received: Vec<i64>,
+    raw: Vec<Vec<u8>>,
+    device: Vec<Option<String>>,
+    stream: Vec<Option<String>>,
+    window_ns: Vec<i64>,
+    cpu_user: Vec<Option<i64>>,
+    cpu_system: Vec<Option<i64>>,
+    in_flight: Vec<i64>,
+    peers_folded: Vec<i64>,
+}
+
+impl RunColumns {
+    fn of(runs: &[NewRun], order: &[usize]) -> RunColumns {
+        let mut c = RunColumns::default();
+        for run in order.iter().map(|&i| &runs[i]) {
+            let (exit_kind, exit_value) = exit_columns(run.exit);
+            c.id.push(summary_view::id_hex(&run.id));
+            c.group.push(run.group.clone());
+            c.program.push(run.program.clone());
+            c.start.push(sql_int(run.start_unix_ns));
+            c.duration.push(sql_int(run.duration_ns));
+            c.exit_kind.push(exit_kind);
+            c.exit_value.push(exit_value);
+            c.arch.push(run.arch);
+            c.processes.push(i64::from(run.processes));
+            c.threads.push(i64::from(run.threads));
+            c.events.push(sql_int(run.events));
+            c.window.push(i64::from(run.window));
+            c.spool_dropped.push(i64::from(run.spool_dropped));
+            c.truncated.push(run.truncated);
+            c.facts.push(run.facts_json.clone());
+            c.received.push(sql_int(run.received_unix_ns));
+            c.raw.push(run.raw.clone());
+            c.device.push(run.device.as_ref().map(summary_view::id_hex));
+            c.stream.push(run.stream.as_ref().map(summary_view::id_hex));
+            c.window_ns.push(sql_int(run.window_ns));
+            c.cpu_user.push(run.cpu.map(|t| sql_int(t.user_ns)));
+            c.cpu_system.push(run.cpu.map(|t| sql_int(t.system_ns)));
+            c.in_flight.push(i64::from(run.in_flight));
+            c.peers_folded.push(i64::from(run.peers_folded));
+        }
+        c
+    }
+
+    fn args(&self) -> [&(dyn ToSql + Sync); 24] {
+        [
+            &self.id,
+            &self.group,
+            &self.program,
+            &self.start,
+            &self.duration,
+            &self.exit_kind,
+            &self.exit_value,
+            &self.arch,
+            &self.processes,
+            &self.threads,
+            &self.events,
+            &self.window,
+            &self.spool_dropped,
+            &self.truncated,
+            &self.facts,
+            &self.received,
+            &self.raw,
+            &self.device,
+            &self.stream,
+            &self.window_ns,
+            &self.cpu_user,
+            &self.cpu_system,
+            &self.in_flight,
+            &self.peers_folded,
+        ]
+    }
+}
+
+/// The `syscalls` and `peers` rows of the runs inserted, one array per
+/// column.
+#[derive(Default)]
+struct ChildRows {
+    syscall_runs: Vec<i64>,
+    syscall: Vec<String>,
+    fd_kind: Vec<&'static str>,
+    count: Vec<i64>,
+    errors: Vec<i64>,
+    total_ns: Vec<i64>,
+    min_ns: Vec<i64>,
+    max_ns: Vec<i64>,
+    mean_ns: Vec<f64>,
+    consecutive: Vec<i64>,
+    gap_mean_ns: Vec<f64>,
+    result_mean: Vec<f64>,
+    param_mean: Vec<Option<f64>>,
+    peer_runs: Vec<i64>,
+    transport: Vec<&'static str>,
+    address: Vec<String>,
+    port: Vec<i32>,
+    calls: Vec<i64>,
+    bytes: Vec<i64>,
+    peer_total_ns: Vec<i64>,
+    peer_errors: Vec<i64>,
+    last_syscall: Vec<Option<String>>,
+    last_result: Vec<Option<i64>>,
+    last_end: Vec<Option<i64>>,
+}
+
+impl ChildRows {
+    fn of(runs: &[NewRun], order: &[usize], seqs: &HashMap<String, i64>) -> ChildRows {
+        let mut c = ChildRows::default();
+        for run in order.iter().map(|&i| &runs[i]) {
+            let Some(&seq) = seqs.get(&summary_view::id_hex(&run.id)) else {
+                continue;
+            };
+            for s in &run.syscalls {
+                c.syscall_runs.push(seq);
+                c.syscall.push(s.syscall.clone());
+                c.fd_kind.push(s.fd_kind);
+                c.count.push(sql_int(s.count));
+                c.errors.push(sql_int(s.errors));
+                c.total_ns.push(sql_int(s.total_ns));
+                c.min_ns.push(sql_int(s.min_ns));
+                c.max_ns.push(sql_int(s.max_ns));
+                c.mean_ns.push(s.mean_ns);
+                c.consecutive.push(sql_int(s.consecutive));
+                c.gap_mean_ns.push(s.gap_mean_ns);
+                c.result_mean.push(s.result_mean);
+                c.param_mean.push(s.param_mean);
+            }
+            for p in &run.peers {
+                c.peer_runs.push(seq);
+                c.transport.push(p.transport);
+                c.address.push(p.address.clone());
+                c.port.push(i32::from(p.port));
+                c.calls.push(sql_int(p.calls));
+                c.bytes.push(sql_int(p.bytes));
+                c.peer_total_ns.push(sql_int(p.total_ns));
+                c.peer_errors.push(sql_int(p.errors));
+                c.last_syscall.push(p.last_syscall.clone());
+                c.last_result.push(p.last_result);
+                c.last_end.push(p.last_end_unix_ns.map(sql_int));
+            }
+        }
+        c
+    }
+
+    fn syscall_args(&self) -> [&(dyn ToSql + Sync); 13] {
+        [
+            &self.syscall_runs,
+            &self.syscall,
+            &self.fd_kind,
+            &self.count,
+            &self.errors,
+            &self.total_ns,
+            &self.min_ns,
+            &self.max_ns,
+            &self.mean_ns,
+            &self.consecutive,
+            &self.gap_mean_ns,
+            &self.result_mean,
+            &self.param_mean,
+        ]
+    }
+
+    fn peer_args(&self) -> [&(dyn ToSql + Sync); 11] {
+        [
+            &self.peer_runs,
+            &self.transport,
+            &self.address,
+            &self.port,
+            &self.calls,
+            &self.bytes,
+            &self.peer_total_ns,
+            &self.peer_errors,
+            &self.last_syscall,
+            &self.last_result,
+            &self.last_end,
+        ]
+    }
+}
+
+/// One upsert row per (group, device) of the runs inserted, folded in the
+/// runs' order as SQLite applies them one by one (an upsert may not touch a
+/// row twice in one statement), sorted by key (the lock order).
+#[derive(Default)]
+struct DeviceUpdates {
+    groups: Vec<String>,
+    devices: Vec<String>,
+    first_seen: Vec<i64>,
+    last_seen: Vec<i64>,
+    last_start: Vec<i64>,
+    program: Vec<String>,
+    facts: Vec<String>,
+    runs: Vec<i64>,
+    windows: Vec<i64>,
+}
+
+impl DeviceUpdates {
+    fn of(runs: &[NewRun], order: &[usize], seqs: &HashMap<String, i64>) -> DeviceUpdates {
+        let mut inserted: Vec<usize> = order
+            .iter()
+            .copied()
+            .filter(|&i| seqs.contains_key(&summary_view::id_hex(&runs[i].id)))
+            .collect();
+        inserted.sort_unstable();
+        let mut folded = std::collections::BTreeMap::<(String, String), Fold>::new();
+        for i in inserted {
+            let run = &runs[i];
+            let Some(device) = &run.device else { continue };
+            let whole = i64::from(run.window == 0);
+            let received = sql_int(run.received_unix_ns);
+            let start = sql_int(run.start_unix_ns);
+            let f = folded
+                .entry((run.group.clone(), summary_view::id_hex(device)))
+                .or_insert(Fold {
+                    first_seen: received,
+                    last_seen: received,
+                    last_start: start,
+                    latest: i,
+                    runs: 0,
+                    windows: 0,
+                });
+            f.first_seen = f.first_seen.min(received);
+            f.last_seen = f.last_seen.max(received);
+            if start >= f.last_start {
+                f.last_start = start;
+                f.latest = i;
+            }
+            f.runs += whole;
+            f.windows += 1 - whole;
+        }
+        let mut d = DeviceUpdates::default();
+        for ((group, device), f) in folded {
+            d.groups.push(group);
+            d.devices.push(device);
+            d.first_seen.push(f.first_seen);
+            d.last_seen.push(f.last_seen);
+            d.last_start.push(f.last_start);
+            d.program.push(runs[f.latest].program.clone());
+            d.facts.push(runs[f.latest].facts_json.clone());
+            d.runs.push(f.runs);
+            d.windows.push(f.windows);
+        }
+        d
+    }
+
+    fn args(&self) -> [&(dyn ToSql + Sync); 9] {
+        [
+            &self.groups,
+            &self.devices,
+            &self.first_seen,
+            &self.last_seen,
+            &self.last_start,
+            &self.program,
+            &self.facts,
+            &self.runs,
+            &self.windows,
+        ]
+    }
+}
+
+/// One device's runs of a batch, folded.
+struct Fold {
+    first_seen: i64,
+    last_seen: i64,
+    /// The latest start, and the index of the run that has it.
+    last_start: i64,
+    latest: usize,
+    runs: i64,
+    windows: i64,
+}
+
+/// Connection trouble, an overloaded or restarting server, a lost
+/// deadlock: retry later (503). Everything else is a failure.
+fn pg_error(e: tokio_postgres::Error) -> StoreError {
+    let transient = e.is_closed()
+        || e.code().is_none_or(|code| {
+            let c = code.code();
+            c.starts_with("08") || c.starts_with("53") || c.starts_with("57") || c.starts_with("40")
+        });
+    let text = match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.code().code(), db.message()),
+        None => format!("{e}"),
+    };
+    if transient {
+        StoreError::Busy(text)
+    } else {
+        StoreError::Failed(text)
+    }
+}
+
+/// A lost deadlock or serialization check: the transaction may simply be
+/// run again.
+fn retryable(e: &tokio_postgres::Error) -> bool {
+    e.code().is_some_and(|c| {
+        *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
+    })
+}
+
+/// PostgreSQL integers are signed 64-bit, like SQLite's: larger values are
+/// stored as `i64::MAX`; the raw blob keeps the exact value.
+fn sql_int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn unsigned(v: i64) -> u64 {
+    v.max(0) as u64
+}
+
+fn small(v: i64) -> u32 {
+    u32::try_from(v.max(0)).unwrap_or(u32::MAX)
+}
+
+fn exit_columns(exit: Exit) -> (&'static str, Option<i32>) {
+    match exit {
+        Exit::Code(c) => ("code", Some(c)),
+        Exit::Signal(s) => ("signal", Some(s)),
+        Exit::Running => ("running", None),
+        Exit::Detached => ("detached", None),
+    }
+}
+
+fn exit_from_columns(kind: &str, value: Option<i32>) -> Exit {
+    match (kind, value) {
+        ("code", Some(c)) => Exit::Code(c),
+        ("signal", Some(s)) => Exit::Signal(s),
+        ("running", _) => Exit::Running,
+        _ => Exit::Detached,
+    }
+}
+
+fn id_column(row: &Row, index: usize) -> Result<[u8; 16], StoreError> {
+    let text: String = row.try_get(index).map_err(pg_error)?;
+    summary_view::id_from_hex(&text)
+        .ok_or_else(|| StoreError::Failed(format!("stored id `{text}` is not 32 hex digits")))
+}
+
+fn optional_id_column(row: &Row, index: usize) -> Result<Option<[u8; 16]>, StoreError> {
+    let text: Option<String> = row.try_get(index).map_err(pg_error)?;
+    text.map(|t| {
+        summary_view::id_from_hex(&t)
+            .ok_or_else(|| StoreError::Failed(format!("stored id `{t}` is not 32 hex digits")))
+    })
+    .transpose()
+}
+
+fn run_row(row: &Row) -> Result<RunRow, StoreError> {
+    let get_i64 = |i: usize| row.try_get::<_, i64>(i).map_err(pg_error);
+    let get_opt = |i: usize| row.try_get::<_, Option<i64>>(i).map_err(pg_error);
+    let text = |i: usize| row.try_get::<_, String>(i).map_err(pg_error);
+    Ok(RunRow {
+        id: id_column(row, 0)?,
+        group: text(1)?,
+        program: text(2)?,
+        start_unix_ns: unsigned(get_i64(3)?),
+        duration_ns: unsigned(get_i64(4)?),
+        exit: exit_from_columns(&text(5)?, row.try_get(6).map_err(pg_error)?),
+        arch: text(7)?,
+        processes: small(get_i64(8)?),
+        threads: small(get_i64(9)?),
+        events: unsigned(get_i64(10)?),
+        window: small(get_i64(11)?),
+        spool_dropped: small(get_i64(12)?),
+        truncated: row.try_get(13).map_err(pg_error)?,
+        facts: serde_json::from_str(&text(14)?).unwrap_or(serde_json::Value::Null),
+        received_unix_ns: unsigned(get_i64(15)?),
+        device: optional_id_column(row, 16)?,
+        stream: optional_id_column(row, 17)?,
+        window_ns: unsigned(get_i64(18)?),
+        cpu_user_ns: get_opt(19)?.map(unsigned),
+        cpu_system_ns: get_opt(20)?.map(unsigned),
+        in_flight: small(get_i64(21)?),
+    })
+}
+
+fn device_row(row: &Row) -> Result<DeviceRow, StoreError> {
+    let get_i64 = |i: usize| row.try_get::<_, i64>(i).map_err(pg_error);
+    let text = |i: usize| row.try_get::<_, String>(i).map_err(pg_error);
+    Ok(DeviceRow {
+        device: id_column(row, 0)?,
+        group: text(1)?,
+        first_seen_unix_ns: unsigned(get_i64(2)?),
+        last_seen_unix_ns: unsigned(get_i64(3)?),
+        last_start_unix_ns: unsigned(get_i64(4)?),
+        last_program: text(5)?,
+        facts: serde_json::from_str(&text(6)?).unwrap_or(serde_json::Value::Null),
+        runs: unsigned(get_i64(7)?),
+        windows: unsigned(get_i64(8)?),
+    })
+}
+
+fn stored_run(row: &Row) -> Result<StoredRun, StoreError> {
+    Ok(StoredRun {
+        group: row.try_get(0).map_err(pg_error)?,
+        raw: row.try_get(1).map_err(pg_error)?,
+    })
+}
+
+fn directive_row(row: &Row) -> Result<Directive, StoreError> {
+    let only: Option<String> = row.try_get(2).map_err(pg_error)?;
+    Ok(Directive {
+        group: row.try_get(0).map_err(pg_error)?,
+        match_text: row.try_get(1).map_err(pg_error)?,
+        only: only.and_then(|o| serde_json::from_str(&o).ok()),
+        window: row.try_get(3).map_err(pg_error)?,
+    })
+}
+
+impl Store for PgStore {
+    fn insert_runs(&mut self, runs: &[NewRun]) -> Result<Vec<Inserted>, StoreError> {
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let runtime = driver()?;
+        let mut attempt = 1;
+        loop {
+            let statements = self.insert_statements()?;
+            match self.insert_once(runtime, &statements, runs) {
+                Ok(outcomes) => return Ok(outcomes),
+                Err(e) if retryable(&e) && attempt < TRANSACTION_ATTEMPTS => attempt += 1,
+                Err(e) => return Err(pg_error(e)),
+            }
+        }
+    }
+
+    fn runs(&mut self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
+        self.select_runs(RUN_COLUMNS, filter)?
+            .iter()
+            .map(run_row)
+            .collect()
+    }
+
+    fn load(&mut self, filter: &RunFilter) -> Result<Vec<StoredRun>, StoreError> {
+        self.select_runs("group_name, raw", filter)?
+            .iter()
+            .map(stored_run)
+            .collect()
+    }
+
+    fn devices(&mut self, filter: &DeviceFilter) -> Result<Vec<DeviceRow>, StoreError> {
+        let limit = filter.limit.map_or(i64::MAX, sql_int);
+        let order = "ORDER BY last_seen_unix_ns DESC, device, group_name LIMIT";
+        let rows = match &filter.group {
+            Some(g) => self.query(
+                &format!("SELECT {DEVICE_COLUMNS} FROM devices WHERE group_name = $1 {order} $2"),
+                &[g, &limit],
+            )?,
+            None => self.query(
+                &format!("SELECT {DEVICE_COLUMNS} FROM devices {order} $1"),
+                &[&limit],
+            )?,
+        };
+        rows.iter().map(device_row).collect()
+    }
+
+    fn run(&mut self, id: &[u8; 16]) -> Result<Option<StoredRun>, StoreError> {
+        self.query(
+            "SELECT group_name, raw FROM runs WHERE id = $1",
+            &[&summary_view::id_hex(id)],
+        )?
+        .first()
+        .map(stored_run)
+        .transpose()
+    }
+
+    fn directive(&mut self, group: &str) -> Result<Option<Directive>, StoreError> {
+        self.query(
+            "SELECT group_name, match_text, only_list, time_window FROM directives \
+             WHERE group_name = $1",
+            &[&group],
+        )?
+        .first()
+        .map(directive_row)
+        .transpose()
+    }
+
+    fn directives(&mut self) -> Result<Vec<Directive>, StoreError> {
+        self.query(
+            "SELECT group_name, match_text, only_list, time_window FROM directives \
+             ORDER BY group_name",
+            &[],
+        )?
+        .iter()
+        .map(directive_row)
+        .collect()
+    }
+
+    fn set_directive(&mut self, d: &Directive) -> Result<(), StoreError> {
+        let only = d
+            .only
+            .as_ref()
+            .map(|o| serde_json::to_string(o).unwrap_or_default());
+        self.execute(
+            "INSERT INTO directives (group_name, match_text, only_list, time_window) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT (group_name) DO UPDATE SET \
+             match_text = excluded.match_text, only_list = excluded.only_list, \
+             time_window = excluded.time_window",
+            &[&d.group, &d.match_text, &only, &d.window],
+        )
+        .map(|_| ())
+    }
+
+    fn clear_directive(&mut self, group: &str) -> Result<bool, StoreError> {
+        self.execute("DELETE FROM directives WHERE group_name = $1", &[&group])
+            .map(|n| n > 0)
+    }
+
+    fn prune_batch(
+        &mut self,
+        before_unix_ns: u64,
+        keep_raw: bool,
+        batch: u32,
+    ) -> Result<u64, StoreError> {
+        let runtime = driver()?;
+        let client = self.client()?;
+        let before = sql_int(before_unix_ns);
+        let limit = i64::from(batch);
+        runtime
+            .block_on(async {
+                let tx = client.transaction().await?;
+                // With keep_raw the runs stay: look among the oldest runs
+                // that still have rows (run order follows the received time).
+                let sql = if keep_raw {
+                    "SELECT seq FROM runs WHERE received_unix_ns < $1 AND seq IN \
+                     (SELECT DISTINCT run FROM syscalls ORDER BY run LIMIT $2)"
+                } else {
+                    "SELECT seq FROM runs WHERE received_unix_ns < $1 \
+                     ORDER BY received_unix_ns LIMIT $2"
+                };
+                let seqs: Vec<i64> = tx
+                    .query(sql, &[&before, &limit])
+                    .await?
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                if !seqs.is_empty() {
+                    tx.execute("DELETE FROM syscalls WHERE run = ANY($1)", &[&seqs])
+                        .await?;
+                    tx.execute("DELETE FROM peers WHERE run = ANY($1)", &[&seqs])
+                        .await?;
+                    if !keep_raw {
+                        tx.execute("DELETE FROM runs WHERE seq = ANY($1)", &[&seqs])
+                            .await?;
+                    }
+                }
+                tx.commit().await?;
+                Ok(seqs.len() as u64)
+            })
+            .map_err(pg_error)
+    }
+
+    fn prune_devices(&mut self, before_unix_ns: u64) -> Result<u64, StoreError> {
+        self.execute(
+            "DELETE FROM devices WHERE last_seen_unix_ns < $1",
+            &[&sql_int(before_unix_ns)],
+        )
+    }
+}
