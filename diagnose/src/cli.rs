@@ -380,6 +380,13 @@ pub fn devices_of(runs: &[Summary], key: &str) -> (Vec<String>, String) {
             }
         })
         .collect();
+    let all = runs.len();
+    if by_fact == all {
+        return (names, format!("the `{key}` fact"));
+    }
+    if by_id == all {
+        return (names, "the device id".to_string());
+    }
     let mut parts = Vec::new();
     if by_fact > 0 {
         parts.push(format!("the `{key}` fact ({by_fact} runs)"));
