@@ -425,3 +425,26 @@ fn malformed_fields_are_explained_in_the_decoders_own_words() {
     }
     assert!(text.contains("number"), "{text}");
 }
+
+/// Whatever the buffer, an encoding that fits decodes to the folded summary:
+/// every stage of folding (entries, then peers, then in-flight
+/// descriptions) leaves a valid summary.
+#[test]
+fn every_fold_stage_decodes() {
+    let mut stages = std::collections::BTreeSet::new();
+    for cap in (200..=MAX_ENCODED_LEN).step_by(13) {
+        let mut s = worst_observed();
+        let mut buf = vec![0u8; cap];
+        let Ok(bytes) = s.encode(&mut buf) else {
+            continue;
+        };
+        let d = Summary::decode(bytes).unwrap_or_else(|e| panic!("cap {cap}: {e}"));
+        assert_eq!(d, s);
+        stages.insert((d.peers.list.len(), d.in_flight.oldest.len()));
+    }
+    // Some encodings dropped in-flight descriptions.
+    assert!(
+        stages.iter().any(|(p, f)| *p == 0 && *f < MAX_IN_FLIGHT),
+        "{stages:?}"
+    );
+}
