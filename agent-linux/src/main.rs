@@ -113,15 +113,50 @@ struct WaitArgs {
 struct WindowArgs {
     /// Cut the trace into windows of this length (1s to 24h; a number with
     /// ms, s, m or h, bare: seconds), aligned to wall-clock multiples of
-    /// it: one summary per window [run: one summary for the whole run;
-    /// attach and watch: 60s].
+    /// it: one summary per window; `whole`: one summary for the whole trace
+    /// [run: whole; attach and watch: 60s].
     #[arg(long, value_name = "DURATION", value_parser = parse_window)]
-    window: Option<std::time::Duration>,
+    window: Option<WindowChoice>,
+}
+
+/// What `--window` said.
+#[derive(Clone, Copy, Debug)]
+enum WindowChoice {
+    /// Windows of this length.
+    Every(std::time::Duration),
+    /// One summary for the whole trace.
+    Whole,
+}
+
+impl WindowArgs {
+    /// The windows of `attach` and `watch` (60 s unless told).
+    fn live(&self) -> Option<std::time::Duration> {
+        match self.window {
+            None => Some(DEFAULT_LIVE_WINDOW),
+            Some(WindowChoice::Every(d)) => Some(d),
+            Some(WindowChoice::Whole) => None,
+        }
+    }
+
+    /// The windows of `run` (the whole run unless told).
+    fn run(&self) -> Option<std::time::Duration> {
+        match self.window {
+            Some(WindowChoice::Every(d)) => Some(d),
+            None | Some(WindowChoice::Whole) => None,
+        }
+    }
 }
 
 /// A `--window` length: `10s`, `500ms`, `2m`, `1h`, `1.5s`, or a bare
-/// number of seconds; 1 s to 24 h.
-fn parse_window(text: &str) -> Result<std::time::Duration, String> {
+/// number of seconds, 1 s to 24 h; or `whole`.
+fn parse_window(text: &str) -> Result<WindowChoice, String> {
+    if text.trim() == "whole" {
+        return Ok(WindowChoice::Whole);
+    }
+    parse_window_length(text).map(WindowChoice::Every)
+}
+
+fn parse_window_length(text: &str) -> Result<std::time::Duration, String> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -587,7 +622,7 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         facts,
         platform: None,
         wait: a.wait.policy(),
-        window: a.window.window,
+        window: a.window.run(),
         device,
     };
     let needs_ptrace = opts
@@ -692,7 +727,7 @@ fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
         platform: None,
         duration,
         wait: a.wait.policy(),
-        window: Some(a.window.window.unwrap_or(DEFAULT_LIVE_WINDOW)),
+        window: a.window.live(),
         device,
     };
     let mut failures = 0u32;
@@ -761,7 +796,7 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
             pattern: a.pattern,
             facts,
             wait: a.wait.policy(),
-            window: Some(a.window.window.unwrap_or(DEFAULT_LIVE_WINDOW)),
+            window: a.window.live(),
             device,
             ..Default::default()
         },

@@ -81,6 +81,8 @@ fn every_summary_carries_one_stable_id_until_reset() {
     let o = edge_agent(
         &[
             "attach",
+            "--window",
+            "whole",
             &sleeper.id().to_string(),
             "--for",
             "0.3",
@@ -100,7 +102,8 @@ fn every_summary_carries_one_stable_id_until_reset() {
     let text = format!("edge-device-id-test-{}", std::process::id());
     let out_dir = dir.path().join("watch");
     let mut watch = Command::new(agent())
-        .args(["watch", "--match", &text, "--device-id-file", p(&file)])
+        .args(["watch", "--window", "whole", "--match", &text])
+        .args(["--device-id-file", p(&file)])
         .arg("--out-dir")
         .arg(&out_dir)
         .stderr(Stdio::null())

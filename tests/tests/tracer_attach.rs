@@ -42,6 +42,7 @@ fn sigint_detaches_and_the_program_finishes() {
     std::thread::sleep(Duration::from_millis(100));
     let mut agent = Command::new(&bin)
         .arg("attach")
+        .args(["--window", "whole"])
         .arg(worker.id().to_string())
         .arg("--out")
         .arg(&file)
@@ -74,6 +75,7 @@ fn kill_9_of_the_agent_lets_the_program_run_on() {
     std::thread::sleep(Duration::from_millis(100));
     let mut agent = Command::new(&bin)
         .arg("attach")
+        .args(["--window", "whole"])
         .arg(worker.id().to_string())
         .arg("--out")
         .arg(dir.path().join("x.summary"))
@@ -115,6 +117,7 @@ fn attach_follows_every_thread_and_sees_the_exit() {
     let out = output_timeout(
         Command::new(&bin)
             .arg("attach")
+            .args(["--window", "whole"])
             .arg(prog.id().to_string())
             .arg("--out")
             .arg(&file),
@@ -200,7 +203,7 @@ fn watch_traces_new_matching_processes() {
     let dir = tempfile::tempdir().unwrap();
     let text = format!("edge-watch-test-{}", std::process::id());
     let mut agent = Command::new(&bin)
-        .args(["watch", "--match", &text, "--out-dir"])
+        .args(["watch", "--window", "whole", "--match", &text, "--out-dir"])
         .arg(dir.path())
         .stderr(Stdio::piped())
         .spawn()

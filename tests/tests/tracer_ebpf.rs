@@ -344,7 +344,16 @@ fn attach_under_ebpf_counts_a_running_process_and_leaves_it_running() {
     let file = dir.path().join("attach.summary");
     let out = output_timeout(
         Command::new(agent())
-            .args(["attach", "--backend", "ebpf", "--for", "0.5", "--out"])
+            .args([
+                "attach",
+                "--window",
+                "whole",
+                "--backend",
+                "ebpf",
+                "--for",
+                "0.5",
+                "--out",
+            ])
             .arg(&file)
             .arg(target.id().to_string()),
         60,

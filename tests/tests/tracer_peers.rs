@@ -158,6 +158,7 @@ fn an_attached_server_names_its_clients() {
     let file = dir.path().join("server.summary");
     let mut agent = Command::new(&bin)
         .arg("attach")
+        .args(["--window", "whole"])
         .arg(server.id().to_string())
         .arg("--out")
         .arg(&file)

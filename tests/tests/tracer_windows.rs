@@ -373,3 +373,36 @@ fn window_lengths_outside_1s_to_24h_are_refused() {
         assert!(err.contains("--window"), "{bad:?}: {err}");
     }
 }
+
+/// `attach` cuts 60 s windows unless told; `--window whole` gives one
+/// summary of the whole trace (window 0, no window length).
+#[test]
+fn attach_defaults_to_60s_windows_and_whole_turns_them_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    for (extra, window_ns) in [(None, 60_000_000_000u64), (Some("whole"), 0)] {
+        let out_dir = dir.path().join(extra.unwrap_or("default"));
+        std::fs::create_dir(&out_dir).unwrap();
+        let mut cmd = Command::new(agent());
+        cmd.args(["attach", &pid, "--for", "0.3", "--out"])
+            .arg(out_dir.join("a.summary"));
+        if let Some(w) = extra {
+            cmd.args(["--window", w]);
+        }
+        let out = output_timeout(&mut cmd, 30);
+        assert!(out.status.success(), "{out:?}");
+        let summaries = summaries_in(&out_dir);
+        let last = summaries.iter().max_by_key(|s| s.run.window).unwrap();
+        assert_eq!(last.origin.window_ns, window_ns, "{extra:?}");
+        assert_eq!(last.run.exit, Exit::Detached);
+        if window_ns == 0 {
+            assert_eq!(summaries.len(), 1);
+            assert_eq!(last.run.window, 0);
+        } else {
+            assert!(last.run.window >= 1);
+        }
+    }
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+}

@@ -111,7 +111,7 @@ fn start_server(exe: &Path, port: u16, marker: &str) -> Killed {
 
 fn start_watch(marker: &str, out: &Path, id_file: &Path, extra: &[&str]) -> (Killed, Lines) {
     let mut child = Command::new(agent())
-        .args(["watch", "--match", marker, "--out-dir"])
+        .args(["watch", "--window", "whole", "--match", marker, "--out-dir"])
         .arg(out)
         .arg("--device-id-file")
         .arg(id_file)
