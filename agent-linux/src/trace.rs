@@ -123,24 +123,6 @@ impl Started {
     /// Validates the options, forks the command stopped before its exec,
     /// seizes it and lets it go.
     pub fn start(opts: &TraceOptions) -> anyhow::Result<Started> {
-        let Some(arg0) = opts.command.first() else {
-            bail!("no command given");
-        };
-        check_window(opts.window)?;
-        let program = facts::program_name(arg0);
-        let platform = opts.platform.clone().unwrap_or_else(PlatformFacts::detect);
-        let facts = facts::build(&platform, &program, &opts.facts)?;
-        let path = resolve_command(arg0)?;
-        let cpath = CString::new(path.as_os_str().as_bytes())
-            .context("the command's path contains a NUL byte")?;
-        let cargs = opts
-            .command
-            .iter()
-            .map(|a| CString::new(a.as_bytes()))
-            .collect::<Result<Vec<_>, _>>()
-            .context("an argument contains a NUL byte")?;
-        let mut argv: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
-        argv.push(std::ptr::null());
         let filter = match &opts.only {
             Some(ids) => {
                 let mut all = ids.clone();
@@ -158,31 +140,15 @@ impl Started {
             }
             None => None,
         };
-        let (read_fd, write_fd) = sys::cloexec_pipe().context("cannot create a pipe")?;
-        let setup = sys::ChildSetup {
-            path: &cpath,
-            argv: &argv,
-            filter: filter.as_deref(),
-            error_fd: write_fd,
-        };
-        let pid = sys::fork_stopped_exec(&setup).context("cannot fork")?;
-        sys::close(write_fd);
-        let st = sys::wait_pid(pid, libc::WUNTRACED, true)
-            .context("cannot wait for the command")?
-            .ok_or_else(|| anyhow!("interrupted"))?;
-        if st.stopped().is_none() {
-            let err = child_error(read_fd);
-            sys::close(read_fd);
-            return Err(err.unwrap_or_else(|| anyhow!("the command ended before it started")));
-        }
+        let StoppedCommand {
+            pid,
+            error_fd: read_fd,
+            session,
+            given,
+        } = fork_stopped(opts, filter.as_deref())?;
         let mut engine = Engine::new(opts.only.as_deref(), opts.only.is_some());
         engine.set_wait_policy(opts.wait);
-        let mut session = Session::new(pid, facts);
-        if let Some(w) = opts.window {
-            session.set_window(w);
-        }
         let windowed = opts.window.is_some();
-        session.origin.device = opts.device;
         let session = engine.add_session(session);
         if let Err(e) = engine.seize(session, pid, pid) {
             // It never ran the program: do not leave it stopped.
@@ -199,7 +165,7 @@ impl Started {
             engine,
             pid,
             error_fd: read_fd,
-            given: arg0.to_string_lossy().into_owned(),
+            given,
             status: None,
             windowed,
         })
@@ -301,6 +267,96 @@ impl Started {
             let _ = sys::detach(self.pid, sig);
         }
     }
+}
+
+/// A command forked and stopped before its exec, with the session that is
+/// to record it: where both backends' `run` start.
+pub(crate) struct StoppedCommand {
+    /// The command's pid.
+    pub(crate) pid: Tid,
+    /// Read end of the close-on-exec pipe the child reports a failed exec
+    /// (or seccomp install) on ([`child_error`]).
+    pub(crate) error_fd: i32,
+    /// Its facts, window length and device id set.
+    pub(crate) session: Session,
+    /// The command as the user gave it, for errors.
+    pub(crate) given: String,
+}
+
+/// Checks `opts`, forks `opts.command` stopped before its exec (with the
+/// seccomp `filter` installed, if any) and waits for that stop.
+pub(crate) fn fork_stopped(
+    opts: &TraceOptions,
+    filter: Option<&[sys::SockFilter]>,
+) -> anyhow::Result<StoppedCommand> {
+    let Some(arg0) = opts.command.first() else {
+        bail!("no command given");
+    };
+    check_window(opts.window)?;
+    let program = facts::program_name(arg0);
+    let platform = opts.platform.clone().unwrap_or_else(PlatformFacts::detect);
+    let facts = facts::build(&platform, &program, &opts.facts)?;
+    let path = resolve_command(arg0)?;
+    let cpath = CString::new(path.as_os_str().as_bytes())
+        .context("the command's path contains a NUL byte")?;
+    let cargs = opts
+        .command
+        .iter()
+        .map(|a| CString::new(a.as_bytes()))
+        .collect::<Result<Vec<_>, _>>()
+        .context("an argument contains a NUL byte")?;
+    let mut argv: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let (read_fd, write_fd) = sys::cloexec_pipe().context("cannot create a pipe")?;
+    let setup = sys::ChildSetup {
+        path: &cpath,
+        argv: &argv,
+        filter,
+        error_fd: write_fd,
+    };
+    let pid = sys::fork_stopped_exec(&setup).context("cannot fork")?;
+    sys::close(write_fd);
+    let st = sys::wait_pid(pid, libc::WUNTRACED, true)
+        .context("cannot wait for the command")?
+        .ok_or_else(|| anyhow!("interrupted"))?;
+    if st.stopped().is_none() {
+        let err = child_error(read_fd);
+        sys::close(read_fd);
+        return Err(err.unwrap_or_else(|| anyhow!("the command ended before it started")));
+    }
+    let mut session = Session::new(pid, facts);
+    if let Some(w) = opts.window {
+        session.set_window(w);
+    }
+    session.origin.device = opts.device;
+    Ok(StoppedCommand {
+        pid,
+        error_fd: read_fd,
+        session,
+        given: arg0.to_string_lossy().into_owned(),
+    })
+}
+
+/// Checks `opts` (a process that exists and is not the agent) and makes
+/// the session of an attach to it: where both backends' `attach` start.
+pub(crate) fn attach_session(opts: &AttachOptions) -> anyhow::Result<Session> {
+    check_window(opts.window)?;
+    let pid = opts.pid;
+    if pid <= 0 || !Path::new(&format!("/proc/{pid}")).exists() {
+        bail!("no process with PID {pid}");
+    }
+    if pid == sys::getpid() {
+        bail!("cannot attach to the agent itself");
+    }
+    let platform = opts.platform.clone().unwrap_or_else(PlatformFacts::detect);
+    let facts = facts::build(&platform, &process_program(pid), &opts.facts)?;
+    let mut session = Session::new(pid, facts);
+    session.program_from_exec = true;
+    if let Some(w) = opts.window {
+        session.set_window(w);
+    }
+    session.origin.device = opts.device;
+    Ok(session)
 }
 
 impl Drop for Started {
@@ -627,24 +683,10 @@ impl Observer for Deadline<'_> {
 /// summary (cut into windows: the last window's; the others go to
 /// `on_window` as they end). The process is never killed or left stopped.
 pub fn attach(opts: &AttachOptions, on_window: &mut dyn FnMut(Summary)) -> anyhow::Result<Summary> {
-    check_window(opts.window)?;
+    let session = attach_session(opts)?;
     let pid = opts.pid;
-    if pid <= 0 || !Path::new(&format!("/proc/{pid}")).exists() {
-        bail!("no process with PID {pid}");
-    }
-    if pid == sys::getpid() {
-        bail!("cannot attach to the agent itself");
-    }
-    let platform = opts.platform.clone().unwrap_or_else(PlatformFacts::detect);
-    let facts = facts::build(&platform, &process_program(pid), &opts.facts)?;
     let mut engine = Engine::new(None, false);
     engine.set_wait_policy(opts.wait);
-    let mut session = Session::new(pid, facts);
-    session.program_from_exec = true;
-    if let Some(w) = opts.window {
-        session.set_window(w);
-    }
-    session.origin.device = opts.device;
     let session = engine.add_session(session);
     seize_all(&mut engine, session, pid)?;
     let mut obs = Deadline {

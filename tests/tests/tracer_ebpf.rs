@@ -378,3 +378,23 @@ fn attach_under_ebpf_counts_a_running_process_and_leaves_it_running() {
     target.kill().unwrap();
     target.wait().unwrap();
 }
+
+/// Summaries made by the eBPF backend carry the device id, as the ptrace
+/// backend's do (both start from the same session setup).
+#[test]
+fn ebpf_summaries_carry_the_device_id() {
+    if !ebpf_available("ebpf_summaries_carry_the_device_id") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let id_file = dir.path().join("device-id");
+    let id_arg = id_file.to_str().unwrap();
+    let (out, summary) = agent_run(
+        dir.path(),
+        &["--backend", "ebpf", "--device-id-file", id_arg],
+        &["true"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let hex = std::fs::read_to_string(&id_file).unwrap();
+    assert_eq!(hex::encode(summary.origin.device), hex.trim());
+}

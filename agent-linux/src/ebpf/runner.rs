@@ -4,10 +4,7 @@
 //! reads. Between polls the caller may look at (or take) the session's
 //! collector ([`Runner::poll`], [`Runner::session_mut`]).
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
 use std::process::ExitStatus;
 
 use agent_core::{Arch, CpuTime, FdKind, InFlight, InFlightCall, Summary, SyscallId};
@@ -18,7 +15,6 @@ use super::loader::{abis, Probe};
 use crate::backend::ptrace::read_cpu_time;
 use crate::engine::rotate::note_in_flight;
 use crate::engine::Session;
-use crate::facts::{self, PlatformFacts};
 use crate::sys::{self, Tid, WaitStatus};
 use crate::trace::{self, AttachOptions, TraceOptions};
 
@@ -317,47 +313,15 @@ impl EbpfStarted {
     /// Forks the command stopped before its exec, adds it to the traced
     /// set and lets it go.
     pub fn start(opts: &TraceOptions, probe: Probe) -> anyhow::Result<EbpfStarted> {
-        let Some(arg0) = opts.command.first() else {
-            bail!("no command given");
-        };
         if opts.only.is_some() {
             bail!("--only needs the ptrace backend (its seccomp prefilter)");
         }
-        let program = facts::program_name(arg0);
-        let platform = opts.platform.clone().unwrap_or_else(PlatformFacts::detect);
-        let facts = facts::build(&platform, &program, &opts.facts)?;
-        let path = trace::resolve_command(arg0)?;
-        let cpath = CString::new(path.as_os_str().as_bytes())
-            .context("the command's path contains a NUL byte")?;
-        let cargs = opts
-            .command
-            .iter()
-            .map(|a| CString::new(a.as_bytes()))
-            .collect::<Result<Vec<_>, _>>()
-            .context("an argument contains a NUL byte")?;
-        let mut argv: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
-        argv.push(std::ptr::null());
-        let (read_fd, write_fd) = sys::cloexec_pipe().context("cannot create a pipe")?;
-        let setup = sys::ChildSetup {
-            path: &cpath,
-            argv: &argv,
-            filter: None,
-            error_fd: write_fd,
-        };
-        let pid = sys::fork_stopped_exec(&setup).context("cannot fork")?;
-        sys::close(write_fd);
-        let st = sys::wait_pid(pid, libc::WUNTRACED, true)
-            .context("cannot wait for the command")?
-            .ok_or_else(|| anyhow!("interrupted"))?;
-        if st.stopped().is_none() {
-            let err = trace::child_error(read_fd);
-            sys::close(read_fd);
-            return Err(err.unwrap_or_else(|| anyhow!("the command ended before it started")));
-        }
-        let mut session = Session::new(pid, facts);
-        if let Some(len) = opts.window {
-            session.set_window(len);
-        }
+        let trace::StoppedCommand {
+            pid,
+            error_fd: read_fd,
+            session,
+            given,
+        } = trace::fork_stopped(opts, None)?;
         let mut runner = Runner::new(probe, session);
         if let Err(e) = runner.trace(pid, &[pid], CpuTime::default()) {
             let _ = sys::kill(pid, libc::SIGKILL);
@@ -370,7 +334,7 @@ impl EbpfStarted {
             runner: Some(runner),
             pid,
             error_fd: read_fd,
-            given: arg0.to_string_lossy().into_owned(),
+            given,
             status: None,
             stats: RunnerStats::default(),
         })
@@ -457,18 +421,7 @@ pub fn attach(
     on_window: &mut dyn FnMut(Summary),
 ) -> anyhow::Result<(Summary, RunnerStats)> {
     let pid = opts.pid;
-    if pid <= 0 || !Path::new(&format!("/proc/{pid}")).exists() {
-        bail!("no process with PID {pid}");
-    }
-    if pid == sys::getpid() {
-        bail!("cannot attach to the agent itself");
-    }
-    let platform = opts.platform.clone().unwrap_or_else(PlatformFacts::detect);
-    let facts = facts::build(&platform, &trace::process_program(pid), &opts.facts)?;
-    let mut session = Session::new(pid, facts);
-    if let Some(len) = opts.window {
-        session.set_window(len);
-    }
+    let session = trace::attach_session(opts)?;
     let mut tids: Vec<Tid> = std::fs::read_dir(format!("/proc/{pid}/task"))
         .map(|d| {
             d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
