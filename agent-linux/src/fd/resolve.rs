@@ -253,22 +253,11 @@ pub fn parse_remote(field: &[u8], transport: FdKind, little_endian: bool) -> Opt
             for (out, hex) in v6.chunks_exact_mut(4).zip(addr.chunks_exact(8)) {
                 out.copy_from_slice(&word(hex)?);
             }
-            match v6 {
-                [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a, b, c, d] => PeerIp::V4([a, b, c, d]),
-                _ => PeerIp::V6(v6),
-            }
+            PeerIp::V6(v6)
         }
         _ => return None,
     };
-    let unspecified = match ip {
-        PeerIp::V4(a) => a == [0; 4],
-        PeerIp::V6(a) => a == [0; 16],
-    };
-    (port != 0 && !unspecified).then_some(PeerAddr {
-        transport,
-        ip,
-        port,
-    })
+    super::sockaddr::remote_end(transport, ip, port)
 }
 
 /// Whether a `/proc/net` table lists `inode` in whitespace-separated

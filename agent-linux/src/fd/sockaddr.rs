@@ -38,12 +38,23 @@ pub fn read_peer(
             let mut v6 = [0u8; 16];
             v6[..8].copy_from_slice(&read_u64(addr.checked_add(8)?)?.to_ne_bytes());
             v6[8..].copy_from_slice(&read_u64(addr.checked_add(16)?)?.to_ne_bytes());
-            match v6 {
-                [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a, b, c, d] => PeerIp::V4([a, b, c, d]),
-                _ => PeerIp::V6(v6),
-            }
+            PeerIp::V6(v6)
         }
         _ => return None,
+    };
+    remote_end(transport, ip, port)
+}
+
+/// The peer at `ip`:`port`, the one rule for every source of an address
+/// (a `sockaddr`, the `/proc` net tables): an IPv4-mapped IPv6 address
+/// (`::ffff:a.b.c.d`, a dual-stack socket talking IPv4) is given as IPv4;
+/// port 0 or the unspecified address is no remote end (`None`).
+pub fn remote_end(transport: FdKind, ip: PeerIp, port: u16) -> Option<PeerAddr> {
+    let ip = match ip {
+        PeerIp::V6([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a, b, c, d]) => {
+            PeerIp::V4([a, b, c, d])
+        }
+        other => other,
     };
     let unspecified = match ip {
         PeerIp::V4(a) => a == [0; 4],
