@@ -10,7 +10,9 @@ use crate::summary::{
     Consecutive, Failures, RunRecord, Spread, Summary, SyscallSummary, Transition,
     DEFAULT_SUMMARY_TRANSITIONS, MAX_ERRNOS, MAX_SUMMARY_SYSCALLS, MAX_SUMMARY_TRANSITIONS,
 };
-use crate::summary::{InFlight, LastCall, Origin, Peer, PeerAddr, PeerRest, Peers, MAX_PEERS};
+use crate::summary::{
+    Coverage, InFlight, Kind, LastCall, Origin, Peer, PeerAddr, PeerRest, Peers, MAX_PEERS,
+};
 use crate::{Facts, FdKind, Key, Overflow, SyscallEvent, SyscallId};
 
 /// Distinct peers the collector follows in a window; the summary keeps the
@@ -527,6 +529,9 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
             cpu: None,
             in_flight: InFlight::default(),
             peers,
+            kind: Kind::Full,
+            coverage: Coverage::default(),
+            io: None,
         }
     }
 }

@@ -31,9 +31,9 @@ pub use event::{FdKind, SyscallEvent};
 pub use facts::{Fact, FactError, Facts};
 pub use histogram::Histogram;
 pub use summary::{
-    CpuTime, DecodeError, EncodeError, Exit, InFlight, InFlightCall, LastCall, Origin, Overflow,
-    Peer, PeerAddr, PeerIp, PeerRest, Peers, RunRecord, Summary, SyscallSummary, Transition,
-    FORMAT_VERSION, MAX_ENCODED_LEN, OLDEST_FORMAT_VERSION,
+    Coverage, CpuTime, DecodeError, EncodeError, Exit, InFlight, InFlightCall, IoBytes, Kind,
+    LastCall, Origin, Overflow, Peer, PeerAddr, PeerIp, PeerRest, Peers, RunRecord, Summary,
+    SyscallSummary, Transition, FORMAT_VERSION, MAX_ENCODED_LEN, OLDEST_FORMAT_VERSION,
 };
 pub use syscall::{only_list_ids, validate_only_list, Key, OnlyListError, SyscallId};
 

@@ -110,6 +110,14 @@ fn worst_case_with(observed: bool) -> Summary {
             })
             .unwrap();
     }
+    s.coverage = Coverage {
+        late_ns: Some(u64::MAX),
+        from_start: false,
+    };
+    s.io = Some(IoBytes {
+        read: u64::MAX,
+        written: u64::MAX,
+    });
     s
 }
 
@@ -195,11 +203,13 @@ fn typed_errors() {
             len: MAX_ENCODED_LEN + 1
         })
     );
-    let mut v3 = bytes.clone();
-    v3[0] = 3;
+    let mut next = bytes.clone();
+    next[0] = FORMAT_VERSION as u8 + 1;
     assert_eq!(
-        Summary::decode(&v3),
-        Err(DecodeError::UnsupportedVersion { found: 3 })
+        Summary::decode(&next),
+        Err(DecodeError::UnsupportedVersion {
+            found: FORMAT_VERSION + 1
+        })
     );
     let mut v0 = bytes.clone();
     v0[0] = 0;
@@ -294,6 +304,96 @@ fn version_1_still_decodes() {
     let mut relabelled = bytes.to_vec();
     relabelled[0] = 2;
     assert_eq!(Summary::decode(&relabelled), Err(DecodeError::Truncated));
+}
+
+/// A version 2 summary written by the version 2 encoder (commit 0fe543d,
+/// `edge-agent run --out` of a wget over loopback) still decodes, with a
+/// full kind, unknown coverage and no I/O figures, and re-encodes as
+/// version 3.
+#[test]
+fn version_2_still_decodes() {
+    let bytes = include_bytes!("fixtures/v2-wget.bin");
+    assert_eq!(bytes[0], 2);
+    let mut d = Summary::decode(bytes).unwrap();
+    assert_eq!(d.facts.program.as_str(), "wget");
+    assert_eq!(d.run.events, 427);
+    assert_ne!(d.origin.device, [0; 16]);
+    assert_eq!(d.peers.list.len(), 1);
+    assert_eq!(d.kind, Kind::Full);
+    assert_eq!(d.coverage, Coverage::default());
+    assert_eq!(d.coverage.began_late(), None);
+    assert_eq!(d.io, None);
+    let again = encode(&mut d);
+    assert_eq!(again[0], FORMAT_VERSION as u8);
+    assert_eq!(Summary::decode(&again).unwrap(), d);
+    let mut relabelled = bytes.to_vec();
+    relabelled[0] = 3;
+    assert_eq!(Summary::decode(&relabelled), Err(DecodeError::Truncated));
+}
+
+/// A light record round-trips with its kind, coverage and I/O bytes; one
+/// that carries syscall or peer entries is refused.
+#[test]
+fn light_records_round_trip_and_carry_no_entries() {
+    let run = RunRecord {
+        processes: 1,
+        threads: 1,
+        ..RunRecord::new(
+            1_700_000_000_000_000_000,
+            420_000_000,
+            Exit::Code(0),
+            Arch::X86_64,
+        )
+    };
+    let mut facts = Facts::new();
+    facts.program = facts::truncated("wget");
+    let mut s = Summary::light(
+        [7; 16],
+        run,
+        facts,
+        Origin {
+            device: [1; 16],
+            stream: [2; 16],
+            window_ns: 0,
+        },
+        Some(CpuTime {
+            user_ns: 10_000_000,
+            system_ns: 20_000_000,
+        }),
+        Some(IoBytes {
+            read: 1 << 20,
+            written: 4096,
+        }),
+    );
+    s.coverage = Coverage::attached(30_000_000);
+    let bytes = encode(&mut s);
+    assert!(
+        bytes.len() < 200,
+        "a light record is small: {} bytes",
+        bytes.len()
+    );
+    let d = Summary::decode(&bytes).unwrap();
+    assert_eq!(d, s);
+    assert_eq!(d.kind, Kind::Light);
+    assert_eq!(d.coverage.began_late(), Some(true));
+
+    let mut with_entry = worst_case();
+    let _ = encode(&mut with_entry);
+    with_entry.kind = Kind::Light;
+    let e = Summary::decode(&reencode(&with_entry)).unwrap_err();
+    assert!(e.to_string().contains("light record"), "{e}");
+}
+
+#[test]
+fn coverage_is_checked() {
+    assert_eq!(Coverage::FROM_START.began_late(), Some(false));
+    let e = inconsistent(|s| {
+        s.coverage = Coverage {
+            late_ns: None,
+            from_start: true,
+        }
+    });
+    assert!(e.to_string().contains("coverage"), "{e}");
 }
 
 #[test]

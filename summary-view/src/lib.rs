@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 
 pub mod file;
 pub mod observe;
+pub mod scope;
 
 use agent_core::summary::MAX_ERRNOS;
 use agent_core::{Exit, Summary, SyscallSummary, Transition};
@@ -162,6 +163,9 @@ pub fn to_json(summary: &Summary) -> Value {
         "cpu": observe::cpu_json(summary.cpu),
         "in_flight": observe::in_flight_json(&summary.in_flight),
         "peers": observe::peers_json(&summary.peers),
+        "kind": scope::kind_json(summary.kind),
+        "coverage": scope::coverage_json(&summary.coverage),
+        "io": scope::io_json(summary.io),
     })
 }
 
@@ -205,6 +209,7 @@ pub fn table(summary: &Summary) -> String {
         if summary.truncated { "  (truncated)" } else { "" },
     );
     observe::origin_lines(&mut out, summary);
+    scope::scope_lines(&mut out, summary);
     let _ = writeln!(
         out,
         "os {} {}  kernel {}  device {}  agent {}",

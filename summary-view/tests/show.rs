@@ -194,3 +194,59 @@ fn a_version_1_summary_shows_unknown_origin_and_no_new_sections() {
     assert!(t.contains("cpu not measured"), "{t}");
     assert!(!t.contains("in flight") && !t.contains("peers:"), "{t}");
 }
+
+/// Format version 3: the kind, how late the trace began and the I/O bytes,
+/// in the table and in the JSON, for a late attach, a trace from the start,
+/// a light record and a version 2 summary (coverage not known).
+#[test]
+fn the_version_3_fields_are_shown() {
+    let mut late = window();
+    late.coverage = agent_core::Coverage::attached(1_250_000_000);
+    late.io = Some(agent_core::IoBytes {
+        read: 4096,
+        written: 10,
+    });
+    let t = summary_view::table(&late);
+    assert!(
+        t.contains("trace began 1.250 s after the process started"),
+        "{t}"
+    );
+    assert!(t.contains("io read 4096 bytes  written 10 bytes"), "{t}");
+    let v = summary_view::to_json(&late);
+    assert_eq!(v["kind"], "full");
+    assert_eq!(
+        v["coverage"],
+        serde_json::json!({"late_ns": 1_250_000_000u64, "from_start": false, "began_late": true})
+    );
+    assert_eq!(v["io"], serde_json::json!({"read": 4096, "written": 10}));
+
+    let mut whole = window();
+    whole.coverage = agent_core::Coverage::FROM_START;
+    let t = summary_view::table(&whole);
+    assert!(
+        t.contains("trace began before the program's first syscall"),
+        "{t}"
+    );
+
+    let light = Summary::light(
+        [3; 16],
+        RunRecord::new(START, 1_000_000, Exit::Code(0), Arch::X86_64),
+        Facts::new(),
+        Origin::default(),
+        None,
+        None,
+    );
+    let t = summary_view::table(&light);
+    assert!(t.contains("light record"), "{t}");
+    assert!(
+        !t.contains("trace began") && !t.contains("trace start"),
+        "{t}"
+    );
+    assert_eq!(summary_view::to_json(&light)["kind"], "light");
+
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../agent-core/tests/fixtures/v2-wget.bin");
+    let s = summary_view::file::read_summary(&path).unwrap();
+    assert!(summary_view::table(&s).contains("trace start not known"));
+    assert_eq!(summary_view::to_json(&s)["io"], serde_json::Value::Null);
+}

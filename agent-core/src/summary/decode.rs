@@ -7,7 +7,7 @@ use serde::de::{DeserializeSeed, Error as _, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::{
-    InFlight, Origin, Peers, Summary, FORMAT_VERSION, MAX_ENCODED_LEN, MAX_ERRNOS,
+    Coverage, InFlight, Kind, Origin, Peers, Summary, FORMAT_VERSION, MAX_ENCODED_LEN, MAX_ERRNOS,
     OLDEST_FORMAT_VERSION,
 };
 use crate::histogram::BUCKETS;
@@ -140,6 +140,15 @@ impl Summary {
             out.in_flight = InFlight::default();
             out.peers = Peers::default();
         }
+        if version >= 3 {
+            out.kind = Deserialize::deserialize(&mut de).map_err(map_postcard)?;
+            out.coverage = Deserialize::deserialize(&mut de).map_err(map_postcard)?;
+            out.io = Deserialize::deserialize(&mut de).map_err(map_postcard)?;
+        } else {
+            out.kind = Kind::Full;
+            out.coverage = Coverage::default();
+            out.io = None;
+        }
         let rest = de.finalize().map_err(map_postcard)?;
         if !rest.is_empty() {
             return Err(DecodeError::TrailingBytes { extra: rest.len() });
@@ -256,6 +265,18 @@ impl Summary {
         }
         self.in_flight.validate().map_err(Bad)?;
         self.peers.validate().map_err(Bad)?;
+        self.coverage.validate().map_err(Bad)?;
+        if self.kind == Kind::Light
+            && (!self.syscalls.is_empty()
+                || !self.transitions.is_empty()
+                || self.in_flight.count > 0
+                || !self.peers.list.is_empty()
+                || self.peers.rest.peers > 0)
+        {
+            return Err(Bad(
+                "light record with syscall, transition, in-flight or peer entries",
+            ));
+        }
         Ok(())
     }
 }

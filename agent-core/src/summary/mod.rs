@@ -4,8 +4,10 @@
 //! then the [`Summary`] fields in declaration order. `docs/summary-format.md`
 //! describes every field, its unit, the versioning rule and the size budget.
 
+pub mod coverage;
 mod decode;
 mod encode;
+pub mod light;
 mod merge;
 pub mod observe;
 
@@ -13,9 +15,11 @@ use heapless::Vec;
 use serde::{Deserialize, Serialize};
 
 pub use crate::event::{PeerAddr, PeerIp};
+pub use coverage::Coverage;
 pub use decode::DecodeError;
 pub use encode::EncodeError;
 pub(crate) use encode::{merge_into_other_syscall, merge_into_other_transition};
+pub use light::{IoBytes, Kind};
 pub(crate) use merge::top_errnos;
 pub use observe::{
     CpuTime, InFlight, InFlightCall, LastCall, Origin, Peer, PeerRest, Peers, MAX_IN_FLIGHT,
@@ -35,7 +39,11 @@ use crate::{Arch, Facts, Key, SyscallId};
 /// [`Summary::in_flight`] and [`Summary::peers`] to version 1's layout;
 /// [`Summary::decode`] reads both (a version 1 summary gets their empty
 /// values).
-pub const FORMAT_VERSION: u16 = 2;
+///
+/// Version 3 appended [`Summary::kind`], [`Summary::coverage`] and
+/// [`Summary::io`]; a version 1 or 2 summary decodes with a full kind,
+/// unknown coverage and no I/O figures.
+pub const FORMAT_VERSION: u16 = 3;
 /// The oldest version [`Summary::decode`] still reads.
 pub const OLDEST_FORMAT_VERSION: u16 = 1;
 /// Hard cap on an encoded summary, bytes.
@@ -233,6 +241,13 @@ pub struct Summary {
     pub in_flight: InFlight,
     /// Statistics per socket peer.
     pub peers: Peers,
+    // Version 3 from here on: a version 2 summary ends above.
+    /// A full trace or a light record.
+    pub kind: Kind,
+    /// How late the trace began.
+    pub coverage: Coverage,
+    /// The run's I/O bytes (`None`: not measured).
+    pub io: Option<IoBytes>,
 }
 
 impl SyscallSummary {
@@ -332,6 +347,31 @@ impl Summary {
             cpu: None,
             in_flight: InFlight::default(),
             peers: Peers::default(),
+            kind: Kind::Full,
+            coverage: Coverage::default(),
+            io: None,
+        }
+    }
+
+    /// A light record of a run noticed without tracing it: the run (its
+    /// `events` must be 0), facts, CPU time and I/O bytes, and nothing else.
+    pub fn light(
+        id: [u8; 16],
+        run: RunRecord,
+        facts: Facts,
+        origin: Origin,
+        cpu: Option<CpuTime>,
+        io: Option<IoBytes>,
+    ) -> Summary {
+        Summary {
+            id,
+            run,
+            facts,
+            origin,
+            cpu,
+            io,
+            kind: Kind::Light,
+            ..Summary::empty()
         }
     }
 
