@@ -22,6 +22,7 @@ pub mod ebpf;
 pub mod engine;
 pub mod facts;
 pub mod fd;
+pub mod procevents;
 pub mod relay;
 pub mod seccomp;
 pub mod signals;

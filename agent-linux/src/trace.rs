@@ -443,7 +443,7 @@ fn status_field(pid: Tid, field: &str) -> Option<String> {
 }
 
 /// A capability set from /proc/PID/status (`CapEff:`, `CapPrm:`, ...).
-fn caps_of(pid: Tid, field: &str) -> Option<u64> {
+pub(crate) fn caps_of(pid: Tid, field: &str) -> Option<u64> {
     status_field(pid, field).and_then(|v| u64::from_str_radix(&v, 16).ok())
 }
 

@@ -10,6 +10,8 @@
 //! - `fs`: `/proc` links and file types, tracee memory, fd-table sharing.
 //! - `host`: facts about the agent's own process and kernel, and the clock.
 //! - `poll`: waiting for an fd to be readable (the eBPF ring buffer).
+//! - `netlink`: netlink sockets to the kernel (the process-events
+//!   connector).
 //!
 //! Calls go through `nix` where it has a safe wrapper that fits; each file
 //! says why the rest stay on raw `libc`. The callers use the flat paths
@@ -21,6 +23,7 @@ use std::sync::atomic::AtomicU64;
 
 mod fs;
 mod host;
+mod netlink;
 mod poll;
 mod ptrace;
 mod signal;
@@ -29,6 +32,7 @@ mod wait;
 
 pub use fs::{file_type, read_memory, readlink, share_files};
 pub use host::{geteuid, getpid, max_rss_kib, monotonic_ns, ns_per_clock_tick, self_cpu_us, uname};
+pub use netlink::{netlink_send, netlink_socket, recv_datagram, set_recv_buffer, set_recv_timeout};
 pub use poll::poll_readable;
 pub use ptrace::{
     detach, event_msg, get_regs, interrupt, listen, resume_cont, resume_syscall, seize,
