@@ -16,10 +16,12 @@
 
 pub mod arch;
 pub mod backend;
+pub mod coverage;
 pub mod device_id;
 pub mod directives;
 pub mod ebpf;
 pub mod engine;
+pub mod execs;
 pub mod facts;
 pub mod fd;
 pub mod procevents;
@@ -39,4 +41,4 @@ pub mod watch;
 pub use facts::PlatformFacts;
 pub use trace::{attach, trace_command, AttachOptions, Started, TraceOptions, TraceOutcome};
 pub use wait::WaitPolicy;
-pub use watch::{watch, watch_changing, WatchOptions};
+pub use watch::{watch, watch_changing, Discover, WatchOptions};

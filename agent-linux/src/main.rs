@@ -304,6 +304,20 @@ struct WatchArgs {
     wait: WaitArgs,
     #[command(flatten)]
     window: WindowArgs,
+    /// How new programs are found: `connector` (the kernel tells of every
+    /// exec at once; root), `scan` (/proc every 100 ms: short runs are
+    /// missed, the others' first calls too), or `auto` (the connector
+    /// where it may be used, else the scan).
+    #[arg(long, value_enum, default_value_t = DiscoverName::Auto)]
+    discover: DiscoverName,
+}
+
+/// `watch --discover`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum DiscoverName {
+    Auto,
+    Connector,
+    Scan,
 }
 
 /// `watch --server`: the service whose directives steer the watch.
@@ -775,34 +789,58 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
     #[cfg(not(feature = "upload"))]
     let mut changes = || None;
     signals::install().context("cannot install signal handlers")?;
-    let mut failures = 0u32;
-    let mut on_summary = |mut s: Summary| match sink.put(&mut s, true) {
-        Ok(path) => eprintln!(
-            "edge-agent: {} ({} syscalls) -> {}",
-            s.facts.program,
-            s.run.events,
-            path.display()
-        ),
-        Err(e) => {
-            failures += 1;
-            eprintln!(
-                "edge-agent: cannot store the summary of {}: {e:#}",
-                s.facts.program
-            );
+    // Summaries are stored by a thread of their own: a write and its fsync
+    // on the tracer's thread would hold up its tracees and delay the
+    // attach to the next program (a 10 ms run is over by then).
+    let (to_writer, summaries) = std::sync::mpsc::channel::<Summary>();
+    let writer = signals::spawn_quiet_thread("edge-agent-store", move || {
+        let mut failures = 0u32;
+        for mut s in summaries {
+            match sink.put(&mut s, true) {
+                Ok(path) => eprintln!(
+                    "edge-agent: {} ({} syscalls) -> {}",
+                    s.facts.program,
+                    s.run.events,
+                    path.display()
+                ),
+                Err(e) => {
+                    failures += 1;
+                    eprintln!(
+                        "edge-agent: cannot store the summary of {}: {e:#}",
+                        s.facts.program
+                    );
+                }
+            }
         }
+        failures
+    })
+    .context("cannot start the thread that stores summaries")?;
+    let mut on_summary = |s: Summary| {
+        // The writer only ends when this sender is dropped.
+        let _ = to_writer.send(s);
     };
-    agent_linux::watch_changing(
+    let watched = agent_linux::watch_changing(
         &WatchOptions {
             pattern: a.pattern,
             facts,
             wait: a.wait.policy(),
             window: a.window.live(),
             device,
+            discover: match a.discover {
+                DiscoverName::Auto => agent_linux::Discover::Auto,
+                DiscoverName::Connector => agent_linux::Discover::Connector,
+                DiscoverName::Scan => agent_linux::Discover::Scan,
+            },
             ..Default::default()
         },
         &mut changes,
         &mut on_summary,
-    )?;
+    );
+    drop(to_writer);
+    let failures = writer
+        .join()
+        .map_err(|_| anyhow::anyhow!("the thread that stores summaries panicked"))?;
+    watched?;
     Ok(if failures == 0 {
         ExitCode::SUCCESS
     } else {

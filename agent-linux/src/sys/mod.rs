@@ -31,7 +31,9 @@ mod spawn;
 mod wait;
 
 pub use fs::{file_type, read_memory, readlink, share_files};
-pub use host::{geteuid, getpid, max_rss_kib, monotonic_ns, ns_per_clock_tick, self_cpu_us, uname};
+pub use host::{
+    boottime_ns, geteuid, getpid, max_rss_kib, monotonic_ns, ns_per_clock_tick, self_cpu_us, uname,
+};
 pub use netlink::{netlink_send, netlink_socket, recv_datagram, set_recv_buffer, set_recv_timeout};
 pub use poll::poll_readable;
 pub use ptrace::{
@@ -42,7 +44,9 @@ pub use ptrace::{
     PTRACE_O_TRACESECCOMP, PTRACE_O_TRACESYSGOOD, PTRACE_O_TRACEVFORK, SYSCALL_INFO_ENTRY,
     SYSCALL_INFO_EXIT, SYSCALL_INFO_SECCOMP,
 };
-pub use signal::{die_of_signal, kill, set_handler, set_timer};
+pub use signal::{
+    alarm_thread, current_thread, die_of_signal, kill, set_handler, set_timer, ThreadHandle,
+};
 pub use spawn::{
     cloexec_pipe, close, fork_single_threaded, fork_stopped_exec, install_seccomp, read_fd,
     ChildSetup, SockFilter,
