@@ -27,6 +27,7 @@ pub mod fd;
 pub mod procevents;
 pub mod relay;
 pub mod seccomp;
+pub mod shim;
 pub mod signals;
 pub mod stop;
 // The one module of this crate that may use `unsafe` (workspace lint
