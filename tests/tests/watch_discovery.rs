@@ -198,11 +198,11 @@ fn twenty_runs_as_root_are_all_traced_through_the_connector() {
         .map(|s| {
             assert_eq!(s.facts.program, "md5sum");
             assert_eq!(s.coverage.began_late(), Some(true), "{:?}", s.coverage);
+            // Never more than the run made (a few calls of slack: md5sum's
+            // reads of the last block may split differently); zero when
+            // the attach came as the program was exiting.
             let traced = total(&summary_counts(s));
-            assert!(
-                traced > 0 && traced <= expected + 2,
-                "{traced} of {expected}"
-            );
+            assert!(traced <= expected + 2, "traced {traced} of {expected}");
             expected.saturating_sub(traced)
         })
         .collect();
