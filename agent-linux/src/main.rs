@@ -423,6 +423,12 @@ struct DirectiveArgs {
     /// Accept only a server key with this SHA-256 of its SubjectPublicKeyInfo (base64; repeatable).
     #[arg(long = "pin-sha256", value_name = "BASE64", requires = "server")]
     pins: Vec<String>,
+    /// Opt-in: let the service's directives steer the shims of DIR (its
+    /// `match` and `only` go to DIR's directive; each program its
+    /// `programs` list names gets a shim). Without it, directives never
+    /// install shims.
+    #[arg(long, value_name = "DIR", requires = "server")]
+    shim_dir: Option<PathBuf>,
     /// Seconds between two reads of the directives (1 to 86400).
     #[arg(long, value_name = "SECS", default_value_t = 300, requires = "server",
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
@@ -1099,10 +1105,26 @@ fn directive_changes(
     let bodies = agent_linux::directives::spawn_fetcher(client, every)
         .context("cannot start the directives thread")?;
     let mut steering = agent_linux::directives::WatchSteering::new(pattern);
+    let shims = match &a.shim_dir {
+        Some(dir) => Some((
+            script_dir(dir),
+            std::env::current_exe()
+                .and_then(std::fs::canonicalize)
+                .context("cannot tell where the edge-agent binary is")?,
+        )),
+        None => None,
+    };
     Ok(Box::new(move || {
         // Only the latest body matters; several may have queued up.
         let mut change = None;
         while let Ok(json) = bodies.try_recv() {
+            if let Some((dir, agent)) = &shims {
+                match agent_linux::shim::steer(dir, agent, &json) {
+                    Ok(Some(what)) => eprintln!("edge-agent: shims in {}: {what}", dir.display()),
+                    Ok(None) => {}
+                    Err(e) => eprintln!("edge-agent: shims not steered: {e:#}"),
+                }
+            }
             change = steering.apply(&json).or(change);
         }
         change

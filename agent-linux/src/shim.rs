@@ -16,8 +16,9 @@
 //!
 //! The folder holds the scripts and `directive.json` (the text to match,
 //! `only`, facts, and where summaries go), written by `shim install` and,
-//! when the device opts in (`watch --server ... --shim-dir DIR`), updated
-//! from the service's directive.
+//! only when the device opts in (`watch --server ... --shim-dir DIR`),
+//! updated from the service's directive, whose `programs` list then also
+//! installs shims ([`steer`]).
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -251,6 +252,73 @@ exec "$real" "$@"
     ))
 }
 
+/// Applies a service directive (`GET /v1/directives` body) to the shim
+/// folder `dir`, which the device opted into (`watch --server ...
+/// --shim-dir DIR`): a `match` text replaces the folder's (null keeps it),
+/// `only` replaces its list, and each program named in `programs` gets a
+/// shim running `agent` (a program not on PATH is reported, not fatal).
+/// Returns what changed, for one line on stderr; `None`: nothing did.
+pub fn steer(dir: &Path, agent: &Path, body: &[u8]) -> anyhow::Result<Option<String>> {
+    let v: Value = serde_json::from_slice(body).context("the directive is not JSON")?;
+    let o = v
+        .as_object()
+        .context("the directive is not a JSON object")?;
+    let mut directive = ShimDirective::load(dir).unwrap_or_default();
+    let before = directive.clone();
+    match o.get("match") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(m)) if !m.chars().any(char::is_control) => {
+            directive.match_text = m.clone()
+        }
+        Some(_) => bail!("the directive's `match` is not text"),
+    }
+    match o.get("only") {
+        None => {}
+        Some(Value::Null) => directive.only = None,
+        Some(Value::Array(names)) => {
+            let names = names
+                .iter()
+                .map(|n| n.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .context("the directive's `only` holds something other than names")?;
+            agent_core::validate_only_list(&names.join(","))
+                .map_err(|e| anyhow::anyhow!("the directive's `only`: {e}"))?;
+            directive.only = Some(names);
+        }
+        Some(_) => bail!("the directive's `only` is neither a list nor null"),
+    }
+    let wanted: Vec<String> = match o.get("programs") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(names)) => names
+            .iter()
+            .map(|n| n.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .context("the directive's `programs` holds something other than names")?,
+        Some(_) => bail!("the directive's `programs` is not a list"),
+    };
+    let have = list(dir).unwrap_or_default();
+    let mut said = Vec::new();
+    if directive != before {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        directive.store(dir)?;
+        said.push(format!(
+            "match {:?}, only {}",
+            directive.match_text,
+            directive
+                .only
+                .as_ref()
+                .map_or("all".into(), |o| o.join(","))
+        ));
+    }
+    for name in wanted.iter().filter(|n| !have.contains(n)) {
+        match install(dir, agent, std::slice::from_ref(name), &directive) {
+            Ok(_) => said.push(format!("shim for {name} installed")),
+            Err(e) => said.push(format!("no shim for {name}: {e:#}")),
+        }
+    }
+    Ok((!said.is_empty()).then(|| said.join("; ")))
+}
+
 /// Whether `path` is one of our scripts.
 fn is_shim(path: &Path) -> bool {
     std::fs::read(path)
@@ -448,6 +516,40 @@ mod tests {
         assert!(d.matches(OsStr::new("md5sum"), &["rnd.bin".into()]));
         assert!(!d.matches(OsStr::new("md5sum"), &["other".into()]));
         assert!(ShimDirective::default().matches(OsStr::new("x"), &[]));
+    }
+
+    #[test]
+    fn a_directive_steers_an_opted_in_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let shims = dir.path().join("shims");
+        let agent = Path::new("/nonexistent/edge-agent");
+        let body = br#"{"group":"g","match":"rnd.bin","only":["read","openat"],"programs":["sh","no-such-program-x"]}"#;
+        let said = steer(&shims, agent, body).unwrap().unwrap();
+        assert!(said.contains("shim for sh installed"), "{said}");
+        assert!(said.contains("no shim for no-such-program-x"), "{said}");
+        assert_eq!(list(&shims).unwrap(), vec!["sh".to_string()]);
+        let d = ShimDirective::load(&shims).unwrap();
+        assert_eq!(d.match_text, "rnd.bin");
+        assert_eq!(d.only, Some(vec!["read".into(), "openat".into()]));
+        // The same settings again change nothing;
+        // a null match keeps the folder's.
+        let again = steer(&shims, agent, br#"{"match":null,"only":["read","openat"]}"#).unwrap();
+        assert_eq!(again, None);
+        assert_eq!(ShimDirective::load(&shims).unwrap().match_text, "rnd.bin");
+        for bad in [
+            &br#"{"only":["nosuchcall"]}"#[..],
+            br#"{"programs":"sh"}"#,
+            br#"[1]"#,
+        ] {
+            assert!(
+                steer(&shims, agent, bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        assert!(remove(&shims, &["directive.json".into()]).is_err());
+        assert_eq!(remove(&shims, &[]).unwrap(), vec!["sh".to_string()]);
+        assert!(list(&shims).unwrap().is_empty());
     }
 
     #[test]
