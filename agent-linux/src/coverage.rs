@@ -92,6 +92,21 @@ mod tests {
     }
 
     #[test]
+    fn a_session_keeps_its_first_call_for_every_summary() {
+        let mut s = crate::engine::Session::new(1, agent_core::Facts::default());
+        assert_eq!(s.summary().coverage, Coverage::default(), "unknown start");
+        s.trace_start = TraceStart::Attached {
+            process_start_ns: 100,
+        };
+        s.note_call(500);
+        s.note_call(900);
+        assert_eq!(s.coverage(), Coverage::attached(400));
+        assert_eq!(s.summary().coverage, Coverage::attached(400));
+        s.trace_start = TraceStart::FromStart;
+        assert_eq!(s.summary().coverage, Coverage::FROM_START);
+    }
+
+    #[test]
     fn a_child_started_just_now_started_within_a_tick_or_two() {
         let mut child = std::process::Command::new("sleep")
             .arg("1")

@@ -34,6 +34,8 @@ struct Shared {
     pending: AtomicBool,
     /// Events were lost: the tracer must rescan /proc.
     lost: AtomicBool,
+    /// The reader ended on an error: no more events will come.
+    dead: AtomicBool,
 }
 
 /// Execs as they happen, for the thread that created the feed.
@@ -62,6 +64,7 @@ impl ExecFeed {
                         eprintln!(
                             "edge-agent: process events stopped ({e}); scanning /proc instead"
                         );
+                        flags.dead.store(true, Ordering::SeqCst);
                         flags.lost.store(true, Ordering::SeqCst);
                         let _ = sys::alarm_thread(tracer);
                         return;
@@ -106,6 +109,12 @@ impl ExecFeed {
     /// Whether events were lost since the last call (the caller rescans).
     pub fn take_lost(&self) -> bool {
         self.shared.lost.swap(false, Ordering::SeqCst)
+    }
+
+    /// Whether the reader ended (an error it reported): the caller goes
+    /// back to scanning /proc.
+    pub fn is_dead(&self) -> bool {
+        self.shared.dead.load(Ordering::SeqCst)
     }
 
     /// Waits up to `timeout` for an exec; `None` if none came.

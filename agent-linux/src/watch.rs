@@ -222,6 +222,11 @@ impl Watcher<'_> {
 
 impl Observer for Watcher<'_> {
     fn tick(&mut self, engine: &mut Engine) {
+        if self.execs.as_ref().is_some_and(ExecFeed::is_dead) {
+            // Its last execs are taken, then /proc is scanned for good.
+            self.take_execs(engine);
+            self.execs = None;
+        }
         let changed = self.take_change();
         if self.execs.is_none() || changed {
             self.scan(engine);
