@@ -21,6 +21,15 @@ use tracer_support::*;
 
 const RUNS: usize = 20;
 
+/// One test at a time: each starts 20 short programs and the connector's
+/// figures measure how soon the agent gets a CPU; the others' runs, watch
+/// and strace would be that test's own load.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A 2 MB file of random bytes whose name no other process names.
 fn data_file(dir: &Path) -> PathBuf {
     let nanos = std::time::SystemTime::now()
@@ -124,6 +133,7 @@ fn path_with(first: &Path) -> String {
 
 #[test]
 fn twenty_shimmed_runs_count_what_strace_counts() {
+    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
     let data = data_file(dir.path());
     let marker = data.file_name().unwrap().to_str().unwrap().to_string();
@@ -171,6 +181,7 @@ fn twenty_shimmed_runs_count_what_strace_counts() {
 
 #[test]
 fn twenty_runs_as_root_are_all_traced_through_the_connector() {
+    let _alone = alone();
     if !is_root() {
         edge_tests::skip(
             "twenty_runs_as_root_are_all_traced_through_the_connector",
@@ -190,6 +201,7 @@ fn twenty_runs_as_root_are_all_traced_through_the_connector() {
     let got = summaries(&out, RUNS, 20);
     watch.stop();
     let err = std::fs::read_to_string(out.with_file_name("watch.err")).unwrap_or_default();
+    println!("connector: {} of {RUNS} runs traced", got.len());
     assert_eq!(got.len(), RUNS, "every run traced; watch said: {err}");
     let (_, strace) = strace_counts(dir.path(), &[], &["md5sum", data.to_str().unwrap()]);
     let expected = total(&strace);
@@ -216,6 +228,7 @@ fn twenty_runs_as_root_are_all_traced_through_the_connector() {
 
 #[test]
 fn what_the_scan_catches_says_it_began_late() {
+    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
     let data = data_file(dir.path());
     let marker = data.file_name().unwrap().to_str().unwrap().to_string();
@@ -254,6 +267,7 @@ fn what_the_scan_catches_says_it_began_late() {
 
 #[test]
 fn a_shimmed_program_runs_and_keeps_its_status_without_its_agent() {
+    let _alone = alone();
     let dir = tempfile::tempdir().unwrap();
     let (shims, bin, out) = (
         dir.path().join("shims"),
