@@ -8,14 +8,22 @@
 //! runs (the service's directives, see `directives.rs`), and SIGTERM lets
 //! every tracee go. Its memory is bounded by what is traced now, not by how
 //! long it has run: the set of pids looked at is pruned as they vanish.
+//!
+//! How it finds new programs ([`Discover`]): as root, the kernel's
+//! process-events connector tells it of every exec at once ([`crate::execs`])
+//! and it attaches then, missing only the calls the program makes before
+//! the seize; otherwise it scans /proc every `scan_interval`, and misses
+//! runs shorter than that and up to that much of every run's start.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use agent_core::Summary;
 
+use crate::coverage::TraceStart;
 use crate::device_id::DeviceId;
 use crate::engine::{Engine, Observer, Session};
+use crate::execs::ExecFeed;
 use crate::facts::{self, PlatformFacts};
 use crate::sys::{self, Tid};
 use crate::trace::{process_program, seize_all, summarize};
@@ -39,6 +47,21 @@ pub struct WatchOptions {
     pub window: Option<Duration>,
     /// The device id every summary carries (zero: none).
     pub device: DeviceId,
+    /// How new programs are found.
+    pub discover: Discover,
+}
+
+/// How `watch` finds new matching programs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Discover {
+    /// The connector where the agent may subscribe (root), else the scan
+    /// (one line on stderr says which and why).
+    #[default]
+    Auto,
+    /// The process-events connector only (an error without CAP_NET_ADMIN).
+    Connector,
+    /// Scanning /proc every `scan_interval`.
+    Scan,
 }
 
 impl Default for WatchOptions {
@@ -51,6 +74,7 @@ impl Default for WatchOptions {
             wait: WaitPolicy::default(),
             window: None,
             device: DeviceId::default(),
+            discover: Discover::Auto,
         }
     }
 }
@@ -69,6 +93,10 @@ struct Watcher<'a> {
     excluded: HashSet<Tid>,
     changes: &'a mut dyn FnMut() -> Option<String>,
     on_summary: &'a mut dyn FnMut(Summary),
+    /// The connector's execs (`None`: /proc is scanned at each tick).
+    execs: Option<ExecFeed>,
+    /// How long to wait for news when nothing is traced.
+    idle_wait: Duration,
 }
 
 /// The pids in /proc.
@@ -108,13 +136,34 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 impl Watcher<'_> {
     /// Takes a new text to match, if one came: every process running is
     /// looked at again (those traced already stay traced until they end).
-    fn take_change(&mut self) {
+    /// Returns whether it changed.
+    fn take_change(&mut self) -> bool {
         if let Some(pattern) = (self.changes)() {
             if !pattern.is_empty() && pattern.as_bytes() != self.pattern {
                 eprintln!("edge-agent: now watching for {pattern:?}");
                 self.pattern = pattern.into_bytes();
                 self.seen.clear();
+                return true;
             }
+        }
+        false
+    }
+
+    /// The execs the connector reported: each process is looked at again
+    /// (its command line changed with the exec), a lost burst of events
+    /// means a scan.
+    fn take_execs(&mut self, engine: &mut Engine) {
+        let Some(feed) = &self.execs else {
+            return;
+        };
+        let lost = feed.take_lost();
+        let pids = feed.take();
+        if lost {
+            self.scan(engine);
+        }
+        for pid in pids {
+            self.seen.insert(pid);
+            self.consider(engine, pid);
         }
     }
 
@@ -123,52 +172,80 @@ impl Watcher<'_> {
         let now: HashSet<Tid> = pids.iter().copied().collect();
         self.seen.retain(|p| now.contains(p));
         for pid in pids {
-            if !self.seen.insert(pid) || self.excluded.contains(&pid) || engine.is_traced(pid) {
-                continue;
+            if self.seen.insert(pid) {
+                self.consider(engine, pid);
             }
-            let Ok(mut cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-                continue;
-            };
-            for b in &mut cmdline {
-                if *b == 0 {
-                    *b = b' ';
-                }
+        }
+    }
+
+    /// Traces `pid` if its command line matches (and it is not the agent,
+    /// an ancestor, or traced already).
+    fn consider(&mut self, engine: &mut Engine, pid: Tid) {
+        if self.excluded.contains(&pid) || engine.is_traced(pid) {
+            return;
+        }
+        let Ok(mut cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            return;
+        };
+        for b in &mut cmdline {
+            if *b == 0 {
+                *b = b' ';
             }
-            if !contains(&cmdline, &self.pattern) {
-                continue;
+        }
+        if !contains(&cmdline, &self.pattern) {
+            return;
+        }
+        let program = process_program(pid);
+        let facts = match facts::build(&self.platform, &program, self.extra) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("edge-agent: {e:#}");
+                return;
             }
-            let program = process_program(pid);
-            let facts = match facts::build(&self.platform, &program, self.extra) {
-                Ok(f) => f,
-                Err(e) => {
-                    eprintln!("edge-agent: {e:#}");
-                    continue;
-                }
-            };
-            let mut session = Session::new(pid, facts);
-            session.program_from_exec = true;
-            if let Some(w) = self.window {
-                session.set_window(w);
-            }
-            session.origin.device = self.device;
-            let session = engine.add_session(session);
-            if let Err(e) = seize_all(engine, session, pid) {
-                eprintln!("edge-agent: not watching PID {pid} ({program}): {e:#}");
-                // Its slot would otherwise stay taken for good: a refused
-                // server that restarts all day must not grow the agent.
-                engine.forget_empty_session(session);
-            }
+        };
+        let mut session = Session::new(pid, facts);
+        session.program_from_exec = true;
+        session.trace_start = TraceStart::attached_to(pid);
+        if let Some(w) = self.window {
+            session.set_window(w);
+        }
+        session.origin.device = self.device;
+        let session = engine.add_session(session);
+        if let Err(e) = seize_all(engine, session, pid) {
+            eprintln!("edge-agent: not watching PID {pid} ({program}): {e:#}");
+            // Its slot would otherwise stay taken for good: a refused
+            // server that restarts all day must not grow the agent.
+            engine.forget_empty_session(session);
         }
     }
 }
 
 impl Observer for Watcher<'_> {
     fn tick(&mut self, engine: &mut Engine) {
-        self.take_change();
-        self.scan(engine);
+        if self.execs.as_ref().is_some_and(ExecFeed::is_dead) {
+            // Its last execs are taken, then /proc is scanned for good.
+            self.take_execs(engine);
+            self.execs = None;
+        }
+        let changed = self.take_change();
+        if self.execs.is_none() || changed {
+            self.scan(engine);
+        }
+        self.take_execs(engine);
     }
     fn keep_alive(&self) -> bool {
         true
+    }
+    fn idle(&mut self, engine: &mut Engine) {
+        let Some(feed) = &self.execs else {
+            std::thread::sleep(self.idle_wait);
+            return;
+        };
+        if let Some(pid) = feed.wait(self.idle_wait) {
+            self.seen.insert(pid);
+            self.consider(engine, pid);
+            self.take_execs(engine);
+        }
     }
     fn window_done(&mut self, summary: Summary) {
         (self.on_summary)(summary);
@@ -204,7 +281,23 @@ pub fn watch_changing(
     // Validate the facts before the first process shows up.
     let platform = opts.platform.clone().unwrap_or_else(PlatformFacts::detect);
     facts::build(&platform, "", &opts.facts)?;
+    let execs = match opts.discover {
+        Discover::Scan => None,
+        Discover::Connector => Some(ExecFeed::start()?),
+        Discover::Auto => match ExecFeed::start() {
+            Ok(feed) => Some(feed),
+            Err(e) => {
+                eprintln!(
+                    "edge-agent: scanning /proc every {} ms for new programs (runs shorter than that are missed, the others' first calls too): {e:#}",
+                    opts.scan_interval.as_millis()
+                );
+                None
+            }
+        },
+    };
     let mut watcher = Watcher {
+        execs,
+        idle_wait: opts.scan_interval.min(Duration::from_millis(50)),
         pattern: opts.pattern.as_bytes().to_vec(),
         extra: &opts.facts,
         platform,
