@@ -133,7 +133,12 @@ impl Watcher<'_> {
             }
         }
         if let Some(device) = update.device {
-            self.directed.set(device);
+            if self.directed.set(device) {
+                eprintln!(
+                    "edge-agent: per-device directives: {}",
+                    self.directed.describe()
+                );
+            }
         }
     }
 
@@ -310,6 +315,15 @@ pub fn watch_steered(
     };
     // The first directives, if already fetched, before the first scan.
     watcher.take_change();
+    eprintln!(
+        "edge-agent: watching for {:?}{}",
+        opts.pattern,
+        if opts.light {
+            " (light records; full traces for per-device directives)"
+        } else {
+            ""
+        }
+    );
     let mut engine = Engine::new(None, false);
     engine.set_wait_policy(opts.wait);
     // The processes running now, at once rather than after the first tick.

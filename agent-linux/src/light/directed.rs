@@ -35,9 +35,34 @@ pub struct DirectedRuns {
 }
 
 impl DirectedRuns {
-    /// Replaces the directives with a fetch's.
-    pub fn set(&mut self, directives: Vec<DeviceDirective>) {
+    /// Replaces the directives with a fetch's; true when they changed.
+    pub fn set(&mut self, directives: Vec<DeviceDirective>) -> bool {
+        let changed = directives != self.directives;
         self.directives = directives;
+        changed
+    }
+
+    /// The directives, one line for a log.
+    pub fn describe(&self) -> String {
+        if self.directives.is_empty() {
+            return "none".into();
+        }
+        let items: Vec<String> = self
+            .directives
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} ({} of {} runs taken; program {:?}, match {:?}, until {} s)",
+                    d.id,
+                    self.taken(&d.id),
+                    d.runs,
+                    d.program.as_deref().unwrap_or("any"),
+                    d.match_text.as_deref().unwrap_or("any"),
+                    d.expires_unix_ns / 1_000_000_000
+                )
+            })
+            .collect();
+        items.join(", ")
     }
 
     /// Whether any directive may still take a run at `now_unix_ns`.
