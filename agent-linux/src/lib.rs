@@ -16,15 +16,19 @@
 
 pub mod arch;
 pub mod backend;
+pub mod coverage;
 pub mod device_id;
 pub mod directives;
 pub mod ebpf;
 pub mod engine;
+pub mod execs;
 pub mod facts;
 pub mod fd;
 pub mod light;
+pub mod procevents;
 pub mod relay;
 pub mod seccomp;
+pub mod shim;
 pub mod signals;
 pub mod stop;
 // The one module of this crate that may use `unsafe` (workspace lint
@@ -39,4 +43,4 @@ pub mod watch;
 pub use facts::PlatformFacts;
 pub use trace::{attach, trace_command, AttachOptions, Started, TraceOptions, TraceOutcome};
 pub use wait::WaitPolicy;
-pub use watch::{watch, watch_changing, watch_steered, WatchOptions};
+pub use watch::{watch, watch_changing, watch_steered, Discover, WatchOptions};

@@ -44,6 +44,92 @@ enum Command {
     Upload(uploader::cli::UploadArgs),
     /// Print this device's id (made on first use), or replace it.
     DeviceId(DeviceIdArgs),
+    /// Wrappers that run chosen programs under the tracer from their first
+    /// syscall, without privileges (a folder to put first in PATH).
+    #[command(subcommand)]
+    Shim(ShimCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum ShimCommand {
+    /// Write a wrapper for each PROGRAM and the folder's directive (what to
+    /// trace); prints the line to add to the shell profile.
+    Install(ShimInstallArgs),
+    /// Delete the wrappers named (all of them when none is named).
+    Remove(ShimRemoveArgs),
+    /// List the wrappers, the program each runs, and the directive.
+    List(ShimDirArgs),
+    /// What a wrapper runs: the command, traced when its command line
+    /// matches the folder's directive, else plainly.
+    #[command(hide = true)]
+    Exec(ShimExecArgs),
+}
+
+#[derive(Args, Debug)]
+struct ShimDirArgs {
+    /// The shim folder [default: $EDGE_AGENT_SHIM_DIR,
+    /// $XDG_STATE_HOME/edge-agent/shims or ~/.local/state/edge-agent/shims].
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+impl ShimDirArgs {
+    fn path(&self) -> PathBuf {
+        self.dir
+            .clone()
+            .unwrap_or_else(agent_linux::shim::default_dir)
+    }
+}
+
+#[derive(Args, Debug)]
+struct ShimInstallArgs {
+    #[command(flatten)]
+    dir: ShimDirArgs,
+    /// Trace a run only when its command line (name and arguments) contains
+    /// this text [default: every run].
+    #[arg(long = "match", value_name = "TEXT", default_value = "")]
+    pattern: String,
+    /// Trace only these syscalls (as `run --only`).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    only: Option<Vec<String>>,
+    #[command(flatten)]
+    facts: FactArgs,
+    /// Spool directory for the summaries [default as for run].
+    #[arg(long, value_name = "DIR", conflicts_with = "out_dir")]
+    spool: Option<PathBuf>,
+    /// Write each summary to DIR/<id>.summary instead of a spool.
+    #[arg(long, value_name = "DIR")]
+    out_dir: Option<PathBuf>,
+    /// The programs (names looked up in PATH).
+    #[arg(required = true, value_name = "PROGRAM")]
+    programs: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct ShimRemoveArgs {
+    #[command(flatten)]
+    dir: ShimDirArgs,
+    /// The programs whose wrappers go [default: all].
+    #[arg(value_name = "PROGRAM")]
+    programs: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct ShimExecArgs {
+    /// The shim folder (its directive).
+    #[arg(long, value_name = "DIR")]
+    dir: PathBuf,
+    /// The name the program was called by.
+    #[arg(long, value_name = "NAME")]
+    name: OsString,
+    /// The real program and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    command: Vec<OsString>,
 }
 
 #[derive(Args, Debug)]
@@ -310,6 +396,20 @@ struct WatchArgs {
     wait: WaitArgs,
     #[command(flatten)]
     window: WindowArgs,
+    /// How new programs are found: `connector` (the kernel tells of every
+    /// exec at once; root), `scan` (/proc every 100 ms: short runs are
+    /// missed, the others' first calls too), or `auto` (the connector
+    /// where it may be used, else the scan).
+    #[arg(long, value_enum, default_value_t = DiscoverName::Auto)]
+    discover: DiscoverName,
+}
+
+/// `watch --discover`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum DiscoverName {
+    Auto,
+    Connector,
+    Scan,
 }
 
 /// `watch --server`: the service whose directives steer the watch.
@@ -370,7 +470,129 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         #[cfg(feature = "upload")]
         Command::Upload(a) => uploader::cli::run(a),
         Command::DeviceId(a) => show_device_id(a),
+        Command::Shim(c) => shim(c),
     }
+}
+
+/// `shim install | remove | list | exec`.
+fn shim(command: ShimCommand) -> anyhow::Result<ExitCode> {
+    use agent_linux::shim::{self, ShimDirective};
+    match command {
+        ShimCommand::Install(a) => {
+            let facts = collect_facts(&a.facts)?;
+            if let Some(names) = &a.only {
+                parse_only(names)?;
+            }
+            let directive = ShimDirective {
+                match_text: a.pattern,
+                only: a.only,
+                facts,
+                spool: a.spool,
+                out_dir: a.out_dir,
+            };
+            let agent = std::env::current_exe()
+                .and_then(std::fs::canonicalize)
+                .context("cannot tell where the edge-agent binary is")?;
+            let dir = a.dir.path();
+            for script in shim::install(&dir, &agent, &a.programs, &directive)? {
+                println!("{}", script.display());
+            }
+            let dir = script_dir(&dir);
+            eprintln!(
+                "edge-agent: add this line to your shell profile (~/.profile) so the shims come first:\nexport PATH={}:\"$PATH\"",
+                dir.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        ShimCommand::Remove(a) => {
+            for name in shim::remove(&a.dir.path(), &a.programs)? {
+                println!("removed {name}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ShimCommand::List(a) => {
+            let dir = a.path();
+            let path_var = std::env::var_os("PATH").unwrap_or_default();
+            for name in shim::list(&dir)? {
+                match shim::real_program(&dir, &name, &path_var) {
+                    Some(real) => println!("{name}\t{}", real.display()),
+                    None => println!("{name}\t(no real program on PATH)"),
+                }
+            }
+            match ShimDirective::load(&dir) {
+                Ok(d) => println!(
+                    "match {:?}  only {}",
+                    d.match_text,
+                    d.only.map_or("all".to_string(), |o| o.join(","))
+                ),
+                Err(e) => println!("no directive: {e:#}"),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ShimCommand::Exec(a) => Ok(shim_exec(a)),
+    }
+}
+
+/// The shim folder as the scripts name it (absolute).
+fn script_dir(dir: &Path) -> PathBuf {
+    std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())
+}
+
+/// `shim exec`: the command traced as `run` would trace it when its command
+/// line matches the folder's directive, else (or when anything on the
+/// agent's side fails before the program starts) the command itself. The
+/// exit status is always the program's.
+fn shim_exec(a: ShimExecArgs) -> ExitCode {
+    use agent_linux::shim::{exec_plainly, ShimDirective};
+    let untraced = |why: anyhow::Error| {
+        eprintln!(
+            "edge-agent shim: {why:#}; running {} untraced",
+            a.name.to_string_lossy()
+        );
+        exec_plainly(&a.command, &a.name)
+    };
+    let directive = match ShimDirective::load(&a.dir) {
+        Ok(d) => d,
+        Err(e) => return untraced(e),
+    };
+    if !directive.matches(&a.name, a.command.get(1..).unwrap_or_default()) {
+        return exec_plainly(&a.command, &a.name);
+    }
+    let prepared = (|| -> anyhow::Result<(TraceOptions, Sink)> {
+        let only = directive.only.as_deref().map(parse_only).transpose()?;
+        facts::build(&Default::default(), "", &directive.facts)?;
+        let sink = Sink::open(None, directive.spool.clone(), directive.out_dir.clone())?;
+        let opts = TraceOptions {
+            command: a.command.clone(),
+            only,
+            facts: directive.facts.clone(),
+            platform: None,
+            wait: WaitPolicy::default(),
+            window: None,
+            device: DeviceIdFileArgs {
+                device_id_file: None,
+            }
+            .load()?,
+        };
+        Ok((opts, sink))
+    })();
+    let (opts, sink) = match prepared {
+        Ok(p) => p,
+        Err(e) => return untraced(e),
+    };
+    let traced = |opts: &TraceOptions, sink: Sink| -> ExitCode {
+        match trace_and_save_or(opts, sink, false, true) {
+            Ok(code) => code,
+            Err(e) => untraced(e),
+        }
+    };
+    if opts.only.is_some() {
+        return match relay::run_in_tracer_process(|| traced(&opts, sink)) {
+            Ok(code) => code,
+            Err(e) => untraced(e),
+        };
+    }
+    traced(&opts, sink)
 }
 
 /// `device-id [--reset]`: the id in hex, on stdout.
@@ -649,8 +871,28 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
 
 /// Traces the command, saves its summary, and ends as the program ended.
 fn trace_and_save(opts: &TraceOptions, sink: Sink, stats: bool) -> anyhow::Result<ExitCode> {
+    trace_and_save_or(opts, sink, stats, false)
+}
+
+/// [`trace_and_save`]; with `plain_on_failure` (a shim), a tracer that
+/// cannot start (ptrace refused, no seccomp) runs the command untraced
+/// instead of failing.
+fn trace_and_save_or(
+    opts: &TraceOptions,
+    sink: Sink,
+    stats: bool,
+    plain_on_failure: bool,
+) -> anyhow::Result<ExitCode> {
     signals::install().context("cannot install signal handlers")?;
-    let mut started = Started::start(opts)?;
+    let mut started = match Started::start(opts) {
+        Ok(s) => s,
+        Err(e) if plain_on_failure => {
+            eprintln!("edge-agent shim: {e:#}; running the program untraced");
+            let name = opts.command.first().cloned().unwrap_or_default();
+            return Ok(agent_linux::shim::exec_plainly(&opts.command, &name));
+        }
+        Err(e) => return Err(e),
+    };
     let mut summary = started.trace(&mut |mut w| save_run_summary(&sink, stats, &mut w, false))?;
     if stats {
         let s = started.engine_stats();
@@ -781,30 +1023,44 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
     #[cfg(not(feature = "upload"))]
     let mut changes = agent_linux::directives::Update::default;
     signals::install().context("cannot install signal handlers")?;
-    let mut failures = 0u32;
-    let mut on_summary = |mut s: Summary| match sink.put(&mut s, true) {
-        Ok(path) if s.kind == agent_core::Kind::Light => eprintln!(
-            "edge-agent: {} (light record: {:?}, {} ms) -> {}",
-            s.facts.program,
-            s.run.exit,
-            s.run.duration_ns / 1_000_000,
-            path.display()
-        ),
-        Ok(path) => eprintln!(
-            "edge-agent: {} ({} syscalls) -> {}",
-            s.facts.program,
-            s.run.events,
-            path.display()
-        ),
-        Err(e) => {
-            failures += 1;
-            eprintln!(
-                "edge-agent: cannot store the summary of {}: {e:#}",
-                s.facts.program
-            );
+    // Summaries are stored by a thread of their own: a write and its fsync
+    // on the tracer's thread would hold up its tracees and delay the
+    // attach to the next program (a 10 ms run is over by then).
+    let (to_writer, summaries) = std::sync::mpsc::channel::<Summary>();
+    let writer = signals::spawn_quiet_thread("edge-agent-store", move || {
+        let mut failures = 0u32;
+        for mut s in summaries {
+            match sink.put(&mut s, true) {
+                Ok(path) if s.kind == agent_core::Kind::Light => eprintln!(
+                    "edge-agent: {} (light record: {:?}, {} ms) -> {}",
+                    s.facts.program,
+                    s.run.exit,
+                    s.run.duration_ns / 1_000_000,
+                    path.display()
+                ),
+                Ok(path) => eprintln!(
+                    "edge-agent: {} ({} syscalls) -> {}",
+                    s.facts.program,
+                    s.run.events,
+                    path.display()
+                ),
+                Err(e) => {
+                    failures += 1;
+                    eprintln!(
+                        "edge-agent: cannot store the summary of {}: {e:#}",
+                        s.facts.program
+                    );
+                }
+            }
         }
+        failures
+    })
+    .context("cannot start the thread that stores summaries")?;
+    let mut on_summary = |s: Summary| {
+        // The writer only ends when this sender is dropped.
+        let _ = to_writer.send(s);
     };
-    agent_linux::watch::watch_steered(
+    let watched = agent_linux::watch_steered(
         &WatchOptions {
             pattern: a.pattern,
             facts,
@@ -812,11 +1068,21 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
             window: a.window.live(),
             device,
             light: a.light,
+            discover: match a.discover {
+                DiscoverName::Auto => agent_linux::Discover::Auto,
+                DiscoverName::Connector => agent_linux::Discover::Connector,
+                DiscoverName::Scan => agent_linux::Discover::Scan,
+            },
             ..Default::default()
         },
         &mut changes,
         &mut on_summary,
-    )?;
+    );
+    drop(to_writer);
+    let failures = writer
+        .join()
+        .map_err(|_| anyhow::anyhow!("the thread that stores summaries panicked"))?;
+    watched?;
     Ok(if failures == 0 {
         ExitCode::SUCCESS
     } else {

@@ -65,3 +65,24 @@ pub fn tick_every(us: u64) {
 pub fn quiet() {
     sys::set_timer(0, 0);
 }
+
+/// Spawns a helper thread that never takes the tracer loop's signals
+/// (SIGINT, SIGTERM, SIGALRM): one it took would not interrupt the loop's
+/// waitpid. The mask is set before the spawn (the thread inherits it) and
+/// restored after, so the thread never runs with them unblocked.
+pub fn spawn_quiet_thread<F, T>(name: &str, f: F) -> io::Result<std::thread::JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
+    let mut blocked = SigSet::empty();
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGALRM] {
+        blocked.add(sig);
+    }
+    let mut old = SigSet::empty();
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&blocked), Some(&mut old))?;
+    let spawned = std::thread::Builder::new().name(name.into()).spawn(f);
+    pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None)?;
+    spawned
+}

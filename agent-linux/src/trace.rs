@@ -12,6 +12,7 @@ use agent_core::{Summary, SyscallId};
 use anyhow::{anyhow, bail, Context};
 
 use crate::arch::{Abi, Native};
+use crate::coverage::TraceStart;
 use crate::engine::window::{MAX_WINDOW, MIN_WINDOW};
 use crate::engine::{Engine, Observer, Session};
 use crate::facts::{self, PlatformFacts};
@@ -325,6 +326,8 @@ pub(crate) fn fork_stopped(
         return Err(err.unwrap_or_else(|| anyhow!("the command ended before it started")));
     }
     let mut session = Session::new(pid, facts);
+    // Stopped before its exec: the trace sees the program's every call.
+    session.trace_start = TraceStart::FromStart;
     if let Some(w) = opts.window {
         session.set_window(w);
     }
@@ -352,6 +355,7 @@ pub(crate) fn attach_session(opts: &AttachOptions) -> anyhow::Result<Session> {
     let facts = facts::build(&platform, &process_program(pid), &opts.facts)?;
     let mut session = Session::new(pid, facts);
     session.program_from_exec = true;
+    session.trace_start = TraceStart::attached_to(pid);
     if let Some(w) = opts.window {
         session.set_window(w);
     }
@@ -443,7 +447,7 @@ fn status_field(pid: Tid, field: &str) -> Option<String> {
 }
 
 /// A capability set from /proc/PID/status (`CapEff:`, `CapPrm:`, ...).
-fn caps_of(pid: Tid, field: &str) -> Option<u64> {
+pub(crate) fn caps_of(pid: Tid, field: &str) -> Option<u64> {
     status_field(pid, field).and_then(|v| u64::from_str_radix(&v, 16).ok())
 }
 

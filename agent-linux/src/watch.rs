@@ -9,21 +9,30 @@
 //! every tracee go. Its memory is bounded by what is traced now, not by how
 //! long it has run: the set of pids looked at is pruned as they vanish.
 //!
+//! How it finds new programs ([`Discover`]): as root, the kernel's
+//! process-events connector tells it of every exec at once ([`crate::execs`])
+//! and it attaches then, missing only the calls the program makes before
+//! the seize; otherwise it scans /proc every `scan_interval`, and misses
+//! runs shorter than that and up to that much of every run's start.
+//!
 //! With `light`, a matching process is not traced: its run is recorded
-//! from `/proc` alone (`light/`), and only the runs a per-device directive
-//! takes are traced, fully, as one whole-run summary with the fact
-//! `directive=<id>`.
+//! from `/proc` alone (`light/`; the connector's exit events give its exact
+//! exit and end), and only the runs a per-device directive takes are
+//! traced, fully, as one whole-run summary with the fact `directive=<id>`.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use agent_core::Summary;
 
+use crate::coverage::TraceStart;
 use crate::device_id::DeviceId;
 use crate::directives::Update;
 use crate::engine::{Engine, Observer, Session};
+use crate::execs::ExecFeed;
 use crate::facts::{self, PlatformFacts};
 use crate::light::{procfs, DirectedRuns, LightRuns};
+use crate::procevents::Ended;
 use crate::sys::{self, Tid};
 use crate::trace::{process_program, seize_all, summarize};
 use crate::wait::WaitPolicy;
@@ -46,9 +55,24 @@ pub struct WatchOptions {
     pub window: Option<Duration>,
     /// The device id every summary carries (zero: none).
     pub device: DeviceId,
+    /// How new programs are found.
+    pub discover: Discover,
     /// Record matching runs from /proc alone (light records) instead of
     /// tracing them; per-device directives still pick runs to trace.
     pub light: bool,
+}
+
+/// How `watch` finds new matching programs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Discover {
+    /// The connector where the agent may subscribe (root), else the scan
+    /// (one line on stderr says which and why).
+    #[default]
+    Auto,
+    /// The process-events connector only (an error without CAP_NET_ADMIN).
+    Connector,
+    /// Scanning /proc every `scan_interval`.
+    Scan,
 }
 
 impl Default for WatchOptions {
@@ -61,6 +85,7 @@ impl Default for WatchOptions {
             wait: WaitPolicy::default(),
             window: None,
             device: DeviceId::default(),
+            discover: Discover::Auto,
             light: false,
         }
     }
@@ -84,6 +109,10 @@ struct Watcher<'a> {
     light_mode: bool,
     light: LightRuns,
     directed: DirectedRuns,
+    /// The connector's execs (`None`: /proc is scanned at each tick).
+    execs: Option<ExecFeed>,
+    /// How long to wait for news when nothing is traced.
+    idle_wait: Duration,
 }
 
 /// The pids in /proc.
@@ -123,15 +152,9 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 impl Watcher<'_> {
     /// Takes a new text to match, if one came: every process running is
     /// looked at again (those traced already stay traced until they end).
-    fn take_change(&mut self) {
+    /// Returns whether it changed.
+    fn take_change(&mut self) -> bool {
         let update = (self.changes)();
-        if let Some(pattern) = update.pattern {
-            if !pattern.is_empty() && pattern.as_bytes() != self.pattern {
-                eprintln!("edge-agent: now watching for {pattern:?}");
-                self.pattern = pattern.into_bytes();
-                self.seen.clear();
-            }
-        }
         if let Some(device) = update.device {
             if self.directed.set(device) {
                 eprintln!(
@@ -140,10 +163,36 @@ impl Watcher<'_> {
                 );
             }
         }
+        if let Some(pattern) = update.pattern {
+            if !pattern.is_empty() && pattern.as_bytes() != self.pattern {
+                eprintln!("edge-agent: now watching for {pattern:?}");
+                self.pattern = pattern.into_bytes();
+                self.seen.clear();
+                return true;
+            }
+        }
+        false
     }
 
-    /// Samples the light runs; hands on the records of those that ended.
+    /// Takes the connector's exits (exact exit status and time) into the
+    /// light runs, samples the runs, and hands on the records of those
+    /// that ended.
     fn sample_light(&mut self) {
+        if let Some(feed) = &self.execs {
+            let now_mono = sys::monotonic_ns();
+            let now_unix = crate::engine::unix_now_ns();
+            for (pid, ended, at_mono_ns) in feed.take_exits() {
+                let exit = match ended {
+                    Ended::Code(c) => agent_core::Exit::Code(c),
+                    Ended::Signal(s) => agent_core::Exit::Signal(s),
+                };
+                let at_unix = now_unix.saturating_sub(now_mono.saturating_sub(at_mono_ns));
+                self.light.ended(pid, exit, at_unix);
+            }
+        }
+        if self.light.open() == 0 {
+            return;
+        }
         for root in self.light.roots() {
             if let Some(program) = procfs::read_program(root) {
                 self.light.set_program(root, &program);
@@ -154,83 +203,110 @@ impl Watcher<'_> {
         }
     }
 
+    /// The execs the connector reported: each process is looked at again
+    /// (its command line changed with the exec), a lost burst of events
+    /// means a scan.
+    fn take_execs(&mut self, engine: &mut Engine) {
+        let Some(feed) = &self.execs else {
+            return;
+        };
+        let lost = feed.take_lost();
+        let pids = feed.take();
+        if lost {
+            self.scan(engine);
+        }
+        for pid in pids {
+            self.seen.insert(pid);
+            self.consider(engine, pid);
+        }
+    }
+
     fn scan(&mut self, engine: &mut Engine) {
         let pids = list_pids();
         let now: HashSet<Tid> = pids.iter().copied().collect();
         self.seen.retain(|p| now.contains(p));
         for pid in pids {
-            if !self.seen.insert(pid) || self.excluded.contains(&pid) || engine.is_traced(pid) {
-                continue;
+            if self.seen.insert(pid) {
+                self.consider(engine, pid);
             }
-            // Born under a light run: part of it (whatever its command line).
-            if self.light.open() > 0 && self.light.adopt(pid) {
-                continue;
+        }
+    }
+
+    /// Traces `pid` if its command line matches (and it is not the agent,
+    /// an ancestor, or traced already).
+    fn consider(&mut self, engine: &mut Engine, pid: Tid) {
+        if self.excluded.contains(&pid) || engine.is_traced(pid) {
+            return;
+        }
+        // Born under a light run: part of it (whatever its command line).
+        if self.light.open() > 0 && self.light.adopt(pid) {
+            return;
+        }
+        let Ok(mut cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            return;
+        };
+        for b in &mut cmdline {
+            if *b == 0 {
+                *b = b' ';
             }
-            let Ok(mut cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-                continue;
-            };
-            for b in &mut cmdline {
-                if *b == 0 {
-                    *b = b' ';
-                }
+        }
+        if !contains(&cmdline, &self.pattern) {
+            return;
+        }
+        let program = process_program(pid);
+        let mut facts = match facts::build(&self.platform, &program, self.extra) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("edge-agent: {e:#}");
+                return;
             }
-            if !contains(&cmdline, &self.pattern) {
-                continue;
-            }
-            let program = process_program(pid);
-            let mut facts = match facts::build(&self.platform, &program, self.extra) {
-                Ok(f) => f,
+        };
+        let directive = self
+            .directed
+            .claim(&program, &cmdline, crate::engine::unix_now_ns())
+            .filter(|id| match facts.add("directive", id) {
+                Ok(()) => true,
                 Err(e) => {
-                    eprintln!("edge-agent: {e:#}");
-                    continue;
+                    eprintln!(
+                        "edge-agent: directive {id} not applied to PID {pid} ({program}): no room for its fact ({e:?})"
+                    );
+                    self.directed.unclaim(id);
+                    false
                 }
+            });
+        if directive.is_none() && self.light_mode {
+            let origin = agent_core::Origin {
+                device: self.device,
+                ..Default::default()
             };
-            let directive = self
-                .directed
-                .claim(&program, &cmdline, crate::engine::unix_now_ns())
-                .filter(|id| match facts.add("directive", id) {
-                    Ok(()) => true,
-                    Err(e) => {
-                        eprintln!(
-                            "edge-agent: directive {id} not applied to PID {pid} ({program}): no room for its fact ({e:?})"
-                        );
-                        self.directed.unclaim(id);
-                        false
-                    }
-                });
-            if directive.is_none() && self.light_mode {
-                let origin = agent_core::Origin {
-                    device: self.device,
-                    ..Default::default()
-                };
-                self.light.start(pid, facts, origin);
-                continue;
-            }
-            let mut session = Session::new(pid, facts);
-            session.program_from_exec = true;
-            // A directed run is one whole-run summary, whatever the windows.
-            if let Some(w) = self.window.filter(|_| directive.is_none()) {
-                session.set_window(w);
-            }
-            session.origin.device = self.device;
-            let session = engine.add_session(session);
-            match seize_all(engine, session, pid) {
-                Ok(()) => {
-                    if let Some(id) = &directive {
-                        eprintln!(
-                            "edge-agent: tracing PID {pid} ({program}) fully for directive {id} (run {} of its)",
-                            self.directed.taken(id)
-                        );
-                    }
+            self.light.start(pid, facts, origin);
+            return;
+        }
+        let mut session = Session::new(pid, facts);
+        session.program_from_exec = true;
+        session.trace_start = TraceStart::attached_to(pid);
+        // A directed run is one whole-run summary, whatever the windows.
+        if let Some(w) = self.window.filter(|_| directive.is_none()) {
+            session.set_window(w);
+        }
+        session.origin.device = self.device;
+        let session = engine.add_session(session);
+        match seize_all(engine, session, pid) {
+            Ok(()) => {
+                if let Some(id) = &directive {
+                    eprintln!(
+                        "edge-agent: tracing PID {pid} ({program}) fully for directive {id} (run {} of its)",
+                        self.directed.taken(id)
+                    );
                 }
-                Err(e) => {
-                    eprintln!("edge-agent: not watching PID {pid} ({program}): {e:#}");
-                    // Its slot would otherwise stay taken for good: a refused
-                    // server that restarts all day must not grow the agent.
-                    engine.forget_empty_session(session);
-                    if let Some(id) = &directive {
-                        self.directed.unclaim(id);
-                    }
+            }
+            Err(e) => {
+                eprintln!("edge-agent: not watching PID {pid} ({program}): {e:#}");
+                // Its slot would otherwise stay taken for good: a refused
+                // server that restarts all day must not grow the agent.
+                engine.forget_empty_session(session);
+                if let Some(id) = &directive {
+                    self.directed.unclaim(id);
                 }
             }
         }
@@ -239,12 +315,26 @@ impl Watcher<'_> {
 
 impl Observer for Watcher<'_> {
     fn tick(&mut self, engine: &mut Engine) {
-        self.take_change();
-        self.scan(engine);
+        let changed = self.take_change();
+        if self.execs.is_none() || changed {
+            self.scan(engine);
+        }
+        self.take_execs(engine);
         self.sample_light();
     }
     fn keep_alive(&self) -> bool {
         true
+    }
+    fn idle(&mut self, engine: &mut Engine) {
+        let Some(feed) = &self.execs else {
+            std::thread::sleep(self.idle_wait);
+            return;
+        };
+        if let Some(pid) = feed.wait(self.idle_wait) {
+            self.seen.insert(pid);
+            self.consider(engine, pid);
+            self.take_execs(engine);
+        }
     }
     fn window_done(&mut self, summary: Summary) {
         (self.on_summary)(summary);
@@ -299,7 +389,23 @@ pub fn watch_steered(
     // Validate the facts before the first process shows up.
     let platform = opts.platform.clone().unwrap_or_else(PlatformFacts::detect);
     facts::build(&platform, "", &opts.facts)?;
+    let execs = match opts.discover {
+        Discover::Scan => None,
+        Discover::Connector => Some(ExecFeed::start(opts.light)?),
+        Discover::Auto => match ExecFeed::start(opts.light) {
+            Ok(feed) => Some(feed),
+            Err(e) => {
+                eprintln!(
+                    "edge-agent: scanning /proc every {} ms for new programs (runs shorter than that are missed, the others' first calls too): {e:#}",
+                    opts.scan_interval.as_millis()
+                );
+                None
+            }
+        },
+    };
     let mut watcher = Watcher {
+        execs,
+        idle_wait: opts.scan_interval.min(Duration::from_millis(50)),
         pattern: opts.pattern.as_bytes().to_vec(),
         extra: &opts.facts,
         platform,
@@ -313,6 +419,9 @@ pub fn watch_steered(
         light: LightRuns::new(),
         directed: DirectedRuns::default(),
     };
+    if watcher.execs.is_some() {
+        watcher.light.expect_exit_events();
+    }
     // The first directives, if already fetched, before the first scan.
     watcher.take_change();
     eprintln!(

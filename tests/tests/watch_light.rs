@@ -4,6 +4,8 @@
 //! service's per-device directives (`device_directives`, fetched with
 //! `?device=<id>`) make exactly their `runs` runs traced fully, with the
 //! fact `directive=<id>`, until they expire; the other runs stay light.
+//! Discovery by /proc scans (`--discover scan`) and, as root, by the
+//! process-events connector, whose exit events give every run's exit.
 
 mod tracer_support;
 
@@ -139,7 +141,7 @@ const DD_BYTES: u64 = 160 * 65536;
 fn light_records_give_each_runs_exit_duration_and_bytes_without_tracing() {
     let dir = tempfile::tempdir().unwrap();
     let marker = format!("edge-light-{}", std::process::id());
-    let (watch, lines) = start_light_watch(&marker, dir.path(), &[]);
+    let (watch, lines) = start_light_watch(&marker, dir.path(), &["--discover", "scan"]);
     // Each run: a subshell where dd moves DD_BYTES, then sleeps 0.3 s (the
     // subshell is sampled holding dd's bytes, and the outer shell gets them
     // again when it reaps the subshell: counted once, not twice), then the
@@ -210,6 +212,81 @@ fn light_records_give_each_runs_exit_duration_and_bytes_without_tracing() {
                 r.run.exit
             );
         }
+    }
+}
+
+#[test]
+fn with_the_connector_light_records_know_every_exit_even_when_reaped_at_once() {
+    let test = "with_the_connector_light_records_know_every_exit_even_when_reaped_at_once";
+    let dir = tempfile::tempdir().unwrap();
+    let _ = agent();
+    let marker = format!("edge-light-events-{}", std::process::id());
+    let mut child = Command::new(agent())
+        .args([
+            "watch",
+            "--light",
+            "--discover",
+            "connector",
+            "--match",
+            &marker,
+        ])
+        .arg("--out-dir")
+        .arg(dir.path().join("out"))
+        .arg("--device-id-file")
+        .arg(dir.path().join("device-id"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = Lines::collect(child.stderr.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !lines.text().contains("watching for") {
+        if let Some(st) = child.try_wait().unwrap() {
+            return edge_tests::skip(
+                test,
+                &format!("no process-events connector here ({st}): {}", lines.text()),
+            );
+        }
+        assert!(Instant::now() < deadline, "{}", lines.text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let watch = Killed(child);
+    // Reaped at once by this test (no zombie for a scan to see), and one
+    // shorter than a scan interval.
+    let runs = [
+        ("sleep 0.3; exit 0", Exit::Code(0), 0.3),
+        ("sleep 0.3; exit 3", Exit::Code(3), 0.3),
+        ("sleep 0.3; kill -9 $$", Exit::Signal(libc::SIGKILL), 0.3),
+        ("sleep 0.05; exit 7", Exit::Code(7), 0.05),
+    ];
+    for (script, ..) in runs {
+        let st = Command::new("sh")
+            .args(["-c", script, &marker])
+            .status()
+            .unwrap();
+        assert!(st.code().is_some() || st.signal_is_kill());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    let mut records = stop(watch, &lines, dir.path());
+    assert_eq!(records.len(), runs.len(), "{}", lines.text());
+    records.sort_by_key(|s| s.run.start_unix_ns);
+    for (r, (script, exit, least)) in records.iter().zip(runs) {
+        assert_eq!(r.kind, Kind::Light);
+        assert_eq!(r.run.exit, exit, "{script}: {}", lines.text());
+        let secs = r.run.duration_ns as f64 / 1e9;
+        assert!((least..least + 1.5).contains(&secs), "{script}: {secs} s");
+    }
+}
+
+trait KilledBy {
+    fn signal_is_kill(&self) -> bool;
+}
+
+impl KilledBy for std::process::ExitStatus {
+    fn signal_is_kill(&self) -> bool {
+        use std::os::unix::process::ExitStatusExt;
+        self.signal() == Some(libc::SIGKILL)
     }
 }
 
@@ -302,7 +379,12 @@ fn a_device_directive_traces_exactly_its_runs_fully_and_an_expired_one_none() {
 
     let (full, light): (Vec<&Summary>, Vec<&Summary>) =
         summaries.iter().partition(|s| s.kind == Kind::Full);
-    assert_eq!(full.len(), 2, "exactly the directive's runs: {}", lines.text());
+    assert_eq!(
+        full.len(),
+        2,
+        "exactly the directive's runs: {}",
+        lines.text()
+    );
     assert_eq!(light.len(), 3, "the rest light: {}", lines.text());
     for s in &full {
         assert_eq!(s.facts.get("directive"), Some("00000000000000d1"), "{s:?}");

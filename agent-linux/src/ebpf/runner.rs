@@ -117,6 +117,7 @@ impl Runner {
                     if event.exit_ns >= self.session.next_cut() {
                         self.cut(event.exit_ns, &batch[i..]);
                     }
+                    self.session.note_call(event.entry_ns);
                     self.session
                         .collector
                         .record(&syscall_event(event, compat, self.abis));

@@ -107,6 +107,7 @@ impl<B: Backend> Engine<B> {
             return;
         }
         if let Some(Some(s)) = self.sessions.get_mut(t.session) {
+            s.note_call(c.entry_ns);
             s.collector.record(&SyscallEvent {
                 tid: tid as u32,
                 arch: c.arch,

@@ -43,6 +43,11 @@ pub trait Observer<B: Backend = Ptrace> {
     fn keep_alive(&self) -> bool {
         false
     }
+    /// Nothing is traced and the loop is kept alive: wait a little (watch
+    /// waits for news of a new program here, and may add sessions).
+    fn idle(&mut self, _engine: &mut Engine<B>) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     /// A window of a session cut into windows ended (all but the session's
     /// last: that one comes with [`Observer::session_done`], as
     /// [`Session::summary`]). Called by the loop after the tracee that
@@ -256,7 +261,7 @@ impl<B: Backend> Engine<B> {
                 if self.mode == Mode::Detaching || !observer.keep_alive() {
                     return Ok(());
                 }
-                std::thread::sleep(std::time::Duration::from_millis(50));
+                observer.idle(self);
                 continue;
             }
             match self.backend.next_stop() {

@@ -10,6 +10,7 @@ use agent_core::{Collector, CpuTime, Exit, Facts, InFlight, Origin, RunRecord, S
 use super::cpu::CpuAccount;
 use super::window::{Ended, Windows};
 use crate::arch::{Abi, Native};
+use crate::coverage::TraceStart;
 
 use crate::sys::{self, Tid, WaitStatus};
 
@@ -55,6 +56,11 @@ pub struct Session {
     /// The calls in flight when the agent let the session go (empty for a
     /// session that ended).
     pub in_flight_at_end: InFlight,
+    /// Where the trace began (set by the caller: started or attached),
+    /// for the summaries' coverage.
+    pub trace_start: TraceStart,
+    /// When the first traced syscall entered (CLOCK_MONOTONIC ns).
+    first_call_ns: Option<u64>,
 }
 
 impl Session {
@@ -81,6 +87,8 @@ impl Session {
             windows: None,
             cpu: CpuAccount::default(),
             in_flight_at_end: InFlight::default(),
+            trace_start: TraceStart::Unknown,
+            first_call_ns: None,
         }
     }
 
@@ -99,6 +107,30 @@ impl Session {
 }
 
 impl Session {
+    /// A traced syscall entered at `entry_ns` (both backends call this for
+    /// each recorded call: only the first is kept).
+    #[inline]
+    pub fn note_call(&mut self, entry_ns: u64) {
+        if self.first_call_ns.is_none() {
+            self.first_call_ns = Some(entry_ns);
+        }
+    }
+
+    /// How much of the run the trace saw: how late its first traced
+    /// syscall came after the process started (before any call: until
+    /// now, or the session's end). The same in every window once a call
+    /// was traced.
+    pub fn coverage(&self) -> agent_core::Coverage {
+        let first = self.first_call_ns.unwrap_or_else(|| {
+            if self.live == 0 {
+                self.end_ns
+            } else {
+                sys::monotonic_ns()
+            }
+        });
+        self.trace_start.coverage(first)
+    }
+
     /// Cuts the session into windows of `len` (at least 1 ns; the agent
     /// takes [`MIN_WINDOW`] to [`MAX_WINDOW`]), aligned to multiples of
     /// `len` in wall-clock time. Call before the session's first thread.
@@ -197,6 +229,7 @@ impl Session {
         summary.origin = self.origin;
         summary.cpu = Some(self.cpu.pending());
         summary.in_flight = self.in_flight_at_end.clone();
+        summary.coverage = self.coverage();
         summary
     }
 
@@ -217,6 +250,7 @@ impl Session {
         summary.origin = self.origin;
         summary.cpu = Some(cpu);
         summary.in_flight = e.in_flight.clone();
+        summary.coverage = self.coverage();
         summary
     }
 }

@@ -66,6 +66,9 @@ struct Run {
     exit: Option<Exit>,
     /// The latest end of a process seen so far.
     end_unix_ns: u64,
+    /// All its processes are gone but its exit is not known: kept one more
+    /// scan for an exit event still on its way.
+    waited: bool,
 }
 
 /// The runs light monitoring follows.
@@ -77,6 +80,9 @@ pub struct LightRuns {
     ns_per_tick: u64,
     /// The previous scan's time: a process gone now ended after it.
     last_scan_unix_ns: u64,
+    /// Exit events come ([`LightRuns::ended`]): a run whose exit is not
+    /// known when its last process is gone waits one scan for it.
+    exit_events: bool,
 }
 
 impl Default for LightRuns {
@@ -129,7 +135,13 @@ impl LightRuns {
             owner: HashMap::new(),
             ns_per_tick: procfs::ns_per_tick(),
             last_scan_unix_ns: crate::engine::unix_now_ns(),
+            exit_events: false,
         }
+    }
+
+    /// Says that exit events will come (the process-events connector).
+    pub fn expect_exit_events(&mut self) {
+        self.exit_events = true;
     }
 
     /// Whether `pid` is part of a run.
@@ -166,6 +178,7 @@ impl LightRuns {
             cpu_gone: CpuTime::default(),
             exit: None,
             end_unix_ns: now,
+            waited: false,
         };
         self.runs.push(run);
         let index = self.runs.len() - 1;
@@ -212,12 +225,22 @@ impl LightRuns {
     /// An exit event's news: process `pid` ended with `exit` at
     /// `at_unix_ns` (exact, unlike what a scan finds).
     pub fn ended(&mut self, pid: Tid, exit: Exit, at_unix_ns: u64) {
-        let Some(&index) = self.owner.get(&pid) else {
-            return;
+        let index = match self.owner.get(&pid) {
+            Some(&index) => index,
+            // A root already gone, its run waiting for this news.
+            None => match self
+                .runs
+                .iter()
+                .position(|r| r.root == pid && r.procs.is_empty())
+            {
+                Some(index) => index,
+                None => return,
+            },
         };
         let run = &mut self.runs[index];
-        if let Some(p) = run.procs.get_mut(&pid) {
-            p.end_unix_ns = Some(at_unix_ns);
+        match run.procs.get_mut(&pid) {
+            Some(p) => p.end_unix_ns = Some(at_unix_ns),
+            None => run.end_unix_ns = run.end_unix_ns.max(at_unix_ns),
         }
         if pid == run.root {
             run.exit = Some(exit);
@@ -277,7 +300,11 @@ impl LightRuns {
                 }
             }
             if run.procs.is_empty() {
-                finished.push(index);
+                if run.exit.is_none() && self.exit_events && !run.waited {
+                    run.waited = true;
+                } else {
+                    finished.push(index);
+                }
             }
         }
         // Later indexes first, so the earlier ones stay valid.

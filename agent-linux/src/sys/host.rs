@@ -20,6 +20,17 @@ pub fn monotonic_ns() -> u64 {
         .wrapping_add(ts.tv_nsec() as u64)
 }
 
+/// CLOCK_BOOTTIME in ns: CLOCK_MONOTONIC plus the time suspended, the
+/// clock of a process's start time in /proc/PID/stat.
+pub fn boottime_ns() -> u64 {
+    let Ok(ts) = clock_gettime(ClockId::CLOCK_BOOTTIME) else {
+        return monotonic_ns();
+    };
+    (ts.tv_sec() as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec() as u64)
+}
+
 /// The effective uid of the agent.
 pub fn geteuid() -> u32 {
     nix::unistd::geteuid().as_raw()

@@ -10,6 +10,8 @@
 //! - `fs`: `/proc` links and file types, tracee memory, fd-table sharing.
 //! - `host`: facts about the agent's own process and kernel, and the clock.
 //! - `poll`: waiting for an fd to be readable (the eBPF ring buffer).
+//! - `netlink`: netlink sockets to the kernel (the process-events
+//!   connector).
 //!
 //! Calls go through `nix` where it has a safe wrapper that fits; each file
 //! says why the rest stay on raw `libc`. The callers use the flat paths
@@ -21,6 +23,7 @@ use std::sync::atomic::AtomicU64;
 
 mod fs;
 mod host;
+mod netlink;
 mod poll;
 mod ptrace;
 mod signal;
@@ -28,7 +31,10 @@ mod spawn;
 mod wait;
 
 pub use fs::{file_type, read_memory, readlink, share_files};
-pub use host::{geteuid, getpid, max_rss_kib, monotonic_ns, ns_per_clock_tick, self_cpu_us, uname};
+pub use host::{
+    boottime_ns, geteuid, getpid, max_rss_kib, monotonic_ns, ns_per_clock_tick, self_cpu_us, uname,
+};
+pub use netlink::{netlink_send, netlink_socket, recv_datagram, set_recv_buffer, set_recv_timeout};
 pub use poll::poll_readable;
 pub use ptrace::{
     detach, event_msg, get_regs, interrupt, listen, resume_cont, resume_syscall, seize,
@@ -38,7 +44,9 @@ pub use ptrace::{
     PTRACE_O_TRACESECCOMP, PTRACE_O_TRACESYSGOOD, PTRACE_O_TRACEVFORK, SYSCALL_INFO_ENTRY,
     SYSCALL_INFO_EXIT, SYSCALL_INFO_SECCOMP,
 };
-pub use signal::{die_of_signal, kill, set_handler, set_timer};
+pub use signal::{
+    alarm_thread, current_thread, die_of_signal, kill, set_handler, set_timer, ThreadHandle,
+};
 pub use spawn::{
     cloexec_pipe, close, fork_single_threaded, fork_stopped_exec, install_seccomp, read_fd,
     ChildSetup, SockFilter,

@@ -25,6 +25,20 @@ pub fn kill(pid: Tid, sig: i32) -> io::Result<()> {
     check(unsafe { libc::kill(pid, sig) } as c_long).map(drop)
 }
 
+/// A thread of the agent, to send a signal to.
+pub type ThreadHandle = nix::sys::pthread::Pthread;
+
+/// The calling thread.
+pub fn current_thread() -> ThreadHandle {
+    nix::sys::pthread::pthread_self()
+}
+
+/// Sends SIGALRM to one thread of the agent (its handler only sets the
+/// tick flag, and a blocking waitpid there returns EINTR).
+pub fn alarm_thread(thread: ThreadHandle) -> io::Result<()> {
+    nix::sys::pthread::pthread_kill(thread, nix::sys::signal::Signal::SIGALRM).map_err(Into::into)
+}
+
 /// Installs `handler` for `sig` without SA_RESTART, so a blocking waitpid
 /// returns EINTR when the signal arrives.
 pub fn set_handler(sig: i32, handler: extern "C" fn(c_int)) -> io::Result<()> {

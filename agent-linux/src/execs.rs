@@ -1,0 +1,164 @@
+//! The process-events connector's execs, handed to the tracer thread at
+//! once: a reader thread takes each exec from the kernel ([`ProcEvents`]),
+//! queues its process id and wakes the tracer with SIGALRM (a blocking
+//! waitpid returns EINTR; the loop then asks `watch` what to do). An idle
+//! tracer waits on the queue itself ([`ExecFeed::wait`]).
+//!
+//! The program is not stopped meanwhile: the calls it makes between its
+//! exec and the tracer's seize are missed (docs/edge-agent.md gives the
+//! measured count), but none after.
+//!
+//! Asked to (`watch --light`), it also queues each process's exit (its
+//! wait status and when), which light runs take at the tracer's next tick:
+//! no wake-up for those.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::procevents::{Ended, ProcEvent, ProcEvents};
+use crate::sys::{self, Tid};
+
+/// How long the reader waits for an event before it looks at its stop flag.
+const READ_TIMEOUT: Duration = Duration::from_millis(200);
+/// How often the reader wakes the tracer again while its news is not taken
+/// (a SIGALRM that lands just before the tracer's waitpid does not
+/// interrupt it), and how many times at most.
+const REKICK_EVERY: Duration = Duration::from_micros(500);
+const REKICKS: u32 = 200;
+
+/// Flags the reader and the tracer share.
+#[derive(Debug, Default)]
+struct Shared {
+    /// Stop reading (the feed was dropped).
+    stop: AtomicBool,
+    /// Execs queued and not taken yet.
+    pending: AtomicBool,
+    /// Events were lost: the tracer must rescan /proc.
+    lost: AtomicBool,
+}
+
+/// Execs as they happen, for the thread that created the feed.
+#[derive(Debug)]
+pub struct ExecFeed {
+    execs: Receiver<Tid>,
+    /// Process exits: pid, how it ended, when (CLOCK_MONOTONIC ns); only
+    /// when asked for at the start (nobody drains them otherwise).
+    exits: Receiver<(Tid, Ended, u64)>,
+    shared: Arc<Shared>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl ExecFeed {
+    /// Subscribes (failing with [`ProcEvents::subscribe`]'s reason) and
+    /// starts the reader; the calling thread is the one woken. `exits`:
+    /// also queue every process's exit for [`ExecFeed::take_exits`].
+    pub fn start(exits: bool) -> anyhow::Result<ExecFeed> {
+        let mut events = ProcEvents::subscribe()?;
+        let tracer = sys::current_thread();
+        let shared = Arc::new(Shared::default());
+        let (tx, execs) = mpsc::channel();
+        let (exits_tx, exits_rx) = mpsc::channel();
+        let flags = Arc::clone(&shared);
+        let reader = crate::signals::spawn_quiet_thread("edge-agent-execs", move || {
+            while !flags.stop.load(Ordering::SeqCst) {
+                let event = match events.next(READ_TIMEOUT) {
+                    Ok(Some(e)) => e,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        eprintln!(
+                            "edge-agent: process events stopped ({e}); scanning /proc instead"
+                        );
+                        flags.lost.store(true, Ordering::SeqCst);
+                        let _ = sys::alarm_thread(tracer);
+                        return;
+                    }
+                };
+                match event {
+                    ProcEvent::Exec { tgid, .. } => {
+                        flags.pending.store(true, Ordering::SeqCst);
+                        if tx.send(tgid).is_err() {
+                            return;
+                        }
+                    }
+                    ProcEvent::Lost => flags.lost.store(true, Ordering::SeqCst),
+                    // A process's end (its last thread, the leader's id).
+                    ProcEvent::Exit {
+                        pid,
+                        tgid,
+                        ended,
+                        at_ns,
+                    } if exits && pid == tgid => {
+                        if exits_tx.send((tgid, ended, at_ns)).is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    ProcEvent::Exit { .. } => continue,
+                }
+                // Wake the tracer until it has taken the news.
+                for _ in 0..REKICKS {
+                    let _ = sys::alarm_thread(tracer);
+                    std::thread::sleep(REKICK_EVERY);
+                    if !flags.pending.load(Ordering::SeqCst) && !flags.lost.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    if flags.stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                }
+            }
+        })?;
+        Ok(ExecFeed {
+            execs,
+            exits: exits_rx,
+            shared,
+            reader: Some(reader),
+        })
+    }
+
+    /// The processes that exec'd since the last call, in order.
+    pub fn take(&self) -> Vec<Tid> {
+        self.shared.pending.store(false, Ordering::SeqCst);
+        self.execs.try_iter().collect()
+    }
+
+    /// The processes that ended since the last call: pid, how, when
+    /// (CLOCK_MONOTONIC ns). Empty unless the feed was started with exits.
+    pub fn take_exits(&self) -> Vec<(Tid, Ended, u64)> {
+        self.exits.try_iter().collect()
+    }
+
+    /// Whether events were lost since the last call (the caller rescans).
+    pub fn take_lost(&self) -> bool {
+        self.shared.lost.swap(false, Ordering::SeqCst)
+    }
+
+    /// Waits up to `timeout` for an exec; `None` if none came.
+    pub fn wait(&self, timeout: Duration) -> Option<Tid> {
+        match self.execs.recv_timeout(timeout) {
+            Ok(pid) => {
+                // The caller takes the rest with `take`.
+                self.shared.pending.store(false, Ordering::SeqCst);
+                Some(pid)
+            }
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => {
+                // The reader ended (its error was said): do not spin.
+                std::thread::sleep(timeout);
+                None
+            }
+        }
+    }
+}
+
+impl Drop for ExecFeed {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+    }
+}

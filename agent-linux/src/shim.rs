@@ -1,0 +1,457 @@
+//! Shims: the exact way to trace chosen commands without privileges ("the
+//! client is told which commands to log"). `edge-agent shim install
+//! PROGRAM...` writes one small shell script per program into a folder
+//! meant to come first in PATH; typing the program's name then runs the
+//! script, which finds the real program (the next one on PATH after the
+//! folder, never itself) and hands it to `edge-agent shim exec`. That
+//! traces it from its first syscall, as `run` does, when its command line
+//! contains the folder's directive text, and otherwise replaces itself with
+//! the program (`exec`, no tracer).
+//!
+//! A shimmed command never fails because of the agent: when the agent's
+//! binary is missing or not executable, the script runs the program
+//! itself; when the agent cannot read its directive, open its spool or
+//! start the tracer, it runs the program untraced (a line on stderr); the
+//! program's exit status is always the command's.
+//!
+//! The folder holds the scripts and `directive.json` (the text to match,
+//! `only`, facts, and where summaries go), written by `shim install` and,
+//! when the device opts in (`watch --server ... --shim-dir DIR`), updated
+//! from the service's directive.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde_json::{json, Value};
+
+/// The line every script carries: what `remove` and `list` recognise (a
+/// file without it is never overwritten or removed).
+pub const MARKER: &str = "# edge-agent shim v1";
+/// The directive's file in the shim folder.
+pub const DIRECTIVE_FILE: &str = "directive.json";
+/// The environment variable naming the shim folder (as `--dir` does).
+pub const ENV_DIR: &str = "EDGE_AGENT_SHIM_DIR";
+
+/// The default shim folder: `$EDGE_AGENT_SHIM_DIR`, else the agent's
+/// state folder (`$XDG_STATE_HOME/edge-agent/shims`, else
+/// `~/.local/state/edge-agent/shims`, else
+/// `/data/local/tmp/edge-agent/shims`).
+pub fn default_dir() -> PathBuf {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if let Some(dir) = env(ENV_DIR) {
+        return dir.into();
+    }
+    if let Some(state) = env("XDG_STATE_HOME") {
+        return PathBuf::from(state).join("edge-agent/shims");
+    }
+    if let Some(home) = env("HOME") {
+        return PathBuf::from(home).join(".local/state/edge-agent/shims");
+    }
+    PathBuf::from("/data/local/tmp/edge-agent/shims")
+}
+
+/// What the shims of one folder trace.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShimDirective {
+    /// Text the command line (the program's name and its arguments,
+    /// joined by spaces) must contain; empty: every run.
+    pub match_text: String,
+    /// Trace only these syscalls (`run --only`); `None`: all.
+    pub only: Option<Vec<String>>,
+    /// Free facts for every summary.
+    pub facts: Vec<(String, String)>,
+    /// The spool the summaries go to (`None`: the default spool).
+    pub spool: Option<PathBuf>,
+    /// Write each summary to this folder instead of a spool.
+    pub out_dir: Option<PathBuf>,
+}
+
+impl ShimDirective {
+    /// Whether a run of `name` with `args` is to be traced.
+    pub fn matches(&self, name: &OsStr, args: &[OsString]) -> bool {
+        if self.match_text.is_empty() {
+            return true;
+        }
+        let mut line = name.as_bytes().to_vec();
+        for a in args {
+            line.push(b' ');
+            line.extend_from_slice(a.as_bytes());
+        }
+        let needle = self.match_text.as_bytes();
+        line.windows(needle.len()).any(|w| w == needle)
+    }
+
+    fn to_json(&self) -> anyhow::Result<Value> {
+        let path = |p: &Option<PathBuf>| -> anyhow::Result<Value> {
+            Ok(match p {
+                None => Value::Null,
+                Some(p) => Value::from(
+                    p.to_str()
+                        .with_context(|| format!("{} is not UTF-8", p.display()))?,
+                ),
+            })
+        };
+        Ok(json!({
+            "match": self.match_text,
+            "only": self.only,
+            "facts": self.facts.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+            "spool": path(&self.spool)?,
+            "out_dir": path(&self.out_dir)?,
+        }))
+    }
+
+    /// Parses `directive.json` (untrusted: a wrong field is an error
+    /// naming it).
+    pub fn parse(text: &[u8]) -> anyhow::Result<ShimDirective> {
+        let v: Value = serde_json::from_slice(text).context("not JSON")?;
+        let o = v.as_object().context("not a JSON object")?;
+        let text_field = |k: &str| -> anyhow::Result<Option<String>> {
+            match o.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => bail!("`{k}` is not text"),
+            }
+        };
+        let only = match o.get("only") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(names)) => Some(
+                names
+                    .iter()
+                    .map(|n| n.as_str().map(str::to_string))
+                    .collect::<Option<Vec<_>>>()
+                    .context("`only` holds something other than names")?,
+            ),
+            Some(_) => bail!("`only` is neither a list nor null"),
+        };
+        let facts = match o.get("facts") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(pairs)) => pairs
+                .iter()
+                .map(|p| match p.as_array().map(Vec::as_slice) {
+                    Some([Value::String(k), Value::String(v)]) => Some((k.clone(), v.clone())),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()
+                .context("`facts` must be [key, value] pairs of text")?,
+            Some(_) => bail!("`facts` is not a list"),
+        };
+        Ok(ShimDirective {
+            match_text: text_field("match")?.unwrap_or_default(),
+            only,
+            facts,
+            spool: text_field("spool")?.map(PathBuf::from),
+            out_dir: text_field("out_dir")?.map(PathBuf::from),
+        })
+    }
+
+    /// Reads the folder's directive.
+    pub fn load(dir: &Path) -> anyhow::Result<ShimDirective> {
+        let path = dir.join(DIRECTIVE_FILE);
+        let text =
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        ShimDirective::parse(&text).with_context(|| format!("{}", path.display()))
+    }
+
+    /// Writes the folder's directive (whole or not at all).
+    pub fn store(&self, dir: &Path) -> anyhow::Result<()> {
+        let text = serde_json::to_vec_pretty(&self.to_json()?)?;
+        write_atomically(&dir.join(DIRECTIVE_FILE), &text, 0o644)
+    }
+}
+
+/// Writes `bytes` to a temporary file beside `path` and renames it over
+/// `path`, with `mode`.
+fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> anyhow::Result<()> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let written = std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Checks a program name: a bare file name a shell would look up in PATH.
+fn check_name(name: &str) -> anyhow::Result<()> {
+    let ok = !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name != DIRECTIVE_FILE
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b));
+    if !ok {
+        bail!("{name:?} is not a program name (letters, digits, . _ + -; no /)");
+    }
+    Ok(())
+}
+
+/// `s` quoted for the shell (single quotes; a quote inside as `'\''`).
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The script for `name` in `dir`, running `agent`.
+pub fn script(dir: &Path, agent: &Path, name: &str) -> anyhow::Result<String> {
+    check_name(name)?;
+    let utf8 = |p: &Path| {
+        p.to_str()
+            .map(str::to_string)
+            .with_context(|| format!("{} is not UTF-8", p.display()))
+    };
+    let (dir, agent) = (utf8(dir)?, utf8(agent)?);
+    Ok(format!(
+        r#"#!/bin/sh
+{MARKER}
+# Runs {name} under `edge-agent shim exec` (traced when its command line
+# matches {dir}/{DIRECTIVE_FILE}); without a usable agent, runs it plainly.
+# Made by `edge-agent shim install`; `edge-agent shim remove {name}` deletes it.
+shim_dir={dir_q}
+agent={agent_q}
+name={name_q}
+# The real program: the next {name} on PATH after the shim folder (all of
+# PATH when the folder is not in it), never this script.
+real=
+after=
+case ":$PATH:" in *":$shim_dir:"*) ;; *) after=1 ;; esac
+set -f
+IFS=:
+for d in $PATH; do
+  if [ -z "$after" ]; then
+    [ "$d" = "$shim_dir" ] && after=1
+    continue
+  fi
+  [ "$d" = "$shim_dir" ] && continue
+  [ -n "$d" ] || d=.
+  if [ -f "$d/$name" ] && [ -x "$d/$name" ] && ! [ "$d/$name" -ef "$0" ]; then
+    real=$d/$name
+    break
+  fi
+done
+unset IFS
+set +f
+if [ -z "$real" ]; then
+  echo "$name: not found on PATH after the shim folder $shim_dir" >&2
+  exit 127
+fi
+if [ -f "$agent" ] && [ -x "$agent" ]; then
+  exec "$agent" shim exec --dir "$shim_dir" --name "$name" -- "$real" "$@"
+fi
+exec "$real" "$@"
+"#,
+        dir_q = shell_quote(&dir),
+        agent_q = shell_quote(&agent),
+        name_q = shell_quote(name),
+    ))
+}
+
+/// Whether `path` is one of our scripts.
+fn is_shim(path: &Path) -> bool {
+    std::fs::read(path)
+        .map(|b| {
+            b.split(|c| *c == b'\n')
+                .take(3)
+                .any(|l| l == MARKER.as_bytes())
+        })
+        .unwrap_or(false)
+}
+
+/// The first executable `name` on `path_var` outside `dir`: what a shim
+/// in `dir` would run.
+pub fn real_program(dir: &Path, name: &str, path_var: &OsStr) -> Option<PathBuf> {
+    std::env::split_paths(path_var)
+        .filter(|d| d != dir)
+        .map(|d| d.join(name))
+        .find(|p| {
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                && !is_shim(p)
+        })
+}
+
+/// Installs shims for `programs` in `dir` (made if missing) running
+/// `agent`, and writes the folder's directive. A program with no real
+/// executable on PATH besides the folder, or a file of that name that is
+/// not a shim, is an error naming it; nothing is written then.
+pub fn install(
+    dir: &Path,
+    agent: &Path,
+    programs: &[String],
+    directive: &ShimDirective,
+) -> anyhow::Result<Vec<PathBuf>> {
+    if programs.is_empty() {
+        bail!("name at least one program to shim");
+    }
+    let dir = absolute(dir)?;
+    let path_var = std::env::var_os("PATH").unwrap_or_default();
+    let mut scripts = Vec::new();
+    for name in programs {
+        let text = script(&dir, agent, name)?;
+        if real_program(&dir, name, &path_var).is_none() {
+            bail!("{name}: no such program on PATH (besides the shim folder)");
+        }
+        let target = dir.join(name);
+        if target.exists() && !is_shim(&target) {
+            bail!(
+                "{} exists and is not an edge-agent shim: not replaced",
+                target.display()
+            );
+        }
+        scripts.push((target, text));
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    directive.store(&dir)?;
+    let mut written = Vec::new();
+    for (target, text) in scripts {
+        write_atomically(&target, text.as_bytes(), 0o755)?;
+        written.push(target);
+    }
+    Ok(written)
+}
+
+/// Removes the shims named (all of them when `programs` is empty); a name
+/// that is not a shim of the folder is an error naming it.
+pub fn remove(dir: &Path, programs: &[String]) -> anyhow::Result<Vec<String>> {
+    let names = if programs.is_empty() {
+        list(dir)?
+    } else {
+        programs.to_vec()
+    };
+    for name in &names {
+        check_name(name)?;
+        let path = dir.join(name);
+        if !is_shim(&path) {
+            bail!("{} is not an edge-agent shim", path.display());
+        }
+    }
+    for name in &names {
+        let path = dir.join(name);
+        std::fs::remove_file(&path).with_context(|| format!("cannot remove {}", path.display()))?;
+    }
+    Ok(names)
+}
+
+/// The programs shimmed in `dir`, sorted (none when the folder does not
+/// exist).
+pub fn list(dir: &Path) -> anyhow::Result<Vec<String>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", dir.display())),
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let name = e.file_name().into_string().ok()?;
+            is_shim(&e.path()).then_some(name)
+        })
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// `dir` made absolute (the scripts compare it with PATH's entries).
+fn absolute(dir: &Path) -> anyhow::Result<PathBuf> {
+    if dir.is_absolute() {
+        return Ok(dir.to_path_buf());
+    }
+    Ok(std::env::current_dir()
+        .context("cannot read the current folder")?
+        .join(dir))
+}
+
+/// Replaces the agent with `command` (no tracer), its `argv[0]` being
+/// `name` (what the user typed); returns only when the exec failed: the
+/// shell's status for it (127 not found, 126 otherwise), after a line on
+/// stderr.
+pub fn exec_plainly(command: &[OsString], name: &OsStr) -> std::process::ExitCode {
+    use std::os::unix::process::CommandExt;
+    let Some((program, args)) = command.split_first() else {
+        eprintln!("edge-agent shim: no command");
+        return std::process::ExitCode::from(127);
+    };
+    let err = std::process::Command::new(program)
+        .arg0(name)
+        .args(args)
+        .exec();
+    eprintln!("{}: {err}", program.to_string_lossy());
+    std::process::ExitCode::from(if err.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_bare_program_names() {
+        for good in ["md5sum", "python3.11", "g++", "x-y_z"] {
+            check_name(good).unwrap();
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "/bin/ls",
+            ".hidden",
+            "a b",
+            "directive.json",
+            "x;y",
+        ] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn directive_round_trips_and_rejects_wrong_fields() {
+        let d = ShimDirective {
+            match_text: "rnd.bin".into(),
+            only: Some(vec!["read".into(), "openat".into()]),
+            facts: vec![("site".into(), "lab".into())],
+            spool: Some("/var/spool/x".into()),
+            out_dir: None,
+        };
+        let text = serde_json::to_vec(&d.to_json().unwrap()).unwrap();
+        assert_eq!(ShimDirective::parse(&text).unwrap(), d);
+        for bad in [
+            &br#"[]"#[..],
+            br#"{"match": 3}"#,
+            br#"{"only": "read"}"#,
+            br#"{"only": [1]}"#,
+            br#"{"facts": [["k"]]}"#,
+            br#"not json"#,
+        ] {
+            assert!(
+                ShimDirective::parse(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn matching_looks_at_name_and_arguments() {
+        let d = ShimDirective {
+            match_text: "rnd.bin".into(),
+            ..Default::default()
+        };
+        assert!(d.matches(OsStr::new("md5sum"), &["rnd.bin".into()]));
+        assert!(!d.matches(OsStr::new("md5sum"), &["other".into()]));
+        assert!(ShimDirective::default().matches(OsStr::new("x"), &[]));
+    }
+
+    #[test]
+    fn quoting_survives_quotes() {
+        assert_eq!(shell_quote("a'b"), r"'a'\''b'");
+    }
+}
