@@ -33,6 +33,9 @@ use crate::arch::{Abi, Native};
 use crate::engine::session::random_id;
 use crate::sys::Tid;
 
+/// How far up from a new process its run's member is looked for.
+const MAX_ADOPT_DEPTH: usize = 16;
+
 /// One process of a run.
 #[derive(Clone, Copy, Debug)]
 struct Proc {
@@ -186,19 +189,37 @@ impl LightRuns {
         true
     }
 
-    /// Takes `pid` into the run of its parent, when the parent is in one
-    /// (a process born under a run is part of it); true when it did.
+    /// Takes `pid` into the run of its nearest ancestor in one (a process
+    /// born under a run is part of it), with the ancestors between them
+    /// (forks never seen: the exec events name only the processes that
+    /// exec); true when it did.
     pub fn adopt(&mut self, pid: Tid) -> bool {
         if self.contains(pid) {
             return true;
         }
-        let Some(stat) = procfs::read_stat(pid) else {
-            return false;
+        let mut chain = Vec::new();
+        let mut next = pid;
+        let index = loop {
+            if chain.len() >= MAX_ADOPT_DEPTH {
+                return false;
+            }
+            let Some(stat) = procfs::read_stat(next) else {
+                return false;
+            };
+            chain.push((next, stat));
+            if let Some(&index) = self.owner.get(&stat.ppid) {
+                break index;
+            }
+            if stat.ppid <= 1 {
+                return false;
+            }
+            next = stat.ppid;
         };
-        let Some(&index) = self.owner.get(&stat.ppid) else {
-            return false;
-        };
-        self.add(index, pid, &stat, crate::engine::unix_now_ns());
+        let now = crate::engine::unix_now_ns();
+        // Parents first.
+        for (p, stat) in chain.iter().rev() {
+            self.add(index, *p, stat, now);
+        }
         true
     }
 
