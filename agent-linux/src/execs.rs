@@ -7,6 +7,10 @@
 //! The program is not stopped meanwhile: the calls it makes between its
 //! exec and the tracer's seize are missed (docs/edge-agent.md gives the
 //! measured count), but none after.
+//!
+//! Asked to (`watch --light`), it also queues each process's exit (its
+//! wait status and when), which light runs take at the tracer's next tick:
+//! no wake-up for those.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -14,7 +18,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::procevents::{ProcEvent, ProcEvents};
+use crate::procevents::{Ended, ProcEvent, ProcEvents};
 use crate::sys::{self, Tid};
 
 /// How long the reader waits for an event before it looks at its stop flag.
@@ -42,18 +46,23 @@ struct Shared {
 #[derive(Debug)]
 pub struct ExecFeed {
     execs: Receiver<Tid>,
+    /// Process exits: pid, how it ended, when (CLOCK_MONOTONIC ns); only
+    /// when asked for at the start (nobody drains them otherwise).
+    exits: Receiver<(Tid, Ended, u64)>,
     shared: Arc<Shared>,
     reader: Option<JoinHandle<()>>,
 }
 
 impl ExecFeed {
     /// Subscribes (failing with [`ProcEvents::subscribe`]'s reason) and
-    /// starts the reader; the calling thread is the one woken.
-    pub fn start() -> anyhow::Result<ExecFeed> {
+    /// starts the reader; the calling thread is the one woken. `exits`:
+    /// also queue every process's exit for [`ExecFeed::take_exits`].
+    pub fn start(exits: bool) -> anyhow::Result<ExecFeed> {
         let mut events = ProcEvents::subscribe()?;
         let tracer = sys::current_thread();
         let shared = Arc::new(Shared::default());
         let (tx, execs) = mpsc::channel();
+        let (exits_tx, exits_rx) = mpsc::channel();
         let flags = Arc::clone(&shared);
         let reader = crate::signals::spawn_quiet_thread("edge-agent-execs", move || {
             while !flags.stop.load(Ordering::SeqCst) {
@@ -78,6 +87,18 @@ impl ExecFeed {
                         }
                     }
                     ProcEvent::Lost => flags.lost.store(true, Ordering::SeqCst),
+                    // A process's end (its last thread, the leader's id).
+                    ProcEvent::Exit {
+                        pid,
+                        tgid,
+                        ended,
+                        at_ns,
+                    } if exits && pid == tgid => {
+                        if exits_tx.send((tgid, ended, at_ns)).is_err() {
+                            return;
+                        }
+                        continue;
+                    }
                     ProcEvent::Exit { .. } => continue,
                 }
                 // Wake the tracer until it has taken the news.
@@ -95,6 +116,7 @@ impl ExecFeed {
         })?;
         Ok(ExecFeed {
             execs,
+            exits: exits_rx,
             shared,
             reader: Some(reader),
         })
@@ -104,6 +126,12 @@ impl ExecFeed {
     pub fn take(&self) -> Vec<Tid> {
         self.shared.pending.store(false, Ordering::SeqCst);
         self.execs.try_iter().collect()
+    }
+
+    /// The processes that ended since the last call: pid, how, when
+    /// (CLOCK_MONOTONIC ns). Empty unless the feed was started with exits.
+    pub fn take_exits(&self) -> Vec<(Tid, Ended, u64)> {
+        self.exits.try_iter().collect()
     }
 
     /// Whether events were lost since the last call (the caller rescans).

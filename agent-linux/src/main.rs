@@ -373,6 +373,12 @@ struct WatchArgs {
     /// Text the command line must contain (e.g. the provider's host).
     #[arg(long = "match", value_name = "TEXT")]
     pattern: String,
+    /// Light monitoring: record each matching run from /proc alone (start,
+    /// duration, exit, CPU time, bytes read and written), with no ptrace
+    /// and no stops; only the runs a per-device directive asks for are
+    /// traced fully.
+    #[arg(long)]
+    light: bool,
     /// Spool directory for the summaries [default as for run].
     #[arg(long, value_name = "DIR", conflicts_with = "out_dir")]
     spool: Option<PathBuf>,
@@ -1019,9 +1025,9 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
     let device = a.device.load()?;
     let sink = Sink::open(None, a.spool, a.out_dir)?;
     #[cfg(feature = "upload")]
-    let mut changes = directive_changes(&a.directives, &a.pattern)?;
+    let mut changes = directive_changes(&a.directives, &a.pattern, &device)?;
     #[cfg(not(feature = "upload"))]
-    let mut changes = || None;
+    let mut changes = agent_linux::directives::Update::default;
     signals::install().context("cannot install signal handlers")?;
     // Summaries are stored by a thread of their own: a write and its fsync
     // on the tracer's thread would hold up its tracees and delay the
@@ -1031,6 +1037,13 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
         let mut failures = 0u32;
         for mut s in summaries {
             match sink.put(&mut s, true) {
+                Ok(path) if s.kind == agent_core::Kind::Light => eprintln!(
+                    "edge-agent: {} (light record: {:?}, {} ms) -> {}",
+                    s.facts.program,
+                    s.run.exit,
+                    s.run.duration_ns / 1_000_000,
+                    path.display()
+                ),
                 Ok(path) => eprintln!(
                     "edge-agent: {} ({} syscalls) -> {}",
                     s.facts.program,
@@ -1053,13 +1066,14 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
         // The writer only ends when this sender is dropped.
         let _ = to_writer.send(s);
     };
-    let watched = agent_linux::watch_changing(
+    let watched = agent_linux::watch_steered(
         &WatchOptions {
             pattern: a.pattern,
             facts,
             wait: a.wait.policy(),
             window: a.window.live(),
             device,
+            light: a.light,
             discover: match a.discover {
                 DiscoverName::Auto => agent_linux::Discover::Auto,
                 DiscoverName::Connector => agent_linux::Discover::Connector,
@@ -1082,16 +1096,17 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// With `--server`, the changes of the text to match that the service's
-/// directives make (fetched by a thread of their own, taken here without
-/// waiting); without, none.
+/// With `--server`, the changes the service's directives make (the text
+/// to match, the per-device directives; fetched with this device's id by
+/// a thread of their own, taken here without waiting); without, none.
 #[cfg(feature = "upload")]
 fn directive_changes(
     a: &DirectiveArgs,
     pattern: &str,
-) -> anyhow::Result<Box<dyn FnMut() -> Option<String>>> {
+    device: &DeviceId,
+) -> anyhow::Result<Box<dyn FnMut() -> agent_linux::directives::Update>> {
     let Some(server) = &a.server else {
-        return Ok(Box::new(|| None));
+        return Ok(Box::new(agent_linux::directives::Update::default));
     };
     let endpoint = uploader::cli::server_endpoint(
         server,
@@ -1102,8 +1117,9 @@ fn directive_changes(
     )?;
     let client = uploader::transport::Client::new(endpoint)?;
     let every = std::time::Duration::from_secs(a.directives_every);
-    let bodies = agent_linux::directives::spawn_fetcher(client, every)
-        .context("cannot start the directives thread")?;
+    let bodies =
+        agent_linux::directives::spawn_fetcher(client, every, Some(device_id::to_hex(device)))
+            .context("cannot start the directives thread")?;
     let mut steering = agent_linux::directives::WatchSteering::new(pattern);
     let shims = match &a.shim_dir {
         Some(dir) => Some((
@@ -1116,7 +1132,7 @@ fn directive_changes(
     };
     Ok(Box::new(move || {
         // Only the latest body matters; several may have queued up.
-        let mut change = None;
+        let mut change = agent_linux::directives::Update::default();
         while let Ok(json) = bodies.try_recv() {
             if let Some((dir, agent)) = &shims {
                 match agent_linux::shim::steer(dir, agent, &json) {
@@ -1125,7 +1141,9 @@ fn directive_changes(
                     Err(e) => eprintln!("edge-agent: shims not steered: {e:#}"),
                 }
             }
-            change = steering.apply(&json).or(change);
+            let update = steering.apply_all(&json);
+            change.pattern = update.pattern.or(change.pattern);
+            change.device = update.device.or(change.device);
         }
         change
     }))

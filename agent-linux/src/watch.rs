@@ -14,6 +14,11 @@
 //! and it attaches then, missing only the calls the program makes before
 //! the seize; otherwise it scans /proc every `scan_interval`, and misses
 //! runs shorter than that and up to that much of every run's start.
+//!
+//! With `light`, a matching process is not traced: its run is recorded
+//! from `/proc` alone (`light/`; the connector's exit events give its exact
+//! exit and end), and only the runs a per-device directive takes are
+//! traced, fully, as one whole-run summary with the fact `directive=<id>`.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -22,9 +27,12 @@ use agent_core::Summary;
 
 use crate::coverage::TraceStart;
 use crate::device_id::DeviceId;
+use crate::directives::Update;
 use crate::engine::{Engine, Observer, Session};
 use crate::execs::ExecFeed;
 use crate::facts::{self, PlatformFacts};
+use crate::light::{procfs, DirectedRuns, LightRuns};
+use crate::procevents::Ended;
 use crate::sys::{self, Tid};
 use crate::trace::{process_program, seize_all, summarize};
 use crate::wait::WaitPolicy;
@@ -49,6 +57,9 @@ pub struct WatchOptions {
     pub device: DeviceId,
     /// How new programs are found.
     pub discover: Discover,
+    /// Record matching runs from /proc alone (light records) instead of
+    /// tracing them; per-device directives still pick runs to trace.
+    pub light: bool,
 }
 
 /// How `watch` finds new matching programs.
@@ -75,6 +86,7 @@ impl Default for WatchOptions {
             window: None,
             device: DeviceId::default(),
             discover: Discover::Auto,
+            light: false,
         }
     }
 }
@@ -91,8 +103,12 @@ struct Watcher<'a> {
     /// harness): their command lines often name the text, and tracing
     /// them would trace the agent's own supervisor.
     excluded: HashSet<Tid>,
-    changes: &'a mut dyn FnMut() -> Option<String>,
+    changes: &'a mut dyn FnMut() -> Update,
     on_summary: &'a mut dyn FnMut(Summary),
+    /// `--light`: runs not taken by a directive get light records.
+    light_mode: bool,
+    light: LightRuns,
+    directed: DirectedRuns,
     /// The connector's execs (`None`: /proc is scanned at each tick).
     execs: Option<ExecFeed>,
     /// How long to wait for news when nothing is traced.
@@ -138,7 +154,16 @@ impl Watcher<'_> {
     /// looked at again (those traced already stay traced until they end).
     /// Returns whether it changed.
     fn take_change(&mut self) -> bool {
-        if let Some(pattern) = (self.changes)() {
+        let update = (self.changes)();
+        if let Some(device) = update.device {
+            if self.directed.set(device) {
+                eprintln!(
+                    "edge-agent: per-device directives: {}",
+                    self.directed.describe()
+                );
+            }
+        }
+        if let Some(pattern) = update.pattern {
             if !pattern.is_empty() && pattern.as_bytes() != self.pattern {
                 eprintln!("edge-agent: now watching for {pattern:?}");
                 self.pattern = pattern.into_bytes();
@@ -147,6 +172,35 @@ impl Watcher<'_> {
             }
         }
         false
+    }
+
+    /// Takes the connector's exits (exact exit status and time) into the
+    /// light runs, samples the runs, and hands on the records of those
+    /// that ended.
+    fn sample_light(&mut self) {
+        if let Some(feed) = &self.execs {
+            let now_mono = sys::monotonic_ns();
+            let now_unix = crate::engine::unix_now_ns();
+            for (pid, ended, at_mono_ns) in feed.take_exits() {
+                let exit = match ended {
+                    Ended::Code(c) => agent_core::Exit::Code(c),
+                    Ended::Signal(s) => agent_core::Exit::Signal(s),
+                };
+                let at_unix = now_unix.saturating_sub(now_mono.saturating_sub(at_mono_ns));
+                self.light.ended(pid, exit, at_unix);
+            }
+        }
+        if self.light.open() == 0 {
+            return;
+        }
+        for root in self.light.roots() {
+            if let Some(program) = procfs::read_program(root) {
+                self.light.set_program(root, &program);
+            }
+        }
+        for record in self.light.sample() {
+            (self.on_summary)(record);
+        }
     }
 
     /// The execs the connector reported: each process is looked at again
@@ -184,6 +238,10 @@ impl Watcher<'_> {
         if self.excluded.contains(&pid) || engine.is_traced(pid) {
             return;
         }
+        // Born under a light run: part of it (whatever its command line).
+        if self.light.open() > 0 && self.light.adopt(pid) {
+            return;
+        }
         let Ok(mut cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
             return;
         };
@@ -196,26 +254,61 @@ impl Watcher<'_> {
             return;
         }
         let program = process_program(pid);
-        let facts = match facts::build(&self.platform, &program, self.extra) {
+        let mut facts = match facts::build(&self.platform, &program, self.extra) {
             Ok(f) => f,
             Err(e) => {
                 eprintln!("edge-agent: {e:#}");
                 return;
             }
         };
+        let directive = self
+            .directed
+            .claim(&program, &cmdline, crate::engine::unix_now_ns())
+            .filter(|id| match facts.add("directive", id) {
+                Ok(()) => true,
+                Err(e) => {
+                    eprintln!(
+                        "edge-agent: directive {id} not applied to PID {pid} ({program}): no room for its fact ({e:?})"
+                    );
+                    self.directed.unclaim(id);
+                    false
+                }
+            });
+        if directive.is_none() && self.light_mode {
+            let origin = agent_core::Origin {
+                device: self.device,
+                ..Default::default()
+            };
+            self.light.start(pid, facts, origin);
+            return;
+        }
         let mut session = Session::new(pid, facts);
         session.program_from_exec = true;
         session.trace_start = TraceStart::attached_to(pid);
-        if let Some(w) = self.window {
+        // A directed run is one whole-run summary, whatever the windows.
+        if let Some(w) = self.window.filter(|_| directive.is_none()) {
             session.set_window(w);
         }
         session.origin.device = self.device;
         let session = engine.add_session(session);
-        if let Err(e) = seize_all(engine, session, pid) {
-            eprintln!("edge-agent: not watching PID {pid} ({program}): {e:#}");
-            // Its slot would otherwise stay taken for good: a refused
-            // server that restarts all day must not grow the agent.
-            engine.forget_empty_session(session);
+        match seize_all(engine, session, pid) {
+            Ok(()) => {
+                if let Some(id) = &directive {
+                    eprintln!(
+                        "edge-agent: tracing PID {pid} ({program}) fully for directive {id} (run {} of its)",
+                        self.directed.taken(id)
+                    );
+                }
+            }
+            Err(e) => {
+                eprintln!("edge-agent: not watching PID {pid} ({program}): {e:#}");
+                // Its slot would otherwise stay taken for good: a refused
+                // server that restarts all day must not grow the agent.
+                engine.forget_empty_session(session);
+                if let Some(id) = &directive {
+                    self.directed.unclaim(id);
+                }
+            }
         }
     }
 }
@@ -232,6 +325,7 @@ impl Observer for Watcher<'_> {
             self.scan(engine);
         }
         self.take_execs(engine);
+        self.sample_light();
     }
     fn keep_alive(&self) -> bool {
         true
@@ -274,6 +368,25 @@ pub fn watch_changing(
     changes: &mut dyn FnMut() -> Option<String>,
     on_summary: &mut dyn FnMut(Summary),
 ) -> anyhow::Result<()> {
+    watch_steered(
+        opts,
+        &mut || Update {
+            pattern: changes(),
+            device: None,
+        },
+        on_summary,
+    )
+}
+
+/// [`watch`], asking `steer` at each scan what the service's directives
+/// changed: the text to match, and the per-device directives (see
+/// [`crate::directives::WatchSteering::apply_all`]). It must answer at
+/// once: the tracees wait while it runs.
+pub fn watch_steered(
+    opts: &WatchOptions,
+    changes: &mut dyn FnMut() -> Update,
+    on_summary: &mut dyn FnMut(Summary),
+) -> anyhow::Result<()> {
     if opts.pattern.is_empty() {
         anyhow::bail!("--match needs a non-empty text");
     }
@@ -283,8 +396,8 @@ pub fn watch_changing(
     facts::build(&platform, "", &opts.facts)?;
     let execs = match opts.discover {
         Discover::Scan => None,
-        Discover::Connector => Some(ExecFeed::start()?),
-        Discover::Auto => match ExecFeed::start() {
+        Discover::Connector => Some(ExecFeed::start(opts.light)?),
+        Discover::Auto => match ExecFeed::start(opts.light) {
             Ok(feed) => Some(feed),
             Err(e) => {
                 eprintln!(
@@ -307,7 +420,24 @@ pub fn watch_changing(
         excluded: self_and_ancestors(sys::getpid()),
         changes,
         on_summary,
+        light_mode: opts.light,
+        light: LightRuns::new(),
+        directed: DirectedRuns::default(),
     };
+    if watcher.execs.is_some() {
+        watcher.light.expect_exit_events();
+    }
+    // The first directives, if already fetched, before the first scan.
+    watcher.take_change();
+    eprintln!(
+        "edge-agent: watching for {:?}{}",
+        opts.pattern,
+        if opts.light {
+            " (light records; full traces for per-device directives)"
+        } else {
+            ""
+        }
+    );
     let mut engine = Engine::new(None, false);
     engine.set_wait_policy(opts.wait);
     // The processes running now, at once rather than after the first tick.
@@ -319,6 +449,10 @@ pub fn watch_changing(
         if s.threads > 0 {
             (watcher.on_summary)(summarize(&s));
         }
+    }
+    watcher.sample_light();
+    for record in watcher.light.take_open() {
+        (watcher.on_summary)(record);
     }
     result.map_err(Into::into)
 }
