@@ -411,7 +411,21 @@ struct RunsQuery {
     until: Option<u64>,
     device: Option<String>,
     stream: Option<String>,
+    kind: Option<String>,
     limit: Option<u64>,
+}
+
+/// A `kind=` parameter: `full` or `light`.
+fn kind_param(text: Option<String>) -> Result<Option<agent_core::Kind>, ApiError> {
+    text.map(|t| match t.as_str() {
+        "full" => Ok(agent_core::Kind::Full),
+        "light" => Ok(agent_core::Kind::Light),
+        _ => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("kind `{t}` is not `full` or `light`"),
+        )),
+    })
+    .transpose()
 }
 
 /// A `limit` parameter: `default` when absent, else 1..=[`MAX_RUNS_LIMIT`].
@@ -454,6 +468,7 @@ async fn get_runs(
         until_unix_ns: q.until,
         device: id_param("device", q.device)?,
         stream: id_param("stream", q.stream)?,
+        kind: kind_param(q.kind)?,
         limit: Some(limit),
     };
     let runs = app.read(move |store| store.runs(&filter)).await?;
