@@ -1,19 +1,20 @@
 //! The `edge-service diagnose` command.
 
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agent_core::Summary;
 use anyhow::{bail, Context};
 
-use crate::analysis::{self, Options};
+use crate::analysis::{self, Diagnosis, LabelBy, Options};
 use crate::input::{self, RunFilter, SummarySource};
-use crate::label::{self, ClusterBy, Labelling};
+use crate::label::{ClusterBy, Labelling};
 use crate::mapping::Mapping;
 use crate::report;
 use crate::rpca::{self, pcp::PcpParams, RpcaOptions};
+use crate::selection;
 use crate::tree::TreeParams;
 use crate::windows;
 
@@ -65,10 +66,18 @@ pub struct DiagnoseArgs {
     /// without it are left out.
     #[arg(long, value_name = "KEY", conflicts_with_all = ["good", "bad", "cluster"])]
     pub label_fact: Option<String>,
-    /// Find labels by clustering runs into two performance clusters; the
-    /// better one is `good` [default: duration].
+    /// Find labels by clustering runs into two performance clusters (the
+    /// better one is `good`), or take them from each run's outcome
+    /// (`outcome`: exited 0 is good, a non-zero exit or a signal bad; runs
+    /// detached from or still running are left out) [default: duration].
     #[arg(long, value_enum, conflicts_with_all = ["good", "bad"])]
     pub cluster: Option<ClusterBy>,
+    /// Keep runs whose trace began after the process started (the agent
+    /// attached to it running): left out by default, since their first
+    /// calls are missing. Runs of summaries older than format 3 (coverage
+    /// unknown) are always kept.
+    #[arg(long)]
+    pub include_late: bool,
     /// Syscall mapping (TOML) replacing the shipped default
     /// (`diagnose/default-map.toml`).
     #[arg(long, value_name = "FILE")]
@@ -215,59 +224,65 @@ fn read_files(paths: &[PathBuf], skip_bad: bool) -> anyhow::Result<Vec<Summary>>
     Ok(runs)
 }
 
-/// Loads the runs and their labels as the arguments say.
-fn load_and_label(
+/// The runs of `--good` and `--bad`, labelled by folder.
+fn load_given(
     args: &DiagnoseArgs,
-    store: &dyn SummarySource,
+    good: &Path,
+    bad: &Path,
 ) -> anyhow::Result<(Vec<Summary>, Labelling)> {
     let filter = filter_of(args)?;
-    if let (Some(good), Some(bad)) = (&args.good, &args.bad) {
-        let mut good_runs = read_files(std::slice::from_ref(good), args.skip_bad)?;
-        let mut bad_runs = read_files(std::slice::from_ref(bad), args.skip_bad)?;
-        good_runs.retain(|s| input::passes(s, &filter));
-        bad_runs.retain(|s| input::passes(s, &filter));
-        let good_runs = whole_runs(good_runs, args.merge_windows);
-        let bad_runs = whole_runs(bad_runs, args.merge_windows);
-        let mut labels = vec![0u32; good_runs.len()];
-        labels.extend(std::iter::repeat_n(1u32, bad_runs.len()));
-        let mut runs = good_runs;
-        runs.extend(bad_runs);
-        if runs.is_empty() {
-            bail!(
-                "no runs in {} or {} (folders are read for *.summary files)",
-                good.display(),
-                bad.display()
-            );
-        }
-        // A run given as both good and bad is a mistake, not a duplicate.
-        let mut ids: Vec<[u8; 16]> = runs.iter().map(|s| s.id).collect();
-        ids.sort_unstable();
-        if ids.windows(2).any(|w| w[0] == w[1]) {
-            bail!("the same run (summary id) is given more than once under --good/--bad");
-        }
-        let labelling = Labelling {
-            method: format!("given (--good {} --bad {})", good.display(), bad.display()),
-            classes: vec!["good".into(), "bad".into()],
-            labels,
-            clusters: None,
-        };
-        return Ok((runs, labelling));
+    let mut good_runs = read_files(&[good.to_path_buf()], args.skip_bad)?;
+    let mut bad_runs = read_files(&[bad.to_path_buf()], args.skip_bad)?;
+    good_runs.retain(|s| input::passes(s, &filter));
+    bad_runs.retain(|s| input::passes(s, &filter));
+    let good_runs = whole_runs(good_runs, args.merge_windows);
+    let bad_runs = whole_runs(bad_runs, args.merge_windows);
+    let mut labels = vec![0u32; good_runs.len()];
+    labels.extend(std::iter::repeat_n(1u32, bad_runs.len()));
+    let mut runs = good_runs;
+    runs.extend(bad_runs);
+    if runs.is_empty() {
+        bail!(
+            "no runs in {} or {} (folders are read for *.summary files)",
+            good.display(),
+            bad.display()
+        );
     }
+    // A run given as both good and bad is a mistake, not a duplicate.
+    let mut ids: Vec<[u8; 16]> = runs.iter().map(|s| s.id).collect();
+    ids.sort_unstable();
+    if ids.windows(2).any(|w| w[0] == w[1]) {
+        bail!("the same run (summary id) is given more than once under --good/--bad");
+    }
+    let labelling = Labelling {
+        method: format!("given (--good {} --bad {})", good.display(), bad.display()),
+        classes: vec!["good".into(), "bad".into()],
+        labels,
+        clusters: None,
+    };
+    Ok((runs, labelling))
+}
 
-    let mut runs = whole_runs(load_runs(args, store, &filter)?, args.merge_windows);
+/// Diagnoses the runs the arguments name, labelled as they say.
+fn diagnose_args(
+    args: &DiagnoseArgs,
+    store: &dyn SummarySource,
+    options: &Options,
+) -> anyhow::Result<Diagnosis> {
+    if let (Some(good), Some(bad)) = (&args.good, &args.bad) {
+        let (runs, labelling) = load_given(args, good, bad)?;
+        return analysis::diagnose(&runs, labelling, options);
+    }
+    let filter = filter_of(args)?;
+    let runs = whole_runs(load_runs(args, store, &filter)?, args.merge_windows);
     if runs.is_empty() {
         bail!("no whole runs to diagnose: every summary found is a window (add --merge-windows)");
     }
-    let labelling = match &args.label_fact {
-        Some(key) => {
-            let (labelling, keep) = label::by_fact(&runs, key)?;
-            let mut keep = keep.into_iter();
-            runs.retain(|_| keep.next().unwrap_or(false));
-            labelling
-        }
-        None => label::by_cluster(&runs, args.cluster.unwrap_or(ClusterBy::Duration))?,
+    let by = match &args.label_fact {
+        Some(key) => LabelBy::Fact(key.clone()),
+        None => LabelBy::Cluster(args.cluster.unwrap_or(ClusterBy::Duration)),
     };
-    Ok((runs, labelling))
+    analysis::diagnose_runs(runs, &by, options)
 }
 
 /// The whole runs among `summaries` (windows merged or left out, see
@@ -330,7 +345,6 @@ pub fn run(args: DiagnoseArgs, store: &dyn SummarySource) -> anyhow::Result<Exit
     if args.top == 0 {
         bail!("--top must be at least 1");
     }
-    let (runs, labelling) = load_and_label(&args, store)?;
     let options = Options {
         mapping,
         skip_fact: args.label_fact.clone(),
@@ -340,8 +354,9 @@ pub fn run(args: DiagnoseArgs, store: &dyn SummarySource) -> anyhow::Result<Exit
             gain_ratio: args.gain_ratio,
         },
         top: args.top,
+        include_late: args.include_late,
     };
-    let diagnosis = analysis::diagnose(&runs, labelling, &options)?;
+    let diagnosis = diagnose_args(&args, store, &options)?;
     let mut out = std::io::stdout().lock();
     if args.json {
         let text = serde_json::to_string_pretty(&report::json(&diagnosis))?;
@@ -415,7 +430,11 @@ fn run_rpca(
         bail!("--min-runs must be at least 2");
     }
     let filter = filter_of(args)?;
-    let mut runs = load_runs(args, store, &filter)?;
+    let (mut runs, left_out) =
+        selection::explained(load_runs(args, store, &filter)?, args.include_late);
+    if left_out.total() > 0 {
+        eprintln!("diagnose: left out {}", left_out.phrases().join("; "));
+    }
     // Each window is a request of its own (as each run is) unless the
     // windows of a stream are merged into one.
     if args.merge_windows {

@@ -1,8 +1,10 @@
-//! Good and bad: labels given (folders, a fact) or found by clustering runs
-//! on their performance.
+//! Good and bad: labels given (folders, a fact), found by clustering runs
+//! on their performance, or read from how each run ended (its outcome).
 
-use agent_core::{Summary, SyscallId};
+use agent_core::{Exit, Summary, SyscallId};
 use anyhow::bail;
+
+use crate::selection::LeftOut;
 
 /// What performance runs are clustered on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -11,6 +13,21 @@ pub enum ClusterBy {
     Duration,
     /// Bytes received over sockets per second (higher is better).
     Throughput,
+    /// How the run ended, not clustered: exited 0 is good; a non-zero exit
+    /// or a kill by a signal is bad; a run the agent detached from or one
+    /// still running has no known outcome and is left out.
+    Outcome,
+}
+
+impl ClusterBy {
+    /// The name used on the command line and in the reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClusterBy::Duration => "duration",
+            ClusterBy::Throughput => "throughput",
+            ClusterBy::Outcome => "outcome",
+        }
+    }
 }
 
 /// The two performance clusters found.
@@ -95,9 +112,21 @@ fn socket_bytes(summary: &Summary) -> f64 {
 }
 
 /// Labels runs by clustering their duration or throughput (on a log
-/// scale); the better cluster is `good`.
+/// scale); the better cluster is `good`. With [`ClusterBy::Outcome`] the
+/// labels are the runs' outcomes ([`by_outcome`]); a run without a known
+/// outcome is then an error (`by_outcome` leaves such runs out instead).
 pub fn by_cluster(summaries: &[Summary], by: ClusterBy) -> anyhow::Result<Labelling> {
     let (values, unit): (Vec<f64>, &'static str) = match by {
+        ClusterBy::Outcome => {
+            let (labelling, keep, left_out) = by_outcome(summaries)?;
+            if !keep.iter().all(|k| *k) {
+                bail!(
+                    "{} run(s) have no known outcome (detached or still running): leave them out first",
+                    left_out.unknown_outcome
+                );
+            }
+            return Ok(labelling);
+        }
         ClusterBy::Duration => (
             summaries
                 .iter()
@@ -127,10 +156,7 @@ pub fn by_cluster(summaries: &[Summary], by: ClusterBy) -> anyhow::Result<Labell
         bail!(
             "cannot find performance clusters: {} run(s), all with the same {}",
             values.len(),
-            match by {
-                ClusterBy::Duration => "duration",
-                ClusterBy::Throughput => "throughput",
-            }
+            by.name()
         );
     };
     let sorted: Vec<f64> = order.iter().map(|&i| values[i]).collect();
@@ -139,21 +165,22 @@ pub fn by_cluster(summaries: &[Summary], by: ClusterBy) -> anyhow::Result<Labell
     // The geometric midpoint: the middle of the gap on the log scale.
     let boundary = (low.1.max(1e-12) * high.0).sqrt();
     // Short durations and high throughputs are good.
-    let (good, bad, good_is_low) = match by {
-        ClusterBy::Duration => (low, high, true),
-        ClusterBy::Throughput => (high, low, false),
+    let good_is_low = by == ClusterBy::Duration;
+    let (good, bad) = if good_is_low {
+        (low, high)
+    } else {
+        (high, low)
     };
     let mut labels = vec![0u32; values.len()];
     for (rank, &i) in order.iter().enumerate() {
         let in_low = rank < split;
         labels[i] = u32::from(in_low != good_is_low);
     }
-    let name = match by {
-        ClusterBy::Duration => "duration",
-        ClusterBy::Throughput => "throughput",
-    };
     Ok(Labelling {
-        method: format!("clustered by {name} (two clusters, natural breaks on a log scale)"),
+        method: format!(
+            "clustered by {} (two clusters, natural breaks on a log scale)",
+            by.name()
+        ),
         classes: vec!["good".into(), "bad".into()],
         labels,
         clusters: Some(Clusters {
@@ -219,5 +246,59 @@ pub fn by_fact(summaries: &[Summary], key: &str) -> anyhow::Result<(Labelling, V
             clusters: None,
         },
         keep,
+    ))
+}
+
+/// A run's class by its outcome: 0 (good) when it exited 0, 1 (bad) when
+/// it exited non-zero or was killed by a signal, `None` when the outcome is
+/// unknown: the agent detached (attach ended, or the agent was stopped)
+/// before the program ended, or the run is still going (a window of a long
+/// run, or merged windows whose last one is not in).
+pub fn outcome_class(exit: Exit) -> Option<u32> {
+    match exit {
+        Exit::Code(0) => Some(0),
+        Exit::Code(_) | Exit::Signal(_) => Some(1),
+        Exit::Detached | Exit::Running => None,
+    }
+}
+
+/// Labels runs by outcome ([`outcome_class`]); runs without a known
+/// outcome are left out (the mask says which are kept; the count is in
+/// `LeftOut::unknown_outcome`).
+pub fn by_outcome(summaries: &[Summary]) -> anyhow::Result<(Labelling, Vec<bool>, LeftOut)> {
+    let mut labels = Vec::new();
+    let mut keep = Vec::with_capacity(summaries.len());
+    let mut left_out = LeftOut::default();
+    for s in summaries {
+        match outcome_class(s.run.exit) {
+            Some(class) => {
+                labels.push(class);
+                keep.push(true);
+            }
+            None => {
+                left_out.unknown_outcome += 1;
+                keep.push(false);
+            }
+        }
+    }
+    let bad = labels.iter().filter(|l| **l == 1).count();
+    let good = labels.len() - bad;
+    if good == 0 || bad == 0 {
+        bail!(
+            "labels by outcome need runs that exited 0 and runs that failed: of {} run(s), {good} exited 0, {bad} exited non-zero or were killed, {} have no known outcome (detached or still running)",
+            summaries.len(),
+            left_out.unknown_outcome
+        );
+    }
+    Ok((
+        Labelling {
+            method: "by outcome (good: exited 0; bad: exited non-zero or killed by a signal)"
+                .into(),
+            classes: vec!["good".into(), "bad".into()],
+            labels,
+            clusters: None,
+        },
+        keep,
+        left_out,
     ))
 }

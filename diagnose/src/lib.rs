@@ -25,5 +25,7 @@ pub mod mapping;
 pub mod report;
 pub mod rpca;
 pub mod rules;
+pub mod selection;
+pub mod time_gap;
 pub mod tree;
 pub mod windows;

@@ -110,7 +110,12 @@ fn walk(node: &Node, data: &Dataset, conditions: &mut Vec<Condition>, out: &mut 
                 Column::Categorical { levels, .. } => levels,
                 Column::Numeric(_) => return,
             };
-            for (code, child) in branches {
+            // Branches by the class they lean to, good (class 0) first,
+            // then in level order: the rule then reads "if fact.adapter =
+            // bridged then good else bad" whichever level came first.
+            let mut ordered: Vec<&(u32, Node)> = branches.iter().collect();
+            ordered.sort_by_key(|(code, child)| (tree::majority(child.counts()).0, *code));
+            for (code, child) in ordered {
                 conditions.push(Condition::Is {
                     attribute: *attribute,
                     level: levels[*code as usize].clone(),

@@ -247,6 +247,12 @@ struct Candidate {
     kind: CandidateKind,
 }
 
+impl Candidate {
+    fn is_categorical(&self) -> bool {
+        matches!(self.kind, CandidateKind::Categorical { .. })
+    }
+}
+
 #[derive(Debug, Clone)]
 enum CandidateKind {
     Numeric {
@@ -288,7 +294,9 @@ enum Slot {
 /// Marks a run that sits in a finished leaf.
 const DONE: u32 = u32::MAX;
 
-fn majority(counts: &[usize]) -> (u32, usize) {
+/// The class most of `counts` have (the lowest on a tie) and its count: what
+/// a leaf predicts.
+pub fn majority(counts: &[usize]) -> (u32, usize) {
     let mut best = (0u32, 0usize);
     for (c, &n) in counts.iter().enumerate() {
         if n > best.1 {
@@ -562,7 +570,17 @@ const EPS: f64 = 1e-9;
 
 /// Picks the best of one node's candidates: highest gain (or, with gain
 /// ratio, highest ratio among candidates with at least the average gain);
-/// ties go to the larger margin, then to the earlier attribute.
+/// ties go to a categorical split over a numeric one, then to the larger
+/// margin, then to the earlier attribute.
+///
+/// Why categorical first: a numeric split also chooses its threshold among
+/// the cuts between distinct values, so at equal gain it fits the runs
+/// with one more free choice (C4.5 Release 8 charges numeric splits
+/// log2(cuts)/runs bits of gain for it; here it only breaks ties, so no
+/// existing choice between numeric splits changes). With few runs this
+/// decides the case that matters: in three runs nearly every statistic
+/// that differs separates them perfectly, and the fact that does too (the
+/// research's VirtualBox adapter) is the simpler explanation.
 fn choose<'a>(
     candidates: impl Iterator<Item = &'a Candidate>,
     params: &TreeParams,
@@ -595,8 +613,11 @@ fn choose<'a>(
                 let (sc, sb) = (score(c), score(b));
                 let better = sc > sb + EPS
                     || ((sc - sb).abs() <= EPS
-                        && (c.margin > b.margin + EPS
-                            || ((c.margin - b.margin).abs() <= EPS && c.attribute < b.attribute)));
+                        && (c.is_categorical() && !b.is_categorical()
+                            || (c.is_categorical() == b.is_categorical()
+                                && (c.margin > b.margin + EPS
+                                    || ((c.margin - b.margin).abs() <= EPS
+                                        && c.attribute < b.attribute)))));
                 Some(if better { c } else { b })
             }
         };

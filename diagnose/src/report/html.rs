@@ -204,6 +204,13 @@ pub fn html(d: &Diagnosis) -> String {
         );
     }
     let _ = writeln!(o, ". {} attributes.</p>", data.attributes.len());
+    if d.left_out.total() > 0 {
+        let _ = writeln!(
+            o,
+            "<p>Left out: {}.</p>",
+            esc(&d.left_out.phrases().join("; "))
+        );
+    }
     if d.rules.is_empty() {
         o.push_str("<p>No rules: no attribute separates the classes.</p>\n");
     }
@@ -229,6 +236,7 @@ pub fn html(d: &Diagnosis) -> String {
         }
         o.push_str("</div>\n");
     }
+    time_gap(&mut o, d);
     if !d.outside.is_empty() {
         o.push_str("<h2>Outside the intersection</h2>\n<table><tr><th>syscall</th>");
         for c in &data.classes {
@@ -257,6 +265,53 @@ pub fn html(d: &Diagnosis) -> String {
     }
     o.push_str("</body></html>\n");
     o
+}
+
+/// Entries of the time ranking the page shows.
+const TIME_GAP_SHOWN: usize = 15;
+
+/// "Where the time went": a table of the entries the bad runs spend the
+/// most extra time in, each with a bar of its share.
+fn time_gap(o: &mut String, d: &Diagnosis) {
+    let Some(tg) = &d.time_gap else {
+        return;
+    };
+    if tg.entries.is_empty() {
+        return;
+    }
+    let classes = &d.dataset.classes;
+    let _ = writeln!(
+        o,
+        "<h2>Where the time went</h2>\n<p>Mean seconds per run spent in each syscall's calls (mean run: {} s {}, {} s {}); \
+         share = the extra time over the difference in mean run duration.</p>",
+        esc(&format_number(tg.good_duration_s)),
+        esc(&classes[0]),
+        esc(&format_number(tg.bad_duration_s)),
+        esc(&classes[1])
+    );
+    let _ = writeln!(
+        o,
+        "<table><tr><th>syscall</th><th>{} s</th><th>{} s</th><th>extra s</th><th>share</th><th></th></tr>",
+        esc(&classes[0]),
+        esc(&classes[1])
+    );
+    for e in tg.entries.iter().take(TIME_GAP_SHOWN) {
+        let share = e.share.unwrap_or(0.0);
+        // A bar of the share, clamped to [0, 1] of 200 px.
+        let width = (share.clamp(0.0, 1.0) * 200.0).round();
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td style=\"text-align:left\"><svg width=\"200\" height=\"10\"><rect width=\"{width}\" height=\"10\" fill=\"{}\"/></svg></td></tr>",
+            esc(&e.syscall),
+            esc(&format_number(e.good_mean_s)),
+            esc(&format_number(e.bad_mean_s)),
+            esc(&format_number(e.difference_s())),
+            e.share.map_or("-".to_string(), |s| format!("{s:.3}")),
+            COLOURS[1]
+        );
+    }
+    o.push_str("</table>\n");
 }
 
 #[cfg(test)]

@@ -21,7 +21,9 @@ fn rule_json(r: &Rule, d: &Diagnosis) -> Value {
 }
 
 /// The JSON report: `{"labels": {...}, "rules": [{"rank", "text",
-/// "attributes", "accuracy", "paths"}], "outside_intersection": [...], ...}`.
+/// "attributes", "accuracy", "paths"}], "outside_intersection": [...],
+/// "time_gap": [{"syscall", "good_mean_s", "bad_mean_s", "share"}],
+/// "left_out": {...}, ...}`.
 pub fn json(d: &Diagnosis) -> Value {
     let data = &d.dataset;
     let counts = data.class_counts();
@@ -39,7 +41,7 @@ pub fn json(d: &Diagnosis) -> Value {
         .collect();
     let clusters = d.labelling.clusters.as_ref().map(|c| {
         json!({
-            "by": match c.by { crate::label::ClusterBy::Duration => "duration", crate::label::ClusterBy::Throughput => "throughput" },
+            "by": c.by.name(),
             "unit": c.unit,
             "good": [c.good.0, c.good.1],
             "bad": [c.bad.0, c.bad.1],
@@ -69,8 +71,32 @@ pub fn json(d: &Diagnosis) -> Value {
             json!({"name": e.name, "classes": per})
         })
         .collect();
+    let time_gap: Vec<Value> = d
+        .time_gap
+        .iter()
+        .flat_map(|tg| &tg.entries)
+        .map(|e| {
+            json!({
+                "syscall": e.syscall,
+                "good_mean_s": e.good_mean_s,
+                "bad_mean_s": e.bad_mean_s,
+                "share": e.share,
+            })
+        })
+        .collect();
+    let mean_duration = d
+        .time_gap
+        .as_ref()
+        .map(|tg| json!({"good_s": tg.good_duration_s, "bad_s": tg.bad_duration_s}));
+    let left_out = &d.left_out;
     json!({
         "runs": data.rows(),
+        "left_out": {
+            "light": left_out.light,
+            "late": left_out.late,
+            "unknown_outcome": left_out.unknown_outcome,
+            "without_label_fact": left_out.without_label_fact,
+        },
         "programs": d.programs.iter().map(|(p, n)| json!({"program": p, "runs": n})).collect::<Vec<_>>(),
         "labels": {
             "method": d.labelling.method,
@@ -82,5 +108,7 @@ pub fn json(d: &Diagnosis) -> Value {
         "common": {"syscalls": d.common.entries, "transitions": d.common.transitions},
         "rules": d.rules.iter().map(|r| rule_json(r, d)).collect::<Vec<_>>(),
         "outside_intersection": outside,
+        "mean_duration": mean_duration,
+        "time_gap": time_gap,
     })
 }

@@ -62,6 +62,9 @@ pub fn text(d: &Diagnosis) -> String {
         d.common.entries.len(),
         d.common.transitions.len()
     );
+    if d.left_out.total() > 0 {
+        let _ = writeln!(o, "Left out: {}", d.left_out.phrases().join("; "));
+    }
     o.push('\n');
     if d.rules.is_empty() {
         let _ = writeln!(
@@ -82,6 +85,7 @@ pub fn text(d: &Diagnosis) -> String {
             );
         }
     }
+    time_gap(&mut o, d);
     if !d.outside.is_empty() {
         o.push('\n');
         let _ = writeln!(
@@ -118,4 +122,51 @@ pub fn text(d: &Diagnosis) -> String {
         }
     }
     o
+}
+
+/// Entries of the time ranking the readable report shows.
+const TIME_GAP_SHOWN: usize = 10;
+
+/// "Where the time went": the entries the bad runs spend the most extra
+/// time in.
+fn time_gap(o: &mut String, d: &Diagnosis) {
+    let Some(tg) = &d.time_gap else {
+        return;
+    };
+    if tg.entries.is_empty() {
+        return;
+    }
+    let classes = &d.dataset.classes;
+    o.push('\n');
+    let _ = writeln!(
+        o,
+        "Where the time went (mean seconds per run in each syscall's calls; mean run {} s {}, {} s {}; share = extra time / difference in mean duration):",
+        format_number(tg.good_duration_s),
+        classes[0],
+        format_number(tg.bad_duration_s),
+        classes[1]
+    );
+    let _ = writeln!(
+        o,
+        "  {:<24} {:>12} {:>12} {:>12} {:>8}",
+        "syscall", classes[0], classes[1], "extra", "share"
+    );
+    for e in tg.entries.iter().take(TIME_GAP_SHOWN) {
+        let _ = writeln!(
+            o,
+            "  {:<24} {:>12} {:>12} {:>12} {:>8}",
+            e.syscall,
+            format_number(e.good_mean_s),
+            format_number(e.bad_mean_s),
+            format_number(e.difference_s()),
+            e.share.map_or("-".to_string(), |s| format!("{s:.3}"))
+        );
+    }
+    if tg.entries.len() > TIME_GAP_SHOWN {
+        let _ = writeln!(
+            o,
+            "  ... and {} more (see --json)",
+            tg.entries.len() - TIME_GAP_SHOWN
+        );
+    }
 }

@@ -1,0 +1,204 @@
+//! "Where the time went": the syscall entries ranked by the extra time the
+//! bad runs spend in them, on a constructed case with known values and on
+//! the demo's real TCP-buffer runs.
+
+mod common;
+
+use std::path::PathBuf;
+
+use agent_core::{FdKind, Summary};
+use common::{facts, RunBuilder};
+use diagnose::analysis::{diagnose, Options};
+use diagnose::input;
+use diagnose::label::Labelling;
+use diagnose::report;
+
+fn given(labels: &[u32]) -> Labelling {
+    Labelling {
+        method: "given".into(),
+        classes: vec!["good".into(), "bad".into()],
+        labels: labels.to_vec(),
+        clusters: None,
+    }
+}
+
+/// One run: 10 rounds of pselect6 (`select_ns` each), a socket read
+/// (`read_ns`) and a file write (`write_ns`), then `sleep_ns` of nanosleep
+/// when not 0; lasting `duration_ns`.
+fn run(
+    seed: u8,
+    select_ns: u64,
+    read_ns: u64,
+    write_ns: u64,
+    sleep_ns: u64,
+    duration_ns: u64,
+) -> Summary {
+    let mut b = RunBuilder::default();
+    for _ in 0..10 {
+        b.call(
+            "pselect6",
+            FdKind::None,
+            [5, 0, 0, 0, 0, 0],
+            1,
+            select_ns,
+            100,
+        );
+        b.call(
+            "read",
+            FdKind::Tcp,
+            [4, 0, 8192, 0, 0, 0],
+            4096,
+            read_ns,
+            100,
+        );
+        b.call(
+            "write",
+            FdKind::File,
+            [5, 0, 4096, 0, 0, 0],
+            4096,
+            write_ns,
+            100,
+        );
+    }
+    if sleep_ns > 0 {
+        b.call("nanosleep", FdKind::None, [0; 6], 0, sleep_ns, 100);
+    }
+    b.finish(seed, duration_ns, facts("wget", &[]))
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-12
+}
+
+#[test]
+fn time_gap_ranks_entries_by_extra_time_with_means_and_shares() {
+    // Good runs: 0.1 s and 0.3 s long (mean 0.2 s); select 1 ms a call,
+    // read 0.1 ms, write 0.05 ms. Bad runs: 1.2 s and 1.0 s (mean 1.1 s);
+    // select 10 ms, read 0.2 ms, write 0.06 ms, and one of them sleeps 0.1 s.
+    let runs = vec![
+        run(1, 1_000_000, 100_000, 50_000, 0, 100_000_000),
+        run(2, 1_000_000, 100_000, 50_000, 0, 300_000_000),
+        run(3, 10_000_000, 200_000, 60_000, 100_000_000, 1_200_000_000),
+        run(4, 10_000_000, 200_000, 60_000, 0, 1_000_000_000),
+    ];
+    let d = diagnose(&runs, given(&[0, 0, 1, 1]), &Options::default()).unwrap();
+    let tg = d.time_gap.as_ref().expect("two classes");
+    assert!(close(tg.good_duration_s, 0.2) && close(tg.bad_duration_s, 1.1));
+    let names: Vec<&str> = tg.entries.iter().map(|e| e.syscall.as_str()).collect();
+    // pselect6 is ranked as `select` (the mapping); nanosleep, made by one
+    // bad run only, is ranked too; ties (the plain name and its one fd
+    // kind) go by name.
+    assert_eq!(
+        names,
+        vec![
+            "select",
+            "nanosleep",
+            "read",
+            "read@tcp",
+            "write",
+            "write@file"
+        ]
+    );
+    let gap_s = 1.1 - 0.2;
+    let expect = [
+        ("select", 0.01, 0.1),
+        ("nanosleep", 0.0, 0.05),
+        ("read", 0.001, 0.002),
+        ("read@tcp", 0.001, 0.002),
+        ("write", 0.0005, 0.0006),
+        ("write@file", 0.0005, 0.0006),
+    ];
+    for (e, (name, good, bad)) in tg.entries.iter().zip(expect) {
+        assert_eq!(e.syscall, name);
+        assert!(close(e.good_mean_s, good), "{e:?}");
+        assert!(close(e.bad_mean_s, bad), "{e:?}");
+        assert!(close(e.share.unwrap(), (bad - good) / gap_s), "{e:?}");
+    }
+
+    // JSON: the same list, largest difference first.
+    let json = report::json(&d);
+    let list = json["time_gap"].as_array().unwrap();
+    assert_eq!(list.len(), 6);
+    assert_eq!(list[0]["syscall"], "select");
+    assert!(close(list[0]["good_mean_s"].as_f64().unwrap(), 0.01));
+    assert!(close(list[0]["bad_mean_s"].as_f64().unwrap(), 0.1));
+    assert!(close(list[0]["share"].as_f64().unwrap(), 0.09 / gap_s));
+    assert_eq!(list[1]["syscall"], "nanosleep");
+    assert!(close(json["mean_duration"]["bad_s"].as_f64().unwrap(), 1.1));
+
+    // Text and HTML show it.
+    let text = report::text(&d);
+    let at = text.find("Where the time went").expect("section");
+    let first_row = text[at..].lines().nth(2).unwrap();
+    assert!(first_row.trim_start().starts_with("select"), "{text}");
+    assert!(first_row.contains("0.1"), "{first_row}");
+    let page = report::html(&d);
+    assert!(page.contains("<h2>Where the time went</h2>"));
+    assert!(page.contains("<td>nanosleep</td>"));
+}
+
+#[test]
+fn time_gap_has_no_share_when_mean_durations_are_equal() {
+    let runs = vec![
+        run(1, 1_000_000, 100_000, 50_000, 0, 500_000_000),
+        run(2, 3_000_000, 100_000, 50_000, 0, 500_000_000),
+    ];
+    let d = diagnose(&runs, given(&[0, 1]), &Options::default()).unwrap();
+    let tg = d.time_gap.as_ref().unwrap();
+    assert_eq!(tg.entries[0].syscall, "select");
+    assert!(close(tg.entries[0].difference_s(), 0.02));
+    assert!(tg.entries.iter().all(|e| e.share.is_none()));
+    assert!(report::json(&d)["time_gap"][0]["share"].is_null());
+}
+
+/// The demo's stored runs (diagnose/tests/data/rpca/wget-tcp-rmem: c5 and
+/// c6 had the too-small tcp_rmem): the bad runs' extra time is in the
+/// receive path, not in the writes to the output file.
+#[test]
+fn demo_tcp_buffer_case_time_goes_to_the_receive_path() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/rpca/wget-tcp-rmem");
+    let mut runs = Vec::new();
+    let mut labels = Vec::new();
+    for client in ["c1", "c2", "c3", "c4", "c5", "c6"] {
+        let (found, bad) = input::read_all(&[root.join(client)]).unwrap();
+        assert!(bad.is_empty() && !found.is_empty(), "{client}");
+        labels.extend(std::iter::repeat_n(
+            u32::from(client == "c5" || client == "c6"),
+            found.len(),
+        ));
+        runs.extend(found);
+    }
+    let d = diagnose(&runs, given(&labels), &Options::default()).unwrap();
+    let tg = d.time_gap.as_ref().unwrap();
+    let top = &tg.entries[0];
+    let plain = top.syscall.split('@').next().unwrap();
+    assert!(
+        ["read", "recvfrom", "recvmsg", "select", "poll"].contains(&plain),
+        "top of the ranking: {:#?}",
+        &tg.entries[..5]
+    );
+    // The receive path (reads and the waits before them) holds at least
+    // twice the extra time the writes do. (The calls hold about half of the
+    // bad runs' extra duration; the rest is between calls, where the
+    // tracer's stops for 8 times as many calls fall.)
+    let share = |name: &str| {
+        tg.entries
+            .iter()
+            .find(|e| e.syscall == name)
+            .and_then(|e| e.share)
+            .unwrap_or(0.0)
+    };
+    assert!(top.share.unwrap() > 0.0, "{top:?}");
+    assert!(
+        share("read") + share("select") > 2.0 * share("write"),
+        "{}",
+        report::text(&d)
+    );
+    // Writes (to the output file) are not where the time went.
+    let rank_of_write = tg
+        .entries
+        .iter()
+        .position(|e| e.syscall.starts_with("write"))
+        .unwrap_or(usize::MAX);
+    assert!(rank_of_write > 1, "{:#?}", &tg.entries[..5]);
+}
