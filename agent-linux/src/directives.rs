@@ -12,10 +12,17 @@
 //!   which only a program started by the agent can get (`run --only`);
 //!   `watch` attaches to running processes. Said once on stderr.
 //! - `window`: the uploader's (when to send); `upload` reads it itself.
+//! - `device_directives` (fetched with `?device=<id>`): the per-device
+//!   directives, "trace the next N runs of P matching TEXT fully until T",
+//!   which `watch` counts and applies (`light/directed.rs`). An entry that
+//!   is not valid is skipped with a warning naming it; the others apply.
+//!   Unknown fields are ignored.
 //!
 //! A fetch that fails keeps the last settings (a warning on stderr).
 
 use std::time::Duration;
+
+use crate::light::DeviceDirective;
 
 /// Longest `match` text taken from the service (a command line is at most
 /// a few pages; a longer text can match nothing useful).
@@ -28,6 +35,72 @@ pub struct Directive {
     pub match_text: Option<String>,
     /// Syscalls to trace only (not applied by `watch`).
     pub only: Option<Vec<String>>,
+    /// The per-device directives (empty when the fetch named no device).
+    pub device: Vec<DeviceDirective>,
+    /// Why entries of `device_directives` were skipped, one line each.
+    pub skipped: Vec<String>,
+}
+
+/// Most runs one per-device directive may ask for.
+pub const MAX_DIRECTED_RUNS: u64 = 10_000;
+
+/// Longest directive id (the `directive` fact's value, at most 40 bytes).
+const MAX_ID: usize = 40;
+
+/// A text field of a directive: absent or null is `None`; else 1 to
+/// `max` bytes without control characters.
+fn optional_text(
+    object: &serde_json::Map<String, serde_json::Value>,
+    field: &str,
+    max: usize,
+) -> Result<Option<String>, String> {
+    match object.get(field) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) => {
+            if s.is_empty() || s.len() > max || s.chars().any(char::is_control) {
+                return Err(format!(
+                    "`{field}` must be 1 to {max} bytes without control characters"
+                ));
+            }
+            Ok(Some(s.clone()))
+        }
+        Some(_) => Err(format!("`{field}` is neither text nor null")),
+    }
+}
+
+/// One entry of `device_directives`.
+fn parse_device_directive(value: &serde_json::Value) -> Result<DeviceDirective, String> {
+    let object = value.as_object().ok_or("not a JSON object")?;
+    let id = match object.get("id") {
+        Some(serde_json::Value::String(s)) => s.clone(),
+        // A service that sends a number means the same id.
+        Some(serde_json::Value::Number(n)) if n.is_u64() => n.to_string(),
+        Some(_) => return Err("`id` is neither text nor a whole number".into()),
+        None => return Err("no `id`".into()),
+    };
+    if id.is_empty() || id.len() > MAX_ID || !id.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err(format!(
+            "`id` must be 1 to {MAX_ID} ASCII letters and digits"
+        ));
+    }
+    let number = |field: &str| -> Result<u64, String> {
+        object
+            .get(field)
+            .ok_or_else(|| format!("no `{field}`"))?
+            .as_u64()
+            .ok_or_else(|| format!("`{field}` is not a whole number >= 0"))
+    };
+    let runs = number("runs")?;
+    if !(1..=MAX_DIRECTED_RUNS).contains(&runs) {
+        return Err(format!("`runs` must be 1 to {MAX_DIRECTED_RUNS}"));
+    }
+    Ok(DeviceDirective {
+        program: optional_text(object, "program", MAX_MATCH)?,
+        match_text: optional_text(object, "match", MAX_MATCH)?,
+        runs: runs as u32,
+        expires_unix_ns: number("expires_unix_ns")?,
+        id,
+    })
 }
 
 /// Parses a `GET /v1/directives` body. Untrusted: a field of the wrong
@@ -59,7 +132,36 @@ pub fn parse(json: &[u8]) -> Result<Directive, String> {
         ),
         Some(_) => return Err("`only` is neither a list nor null".into()),
     };
-    Ok(Directive { match_text, only })
+    let mut device = Vec::new();
+    let mut skipped = Vec::new();
+    match object.get("device_directives") {
+        None | Some(serde_json::Value::Null) => {}
+        Some(serde_json::Value::Array(entries)) => {
+            for (i, entry) in entries.iter().enumerate() {
+                match parse_device_directive(entry) {
+                    Ok(d) => device.push(d),
+                    Err(why) => skipped.push(format!("device_directives[{i}]: {why}")),
+                }
+            }
+        }
+        Some(_) => return Err("`device_directives` is neither a list nor null".into()),
+    }
+    Ok(Directive {
+        match_text,
+        only,
+        device,
+        skipped,
+    })
+}
+
+/// What a fetch changes for `watch`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Update {
+    /// The new text to match, when it changed.
+    pub pattern: Option<String>,
+    /// The per-device directives now (`None`: the body was refused, keep
+    /// the last ones).
+    pub device: Option<Vec<DeviceDirective>>,
 }
 
 /// What the directives fetched so far mean for `watch`.
@@ -91,20 +193,40 @@ impl WatchSteering {
     /// Takes a fetched body; returns the new text to match when it changed.
     /// A body that is not a valid directive changes nothing (a warning).
     pub fn apply(&mut self, json: &[u8]) -> Option<String> {
+        self.apply_all(json).pattern
+    }
+
+    /// Takes a fetched body: the new text to match when it changed, and the
+    /// per-device directives. A body that is not a valid directive changes
+    /// nothing (a warning); a bad per-device entry is skipped (a warning).
+    pub fn apply_all(&mut self, json: &[u8]) -> Update {
         let directive = match parse(json) {
             Ok(d) => d,
             Err(why) => {
                 eprintln!("edge-agent: ignoring the service's directives: {why}");
-                return None;
+                return Update::default();
             }
         };
+        for why in &directive.skipped {
+            eprintln!("edge-agent: ignoring a per-device directive: {why}");
+        }
+        Update {
+            pattern: self.take_match(&directive),
+            device: Some(directive.device),
+        }
+    }
+
+    fn take_match(&mut self, directive: &Directive) -> Option<String> {
         if directive.only.is_some() && !self.told_only {
             eprintln!(
                 "edge-agent: the directive's `only` is not applied by watch (a seccomp filter can only be given to a program the agent starts: run --only)"
             );
             self.told_only = true;
         }
-        let wanted = directive.match_text.unwrap_or_else(|| self.given.clone());
+        let wanted = directive
+            .match_text
+            .clone()
+            .unwrap_or_else(|| self.given.clone());
         if wanted == self.current {
             return None;
         }
@@ -114,7 +236,8 @@ impl WatchSteering {
 }
 
 /// Fetches the directives every `every` on a thread of its own (the first
-/// fetch at once); the bodies arrive on the returned channel. The thread
+/// fetch at once), with this device's (`device_hex`: its id in hex); the
+/// bodies arrive on the returned channel. The thread
 /// blocks SIGINT, SIGTERM and SIGALRM, which are the tracer loop's (a
 /// signal the thread took would not interrupt the loop's waitpid), and
 /// ends when the receiver is dropped.
@@ -122,6 +245,7 @@ impl WatchSteering {
 pub fn spawn_fetcher(
     client: uploader::transport::Client,
     every: Duration,
+    device_hex: Option<String>,
 ) -> std::io::Result<std::sync::mpsc::Receiver<Vec<u8>>> {
     use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
     let (tx, rx) = std::sync::mpsc::channel();
@@ -136,7 +260,7 @@ pub fn spawn_fetcher(
     let spawned = std::thread::Builder::new()
         .name("directives".into())
         .spawn(move || loop {
-            match client.fetch_directives() {
+            match client.fetch_directives_for(device_hex.as_deref()) {
                 Ok(json) => {
                     if tx.send(json).is_err() {
                         return;
@@ -163,6 +287,7 @@ mod tests {
         assert_eq!(d.match_text.as_deref(), Some("nginx"));
         assert_eq!(d.only, Some(vec!["read".to_string()]));
         assert_eq!(parse(br#"{"group":"g"}"#).unwrap(), Directive::default());
+        assert!(parse(br#"{"device_directives": {}}"#).is_err());
         for bad in [
             &br#"[]"#[..],
             br#"{"match": 3}"#,
@@ -189,5 +314,66 @@ mod tests {
         assert_eq!(s.current(), "nginx");
         assert_eq!(s.apply(br#"{"match": null}"#), Some("given".into()));
         assert_eq!(s.current(), "given");
+    }
+
+    #[test]
+    fn device_directives_are_read_and_bad_entries_skipped_by_name() {
+        let d = parse(
+            br#"{"group": "g", "match": null, "future": 1, "device_directives": [
+                {"id": "00ff00ff00ff00ff", "program": "wget", "match": "host", "runs": 5,
+                 "expires_unix_ns": 123, "extra": true},
+                {"id": 42, "program": null, "runs": 1, "expires_unix_ns": 9},
+                {"id": "a b", "runs": 1, "expires_unix_ns": 9},
+                {"id": "x", "runs": 0, "expires_unix_ns": 9},
+                {"id": "y", "runs": 1},
+                {"id": "z", "runs": 1, "expires_unix_ns": -4},
+                {"id": "w", "program": "", "runs": 1, "expires_unix_ns": 9},
+                "nonsense"
+            ]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            d.device,
+            vec![
+                DeviceDirective {
+                    id: "00ff00ff00ff00ff".into(),
+                    program: Some("wget".into()),
+                    match_text: Some("host".into()),
+                    runs: 5,
+                    expires_unix_ns: 123,
+                },
+                DeviceDirective {
+                    id: "42".into(),
+                    program: None,
+                    match_text: None,
+                    runs: 1,
+                    expires_unix_ns: 9,
+                },
+            ]
+        );
+        let skipped = d.skipped.join("\n");
+        for (i, why) in [
+            (2, "`id` must be"),
+            (3, "`runs` must be 1"),
+            (4, "no `expires_unix_ns`"),
+            (5, "`expires_unix_ns` is not a whole number"),
+            (6, "`program` must be 1"),
+            (7, "not a JSON object"),
+        ] {
+            assert!(
+                skipped.contains(&format!("device_directives[{i}]: {why}")),
+                "{i} {why}: {skipped}"
+            );
+        }
+        let mut s = WatchSteering::new("given");
+        let u = s
+            .apply_all(br#"{"device_directives": [{"id": "1", "runs": 2, "expires_unix_ns": 5}]}"#);
+        assert_eq!(u.pattern, None);
+        assert_eq!(u.device.map(|d| d.len()), Some(1));
+        assert_eq!(
+            s.apply_all(b"[]").device,
+            None,
+            "a refused body keeps the last"
+        );
     }
 }

@@ -287,6 +287,12 @@ struct WatchArgs {
     /// Text the command line must contain (e.g. the provider's host).
     #[arg(long = "match", value_name = "TEXT")]
     pattern: String,
+    /// Light monitoring: record each matching run from /proc alone (start,
+    /// duration, exit, CPU time, bytes read and written), with no ptrace
+    /// and no stops; only the runs a per-device directive asks for are
+    /// traced fully.
+    #[arg(long)]
+    light: bool,
     /// Spool directory for the summaries [default as for run].
     #[arg(long, value_name = "DIR", conflicts_with = "out_dir")]
     spool: Option<PathBuf>,
@@ -771,12 +777,19 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
     let device = a.device.load()?;
     let sink = Sink::open(None, a.spool, a.out_dir)?;
     #[cfg(feature = "upload")]
-    let mut changes = directive_changes(&a.directives, &a.pattern)?;
+    let mut changes = directive_changes(&a.directives, &a.pattern, &device)?;
     #[cfg(not(feature = "upload"))]
-    let mut changes = || None;
+    let mut changes = agent_linux::directives::Update::default;
     signals::install().context("cannot install signal handlers")?;
     let mut failures = 0u32;
     let mut on_summary = |mut s: Summary| match sink.put(&mut s, true) {
+        Ok(path) if s.kind == agent_core::Kind::Light => eprintln!(
+            "edge-agent: {} (light record: {:?}, {} ms) -> {}",
+            s.facts.program,
+            s.run.exit,
+            s.run.duration_ns / 1_000_000,
+            path.display()
+        ),
         Ok(path) => eprintln!(
             "edge-agent: {} ({} syscalls) -> {}",
             s.facts.program,
@@ -791,13 +804,14 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
             );
         }
     };
-    agent_linux::watch_changing(
+    agent_linux::watch::watch_steered(
         &WatchOptions {
             pattern: a.pattern,
             facts,
             wait: a.wait.policy(),
             window: a.window.live(),
             device,
+            light: a.light,
             ..Default::default()
         },
         &mut changes,
@@ -810,16 +824,17 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// With `--server`, the changes of the text to match that the service's
-/// directives make (fetched by a thread of their own, taken here without
-/// waiting); without, none.
+/// With `--server`, the changes the service's directives make (the text
+/// to match, the per-device directives; fetched with this device's id by
+/// a thread of their own, taken here without waiting); without, none.
 #[cfg(feature = "upload")]
 fn directive_changes(
     a: &DirectiveArgs,
     pattern: &str,
-) -> anyhow::Result<Box<dyn FnMut() -> Option<String>>> {
+    device: &DeviceId,
+) -> anyhow::Result<Box<dyn FnMut() -> agent_linux::directives::Update>> {
     let Some(server) = &a.server else {
-        return Ok(Box::new(|| None));
+        return Ok(Box::new(agent_linux::directives::Update::default));
     };
     let endpoint = uploader::cli::server_endpoint(
         server,
@@ -830,14 +845,17 @@ fn directive_changes(
     )?;
     let client = uploader::transport::Client::new(endpoint)?;
     let every = std::time::Duration::from_secs(a.directives_every);
-    let bodies = agent_linux::directives::spawn_fetcher(client, every)
-        .context("cannot start the directives thread")?;
+    let bodies =
+        agent_linux::directives::spawn_fetcher(client, every, Some(device_id::to_hex(device)))
+            .context("cannot start the directives thread")?;
     let mut steering = agent_linux::directives::WatchSteering::new(pattern);
     Ok(Box::new(move || {
         // Only the latest body matters; several may have queued up.
-        let mut change = None;
+        let mut change = agent_linux::directives::Update::default();
         while let Ok(json) = bodies.try_recv() {
-            change = steering.apply(&json).or(change);
+            let update = steering.apply_all(&json);
+            change.pattern = update.pattern.or(change.pattern);
+            change.device = update.device.or(change.device);
         }
         change
     }))

@@ -8,6 +8,11 @@
 //! runs (the service's directives, see `directives.rs`), and SIGTERM lets
 //! every tracee go. Its memory is bounded by what is traced now, not by how
 //! long it has run: the set of pids looked at is pruned as they vanish.
+//!
+//! With `light`, a matching process is not traced: its run is recorded
+//! from `/proc` alone (`light/`), and only the runs a per-device directive
+//! takes are traced, fully, as one whole-run summary with the fact
+//! `directive=<id>`.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -15,8 +20,10 @@ use std::time::Duration;
 use agent_core::Summary;
 
 use crate::device_id::DeviceId;
+use crate::directives::Update;
 use crate::engine::{Engine, Observer, Session};
 use crate::facts::{self, PlatformFacts};
+use crate::light::{procfs, DirectedRuns, LightRuns};
 use crate::sys::{self, Tid};
 use crate::trace::{process_program, seize_all, summarize};
 use crate::wait::WaitPolicy;
@@ -39,6 +46,9 @@ pub struct WatchOptions {
     pub window: Option<Duration>,
     /// The device id every summary carries (zero: none).
     pub device: DeviceId,
+    /// Record matching runs from /proc alone (light records) instead of
+    /// tracing them; per-device directives still pick runs to trace.
+    pub light: bool,
 }
 
 impl Default for WatchOptions {
@@ -51,6 +61,7 @@ impl Default for WatchOptions {
             wait: WaitPolicy::default(),
             window: None,
             device: DeviceId::default(),
+            light: false,
         }
     }
 }
@@ -67,8 +78,12 @@ struct Watcher<'a> {
     /// harness): their command lines often name the text, and tracing
     /// them would trace the agent's own supervisor.
     excluded: HashSet<Tid>,
-    changes: &'a mut dyn FnMut() -> Option<String>,
+    changes: &'a mut dyn FnMut() -> Update,
     on_summary: &'a mut dyn FnMut(Summary),
+    /// `--light`: runs not taken by a directive get light records.
+    light_mode: bool,
+    light: LightRuns,
+    directed: DirectedRuns,
 }
 
 /// The pids in /proc.
@@ -109,12 +124,33 @@ impl Watcher<'_> {
     /// Takes a new text to match, if one came: every process running is
     /// looked at again (those traced already stay traced until they end).
     fn take_change(&mut self) {
-        if let Some(pattern) = (self.changes)() {
+        let update = (self.changes)();
+        if let Some(pattern) = update.pattern {
             if !pattern.is_empty() && pattern.as_bytes() != self.pattern {
                 eprintln!("edge-agent: now watching for {pattern:?}");
                 self.pattern = pattern.into_bytes();
                 self.seen.clear();
             }
+        }
+        if let Some(device) = update.device {
+            if self.directed.set(device) {
+                eprintln!(
+                    "edge-agent: per-device directives: {}",
+                    self.directed.describe()
+                );
+            }
+        }
+    }
+
+    /// Samples the light runs; hands on the records of those that ended.
+    fn sample_light(&mut self) {
+        for root in self.light.roots() {
+            if let Some(program) = procfs::read_program(root) {
+                self.light.set_program(root, &program);
+            }
+        }
+        for record in self.light.sample() {
+            (self.on_summary)(record);
         }
     }
 
@@ -124,6 +160,10 @@ impl Watcher<'_> {
         self.seen.retain(|p| now.contains(p));
         for pid in pids {
             if !self.seen.insert(pid) || self.excluded.contains(&pid) || engine.is_traced(pid) {
+                continue;
+            }
+            // Born under a light run: part of it (whatever its command line).
+            if self.light.open() > 0 && self.light.adopt(pid) {
                 continue;
             }
             let Ok(mut cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
@@ -138,25 +178,60 @@ impl Watcher<'_> {
                 continue;
             }
             let program = process_program(pid);
-            let facts = match facts::build(&self.platform, &program, self.extra) {
+            let mut facts = match facts::build(&self.platform, &program, self.extra) {
                 Ok(f) => f,
                 Err(e) => {
                     eprintln!("edge-agent: {e:#}");
                     continue;
                 }
             };
+            let directive = self
+                .directed
+                .claim(&program, &cmdline, crate::engine::unix_now_ns())
+                .filter(|id| match facts.add("directive", id) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        eprintln!(
+                            "edge-agent: directive {id} not applied to PID {pid} ({program}): no room for its fact ({e:?})"
+                        );
+                        self.directed.unclaim(id);
+                        false
+                    }
+                });
+            if directive.is_none() && self.light_mode {
+                let origin = agent_core::Origin {
+                    device: self.device,
+                    ..Default::default()
+                };
+                self.light.start(pid, facts, origin);
+                continue;
+            }
             let mut session = Session::new(pid, facts);
             session.program_from_exec = true;
-            if let Some(w) = self.window {
+            // A directed run is one whole-run summary, whatever the windows.
+            if let Some(w) = self.window.filter(|_| directive.is_none()) {
                 session.set_window(w);
             }
             session.origin.device = self.device;
             let session = engine.add_session(session);
-            if let Err(e) = seize_all(engine, session, pid) {
-                eprintln!("edge-agent: not watching PID {pid} ({program}): {e:#}");
-                // Its slot would otherwise stay taken for good: a refused
-                // server that restarts all day must not grow the agent.
-                engine.forget_empty_session(session);
+            match seize_all(engine, session, pid) {
+                Ok(()) => {
+                    if let Some(id) = &directive {
+                        eprintln!(
+                            "edge-agent: tracing PID {pid} ({program}) fully for directive {id} (run {} of its)",
+                            self.directed.taken(id)
+                        );
+                    }
+                }
+                Err(e) => {
+                    eprintln!("edge-agent: not watching PID {pid} ({program}): {e:#}");
+                    // Its slot would otherwise stay taken for good: a refused
+                    // server that restarts all day must not grow the agent.
+                    engine.forget_empty_session(session);
+                    if let Some(id) = &directive {
+                        self.directed.unclaim(id);
+                    }
+                }
             }
         }
     }
@@ -166,6 +241,7 @@ impl Observer for Watcher<'_> {
     fn tick(&mut self, engine: &mut Engine) {
         self.take_change();
         self.scan(engine);
+        self.sample_light();
     }
     fn keep_alive(&self) -> bool {
         true
@@ -197,6 +273,25 @@ pub fn watch_changing(
     changes: &mut dyn FnMut() -> Option<String>,
     on_summary: &mut dyn FnMut(Summary),
 ) -> anyhow::Result<()> {
+    watch_steered(
+        opts,
+        &mut || Update {
+            pattern: changes(),
+            device: None,
+        },
+        on_summary,
+    )
+}
+
+/// [`watch`], asking `steer` at each scan what the service's directives
+/// changed: the text to match, and the per-device directives (see
+/// [`crate::directives::WatchSteering::apply_all`]). It must answer at
+/// once: the tracees wait while it runs.
+pub fn watch_steered(
+    opts: &WatchOptions,
+    changes: &mut dyn FnMut() -> Update,
+    on_summary: &mut dyn FnMut(Summary),
+) -> anyhow::Result<()> {
     if opts.pattern.is_empty() {
         anyhow::bail!("--match needs a non-empty text");
     }
@@ -214,7 +309,21 @@ pub fn watch_changing(
         excluded: self_and_ancestors(sys::getpid()),
         changes,
         on_summary,
+        light_mode: opts.light,
+        light: LightRuns::new(),
+        directed: DirectedRuns::default(),
     };
+    // The first directives, if already fetched, before the first scan.
+    watcher.take_change();
+    eprintln!(
+        "edge-agent: watching for {:?}{}",
+        opts.pattern,
+        if opts.light {
+            " (light records; full traces for per-device directives)"
+        } else {
+            ""
+        }
+    );
     let mut engine = Engine::new(None, false);
     engine.set_wait_policy(opts.wait);
     // The processes running now, at once rather than after the first tick.
@@ -226,6 +335,10 @@ pub fn watch_changing(
         if s.threads > 0 {
             (watcher.on_summary)(summarize(&s));
         }
+    }
+    watcher.sample_light();
+    for record in watcher.light.take_open() {
+        (watcher.on_summary)(record);
     }
     result.map_err(Into::into)
 }

@@ -200,7 +200,18 @@ impl Client {
 
     /// Fetches the directives (raw JSON, checked to be an object).
     pub fn fetch_directives(&self) -> Result<Vec<u8>, SendError> {
-        let url = format!("{}/v1/directives", self.endpoint.base);
+        self.fetch_directives_for(None)
+    }
+
+    /// Fetches the directives with this device's own (`?device=<id in
+    /// hex>`: the service adds the per-device directives for it).
+    pub fn fetch_directives_for(&self, device_hex: Option<&str>) -> Result<Vec<u8>, SendError> {
+        let mut url = format!("{}/v1/directives", self.endpoint.base);
+        if let Some(hex) = device_hex {
+            // A device id is hex digits only: nothing to escape.
+            url.push_str("?device=");
+            url.extend(hex.chars().filter(char::is_ascii_hexdigit));
+        }
         let mut req = self.agent.get(&url);
         if let Some(token) = &self.endpoint.token {
             req = req.header("Authorization", format!("Bearer {token}"));
