@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use agent_core::Summary;
 use anyhow::{bail, Context};
-use diagnose::analysis::{self, Options};
-use diagnose::label::{self, ClusterBy, Labelling};
+use diagnose::analysis::{self, LabelBy, Options};
+use diagnose::label::ClusterBy;
 use diagnose::report;
 
-use super::detector::{outcome_ok, Finding, Thresholds};
+use super::detector::{Finding, Thresholds};
 use super::directives::{directive_of, DeviceDirective, DIRECTIVE_FACT};
 use super::reports::{Report, ReportDevice, STATUS_DIAGNOSED, STATUS_FAILED, TRIGGER_FAILING};
 use crate::store::{RunFilter, Store};
@@ -136,7 +136,7 @@ impl Investigation {
         };
         let diagnosis = self
             .directed_runs(store)
-            .and_then(|runs| diagnose_runs(&runs, self.trigger));
+            .and_then(|runs| diagnose_runs(runs, self.trigger));
         match diagnosis {
             Ok(d) => {
                 report.headline = d.rules.first().map_or_else(
@@ -181,18 +181,19 @@ impl Investigation {
 }
 
 /// The diagnosis of the directed runs: labelled by duration clusters for a
-/// slow cluster, by outcome for a failing one.
-fn diagnose_runs(runs: &[Summary], trigger: &str) -> anyhow::Result<analysis::Diagnosis> {
+/// slow cluster, by outcome for a failing one (diagnose's own labels, as
+/// `edge-service diagnose --cluster duration|outcome` makes them).
+fn diagnose_runs(runs: Vec<Summary>, trigger: &str) -> anyhow::Result<analysis::Diagnosis> {
     if runs.len() < 2 {
         bail!(
             "{} full run(s) came back for the directives: at least one per side is needed",
             runs.len()
         );
     }
-    let (runs, labelling) = if trigger == TRIGGER_FAILING {
-        by_outcome(runs)?
+    let by = if trigger == TRIGGER_FAILING {
+        ClusterBy::Outcome
     } else {
-        (runs.to_vec(), label::by_cluster(runs, ClusterBy::Duration)?)
+        ClusterBy::Duration
     };
     let options = Options {
         // The directive fact differs per device: it would separate the
@@ -200,30 +201,5 @@ fn diagnose_runs(runs: &[Summary], trigger: &str) -> anyhow::Result<analysis::Di
         skip_fact: Some(DIRECTIVE_FACT.to_string()),
         ..Options::default()
     };
-    analysis::diagnose(&runs, labelling, &options)
-}
-
-/// Runs labelled good (exit 0) or bad (non-zero exit or a signal); runs
-/// whose end was not seen are left out.
-fn by_outcome(runs: &[Summary]) -> anyhow::Result<(Vec<Summary>, Labelling)> {
-    let mut kept = Vec::new();
-    let mut labels = Vec::new();
-    for s in runs {
-        if let Some(ok) = outcome_ok(s.run.exit) {
-            kept.push(s.clone());
-            labels.push(u32::from(!ok));
-        }
-    }
-    if kept.is_empty() {
-        bail!("no directed run ended (all detached or running): no outcome to label");
-    }
-    Ok((
-        kept,
-        Labelling {
-            method: "by outcome (exit 0 good; non-zero exit or a signal bad)".to_string(),
-            classes: vec!["good".into(), "bad".into()],
-            labels,
-            clusters: None,
-        },
-    ))
+    analysis::diagnose_runs(runs, &LabelBy::Cluster(by), &options)
 }
