@@ -90,18 +90,21 @@ pub fn outcome_ok(exit: Exit) -> Option<bool> {
 
 /// The clusters worth investigating among one (group, program)'s light
 /// runs: a failing one (by outcome) and a slow one (by duration, among the
-/// runs that succeeded), each only when large enough.
+/// runs that did not fail: a failure's duration says nothing of speed),
+/// each only when large enough. Detached runs (the agent saw the process
+/// end but not its exit status, e.g. reaped at once by a parent) count
+/// for durations, not for outcomes; still running ones for neither.
 pub fn find(runs: &[LightRun], t: &Thresholds) -> Vec<Finding> {
     let mut found = Vec::new();
     if let Some(f) = failing(runs, t) {
         found.push(f);
     }
-    let succeeded: Vec<LightRun> = runs
+    let ended_well: Vec<LightRun> = runs
         .iter()
         .copied()
-        .filter(|r| outcome_ok(r.exit) == Some(true))
+        .filter(|r| matches!(r.exit, Exit::Code(0) | Exit::Detached))
         .collect();
-    if let Some(f) = slow(&succeeded, t) {
+    if let Some(f) = slow(&ended_well, t) {
         found.push(f);
     }
     found
@@ -250,6 +253,29 @@ mod tests {
         assert_eq!(bad, vec![[5; 16], [6; 16]]);
         assert_eq!(f.good.len(), 2);
         assert!(f.good.iter().all(|d| d[0] <= 4), "{:?}", f.good);
+    }
+
+    #[test]
+    fn detached_runs_count_for_durations() {
+        let t = Thresholds::default();
+        let runs: Vec<LightRun> = fleet(&[5, 6], 2.0)
+            .into_iter()
+            .map(|r| LightRun {
+                exit: Exit::Detached,
+                ..r
+            })
+            .collect();
+        let found = find(&runs, &t);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].trigger, TRIGGER_SLOW);
+        let still_running: Vec<LightRun> = runs
+            .iter()
+            .map(|r| LightRun {
+                exit: Exit::Running,
+                ..*r
+            })
+            .collect();
+        assert!(find(&still_running, &t).is_empty());
     }
 
     #[test]

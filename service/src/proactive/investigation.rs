@@ -199,6 +199,10 @@ fn diagnose_runs(runs: Vec<Summary>, trigger: &str) -> anyhow::Result<analysis::
         // The directive fact differs per device: it would separate the
         // devices, not explain them.
         skip_fact: Some(DIRECTIVE_FACT.to_string()),
+        // A directed run is traced by `watch` attaching as it notices the
+        // run, so every one began a little late, on both sides alike;
+        // leaving them out would leave nothing to diagnose.
+        include_late: true,
         ..Options::default()
     };
     analysis::diagnose_runs(runs, &LabelBy::Cluster(by), &options)
