@@ -59,10 +59,7 @@ fn api_get(addr: SocketAddr, path: &str) -> anyhow::Result<Value> {
         .split_once("\r\n\r\n")
         .with_context(|| format!("GET {path}: no HTTP answer"))?;
     if !head.starts_with("HTTP/1.1 200") {
-        bail!(
-            "GET {path}: {}",
-            head.lines().next().unwrap_or_default()
-        );
+        bail!("GET {path}: {}", head.lines().next().unwrap_or_default());
     }
     serde_json::from_str(body).with_context(|| format!("GET {path}: the body is not JSON"))
 }
@@ -274,13 +271,17 @@ pub fn run(
         report["status"].as_str().unwrap_or("?")
     );
     print!("{}", report["text"].as_str().unwrap_or_default());
-    println!("\nClients (the detector did not see this table: no client or rmem fact is recorded):");
+    println!(
+        "\nClients (the detector did not see this table: no client or rmem fact is recorded):"
+    );
     println!("  client  net.ipv4.tcp_rmem      device    mean fetch  picked as  full runs");
     let devices = report["devices"].as_array().cloned().unwrap_or_default();
     let mut wrong = Vec::new();
     for (c, client) in clients.iter().enumerate() {
         let bad = c >= first_bad;
-        let picked = devices.iter().find(|d| d["device"] == client.device.as_str());
+        let picked = devices
+            .iter()
+            .find(|d| d["device"] == client.device.as_str());
         let cluster = picked.and_then(|d| d["cluster"].as_str()).unwrap_or("-");
         let runs = picked.map_or(0, |d| d["runs"].as_u64().unwrap_or(0));
         if (cluster == "slow" && !bad) || (cluster == "good" && bad) {
@@ -319,7 +320,9 @@ pub fn run(
             wrong.join(", ")
         );
     }
-    let accuracy = report["json"]["rules"][0]["accuracy"].as_f64().unwrap_or(0.0);
+    let accuracy = report["json"]["rules"][0]["accuracy"]
+        .as_f64()
+        .unwrap_or(0.0);
     if accuracy < 1.0 {
         bail!("the report's first rule has accuracy {accuracy}, not 1.0");
     }

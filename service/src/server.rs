@@ -406,8 +406,8 @@ async fn get_directive(
 ) -> Result<Json<Value>, ApiError> {
     let token_group = app.authenticate(&headers)?;
     let Query(q) = query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?;
-    let group = group_for_read(token_group, q.group)?
-        .unwrap_or_else(|| ingest::DEFAULT_GROUP.to_string());
+    let group =
+        group_for_read(token_group, q.group)?.unwrap_or_else(|| ingest::DEFAULT_GROUP.to_string());
     let device = id_param("device", q.device)?;
     let now = now_unix_ns();
     let (directive, for_device) = app

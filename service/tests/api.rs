@@ -348,10 +348,26 @@ fn directives_set_by_the_operator_reach_the_group() {
     // Per device: only that device sees it, in its group only.
     let device = "0A".repeat(16);
     let out = run(&[
-        "directive", "device", "--group", "phones", "--device", &device, "--program", "wget",
-        "--match", "example.org", "--runs", "3", "--expires", "1h",
+        "directive",
+        "device",
+        "--group",
+        "phones",
+        "--device",
+        &device,
+        "--program",
+        "wget",
+        "--match",
+        "example.org",
+        "--runs",
+        "3",
+        "--expires",
+        "1h",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let id = printed["id"].as_str().unwrap().to_string();
     let path = format!("/v1/directives?device={device}");
@@ -367,25 +383,45 @@ fn directives_set_by_the_operator_reach_the_group() {
     let (_, d) = get(&server.url, &other_device, Some(TOKEN));
     assert_eq!(d["device_directives"], serde_json::json!([]));
     let (_, d) = get(&server.url, &path, Some(OTHER_TOKEN));
-    assert_eq!(d["device_directives"], serde_json::json!([]), "another group's");
+    assert_eq!(
+        d["device_directives"],
+        serde_json::json!([]),
+        "another group's"
+    );
     let (status, d) = get(&server.url, "/v1/directives?device=xyz", Some(TOKEN));
     assert_eq!(status, 400, "{d}");
     for (bad, says) in [
         (vec!["--device", "xyz", "--runs", "1"], "not 32 hex digits"),
         (vec!["--device", &device, "--runs", "0"], "--runs"),
-        (vec!["--device", &device, "--runs", "1", "--expires", "0s"], "future"),
+        (
+            vec!["--device", &device, "--runs", "1", "--expires", "0s"],
+            "future",
+        ),
     ] {
         let mut args = vec!["directive", "device", "--group", "phones"];
         args.extend(bad.iter().copied());
         let out = run(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
-        assert!(String::from_utf8_lossy(&out.stderr).contains(says), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{args:?}"
+        );
     }
     let out = run(&["directive", "device-list", "--group", "phones"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(text.lines().count(), 1, "{text}");
-    assert!(text.contains("\"received\":0") && text.contains("\"issuer\":\"operator\""), "{text}");
-    let out = run(&["directive", "device-clear", "--group", "phones", "--device", &device]);
+    assert!(
+        text.contains("\"received\":0") && text.contains("\"issuer\":\"operator\""),
+        "{text}"
+    );
+    let out = run(&[
+        "directive",
+        "device-clear",
+        "--group",
+        "phones",
+        "--device",
+        &device,
+    ]);
     assert!(out.status.success());
     let (_, d) = get(&server.url, &path, Some(TOKEN));
     assert_eq!(d["device_directives"], serde_json::json!([]), "cleared");

@@ -52,7 +52,12 @@ fn light_run(device: u8, seed: u64, secs: f64, exit: Exit, extra: &[(&str, &str)
     let duration = (secs * 1e9) as u64;
     let mut s = Summary::light(
         unique_id(device, seed, 1),
-        RunRecord::new(now_ns() - duration - seed * 1000, duration, exit, Arch::X86_64),
+        RunRecord::new(
+            now_ns() - duration - seed * 1000,
+            duration,
+            exit,
+            Arch::X86_64,
+        ),
         facts("wget", extra),
         Origin {
             device: [device; 16],
@@ -74,15 +79,31 @@ fn light_run(device: u8, seed: u64, secs: f64, exit: Exit, extra: &[(&str, &str)
 /// A fully traced run carrying `directive=<id>`: receives over TCP and
 /// writes a file; `slow_receive` makes each receive ten times longer (the
 /// small TCP buffer of the research's first case).
-fn full_run(device: u8, seed: u64, slow_receive: bool, exit: Exit, extra: &[(&str, &str)]) -> Vec<u8> {
+fn full_run(
+    device: u8,
+    seed: u64,
+    slow_receive: bool,
+    exit: Exit,
+    extra: &[(&str, &str)],
+) -> Vec<u8> {
     let mut collector: Box<Collector> = Box::new(Collector::new(0));
-    let read = SyscallId::from_name("read").unwrap().to_raw(Arch::X86_64).unwrap();
-    let write = SyscallId::from_name("write").unwrap().to_raw(Arch::X86_64).unwrap();
+    let read = SyscallId::from_name("read")
+        .unwrap()
+        .to_raw(Arch::X86_64)
+        .unwrap();
+    let write = SyscallId::from_name("write")
+        .unwrap()
+        .to_raw(Arch::X86_64)
+        .unwrap();
     let mut now = 1_000u64;
     for i in 0..400u64 {
         let jitter = (seed * 7 + i * 13) % 1000;
         let (nr, fd_kind, took) = if i % 2 == 0 {
-            (read, FdKind::Tcp, if slow_receive { 400_000 } else { 40_000 } + jitter * 10)
+            (
+                read,
+                FdKind::Tcp,
+                if slow_receive { 400_000 } else { 40_000 } + jitter * 10,
+            )
         } else {
             (write, FdKind::File, 5_000 + jitter)
         };
@@ -215,19 +236,36 @@ fn the_detector_traces_the_slow_cluster_and_stores_a_report_by_itself() {
 
     // A run from another device carrying device 5's directive does not
     // count for it; nor does a light record carrying it.
-    let stray = full_run(unchosen[0], 90, false, Exit::Code(0), &[("directive", &id_of(5))]);
+    let stray = full_run(
+        unchosen[0],
+        90,
+        false,
+        Exit::Code(0),
+        &[("directive", &id_of(5))],
+    );
     let stray_light = light_run(5, 91, 2.0, Exit::Code(0), &[("directive", &id_of(5))]);
     assert_eq!(post_items(&server.url, &[stray, stray_light]).0, 200);
     // The devices trace their next runs for the directives.
     for (seed, (device, d)) in chosen.iter().enumerate() {
         let id = d["id"].as_str().unwrap();
         let slow = *device >= 5;
-        let first = full_run(*device, seed as u64 * 2, slow, Exit::Code(0), &[("directive", id)]);
+        let first = full_run(
+            *device,
+            seed as u64 * 2,
+            slow,
+            Exit::Code(0),
+            &[("directive", id)],
+        );
         assert_eq!(post_items(&server.url, &[first]).0, 200);
         // One of two received: still standing.
         assert_eq!(directives_of(&server.url, *device).len(), 1);
-        let second =
-            full_run(*device, seed as u64 * 2 + 1, slow, Exit::Code(0), &[("directive", id)]);
+        let second = full_run(
+            *device,
+            seed as u64 * 2 + 1,
+            slow,
+            Exit::Code(0),
+            &[("directive", id)],
+        );
         assert_eq!(post_items(&server.url, &[second]).0, 200);
         assert!(
             directives_of(&server.url, *device).is_empty(),
@@ -240,7 +278,10 @@ fn the_detector_traces_the_slow_cluster_and_stores_a_report_by_itself() {
         (!r.is_empty()).then_some(r)
     });
     assert_eq!(listed.len(), 1, "{listed:?}");
-    assert!(listed[0].get("html").is_none(), "the list carries no bodies");
+    assert!(
+        listed[0].get("html").is_none(),
+        "the list carries no bodies"
+    );
     let id = listed[0]["id"].as_str().unwrap();
     let (status, report) = get(&server.url, &format!("/v1/reports/{id}"), Some(TOKEN));
     assert_eq!(status, 200, "{report}");
@@ -275,11 +316,18 @@ fn the_detector_traces_the_slow_cluster_and_stores_a_report_by_itself() {
     assert_eq!(used, expected);
     // Where the time went: the receive path first.
     let gap = &report["json"]["time_gap"][0];
-    assert!(gap["syscall"].as_str().unwrap().starts_with("read"), "{}", report["text"]);
+    assert!(
+        gap["syscall"].as_str().unwrap().starts_with("read"),
+        "{}",
+        report["text"]
+    );
     let first_rule = rules[0]["text"].as_str().unwrap();
     assert!(report["text"].as_str().unwrap().contains(first_rule));
     assert!(report["headline"].as_str().unwrap().starts_with(first_rule));
-    assert!(report["html"].as_str().unwrap().starts_with("<!DOCTYPE html>"));
+    assert!(report["html"]
+        .as_str()
+        .unwrap()
+        .starts_with("<!DOCTYPE html>"));
     assert!(report["created_unix_ns"].as_u64() >= report["detected_unix_ns"].as_u64());
 
     // The slow cluster is still in the light runs, but the report is
@@ -316,7 +364,11 @@ fn failing_runs_are_investigated_by_outcome_and_the_rule_names_the_fact() {
     });
     for (seed, (device, d)) in chosen.iter().enumerate() {
         let id = d["id"].as_str().unwrap();
-        let exit = if *device >= 3 { Exit::Code(4) } else { Exit::Code(0) };
+        let exit = if *device >= 3 {
+            Exit::Code(4)
+        } else {
+            Exit::Code(0)
+        };
         let items: Vec<Vec<u8>> = (0..2)
             .map(|k| {
                 full_run(

@@ -788,13 +788,7 @@ fn postgres_tls_is_used_when_asked_and_the_certificate_is_checked() {
 
 /// A run of device `device` in `group`, full (with `directive=<id>` when
 /// given) or light.
-fn directed_run(
-    seed: u64,
-    device: u8,
-    group: &str,
-    directive: Option<i64>,
-    light: bool,
-) -> NewRun {
+fn directed_run(seed: u64, device: u8, group: &str, directive: Option<i64>, light: bool) -> NewRun {
     let mut s = sample::summary(seed, 200, None);
     if let Some(id) = directive {
         s.facts.add("directive", &id.to_string()).unwrap();
@@ -805,7 +799,14 @@ fn directed_run(
         window_ns: 0,
     };
     if light {
-        s = agent_core::Summary::light(s.id, agent_core::RunRecord { events: 0, ..s.run }, s.facts.clone(), s.origin, None, None);
+        s = agent_core::Summary::light(
+            s.id,
+            agent_core::RunRecord { events: 0, ..s.run },
+            s.facts.clone(),
+            s.origin,
+            None,
+            None,
+        );
     }
     let mut buf = [0u8; agent_core::MAX_ENCODED_LEN];
     let raw = s.encode(&mut buf).unwrap().to_vec();
@@ -817,8 +818,17 @@ fn device_directives_count_their_runs_and_reports_are_kept(backend: &Backend) {
     use service::proactive::reports::{Report, ReportDevice};
     let mut store = backend.open();
     let new = |device: u8| {
-        DeviceDirective::new("phones", [device; 16], Some("wget"), None, 2, 10, 20, "operator")
-            .unwrap()
+        DeviceDirective::new(
+            "phones",
+            [device; 16],
+            Some("wget"),
+            None,
+            2,
+            10,
+            20,
+            "operator",
+        )
+        .unwrap()
     };
     let a = store.add_device_directive(&new(0xa)).unwrap();
     let b = store.add_device_directive(&new(0xb)).unwrap();
@@ -833,7 +843,10 @@ fn device_directives_count_their_runs_and_reports_are_kept(backend: &Backend) {
             .received
     };
     let first = directed_run(1, 0xa, "phones", Some(a), false);
-    assert_eq!(store.insert_runs(&[first.clone()]).unwrap(), vec![Inserted::Stored]);
+    assert_eq!(
+        store.insert_runs(&[first.clone()]).unwrap(),
+        vec![Inserted::Stored]
+    );
     assert_eq!(received(&mut store, a), 1);
     // A repeat, another device's run, another group's run and a light
     // record naming the directive do not count.
@@ -850,7 +863,10 @@ fn device_directives_count_their_runs_and_reports_are_kept(backend: &Backend) {
     store
         .insert_runs(&[directed_run(5, 0xa, "phones", Some(a), false)])
         .unwrap();
-    let listed = backend.open().device_directives(None, Some(&[0xa; 16])).unwrap();
+    let listed = backend
+        .open()
+        .device_directives(None, Some(&[0xa; 16]))
+        .unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].received, 2);
     assert!(listed[0].is_fulfilled());
@@ -873,10 +889,22 @@ fn device_directives_count_their_runs_and_reports_are_kept(backend: &Backend) {
     assert_eq!(full.len(), 4);
     assert!(full.iter().all(|s| s.kind == agent_core::Kind::Full));
 
-    assert_eq!(store.clear_device_directives("phones", None, Some(a)).unwrap(), 1);
-    assert_eq!(store.clear_device_directives("laptops", None, None).unwrap(), 0);
     assert_eq!(
-        store.clear_device_directives("phones", Some(&[0xb; 16]), None).unwrap(),
+        store
+            .clear_device_directives("phones", None, Some(a))
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .clear_device_directives("laptops", None, None)
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .clear_device_directives("phones", Some(&[0xb; 16]), None)
+            .unwrap(),
         1
     );
     assert!(store.device_directives(None, None).unwrap().is_empty());
@@ -905,9 +933,15 @@ fn device_directives_count_their_runs_and_reports_are_kept(backend: &Backend) {
     let second = store.add_report(&report).unwrap();
     assert!(second > id);
     let listed = backend.open().reports(Some("phones")).unwrap();
-    assert_eq!(listed.iter().map(|r| r.id).collect::<Vec<_>>(), vec![second, id]);
+    assert_eq!(
+        listed.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![second, id]
+    );
     assert_eq!(listed[0].devices, report.devices);
-    assert!(listed[0].text.is_empty() && listed[0].html.is_empty(), "no bodies in the list");
+    assert!(
+        listed[0].text.is_empty() && listed[0].html.is_empty(),
+        "no bodies in the list"
+    );
     assert!(store.reports(Some("laptops")).unwrap().is_empty());
     let read = store.report(id).unwrap().unwrap();
     assert_eq!(read, Report { id, ..report });

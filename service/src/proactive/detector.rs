@@ -159,7 +159,10 @@ fn failing(runs: &[LightRun], t: &Thresholds) -> Option<Finding> {
     if failed < t.min_runs || ok < t.min_runs {
         return None;
     }
-    let (bad, good) = pick(&tally(&ended, |r| outcome_ok(r.exit) == Some(false)), t.devices);
+    let (bad, good) = pick(
+        &tally(&ended, |r| outcome_ok(r.exit) == Some(false)),
+        t.devices,
+    );
     if bad.is_empty() || good.is_empty() {
         return None;
     }
@@ -234,7 +237,11 @@ mod tests {
         let mut runs = Vec::new();
         for d in 1..=6u8 {
             for k in 0..3 {
-                let base = if slow_devices.contains(&d) { slow_secs } else { 0.2 };
+                let base = if slow_devices.contains(&d) {
+                    slow_secs
+                } else {
+                    0.2
+                };
                 runs.push(run(d, base + 0.01 * f64::from(k), Exit::Code(0)));
             }
         }
@@ -307,6 +314,9 @@ mod tests {
         let mut bad = found[0].bad.clone();
         bad.sort();
         assert_eq!(bad, vec![[7; 16], [8; 16]]);
-        assert!(!found[0].good.contains(&[9; 16]), "detached runs are no outcome");
+        assert!(
+            !found[0].good.contains(&[9; 16]),
+            "detached runs are no outcome"
+        );
     }
 }

@@ -140,22 +140,42 @@ mod tests {
 
     #[test]
     fn validates_and_reports_activity() {
-        let d = DeviceDirective::new("g", [7; 16], Some("wget"), None, 2, 10, 20, "operator")
-            .unwrap();
+        let d =
+            DeviceDirective::new("g", [7; 16], Some("wget"), None, 2, 10, 20, "operator").unwrap();
         assert!(d.is_active(15));
         assert!(!d.is_active(20), "expired at its expiry");
-        let done = DeviceDirective { received: 2, ..d.clone() };
+        let done = DeviceDirective {
+            received: 2,
+            ..d.clone()
+        };
         assert!(!done.is_active(15), "fulfilled");
         assert_eq!(d.device_view()["program"], "wget");
         assert_eq!(d.device_view()["match"], Value::Null);
         let err = |r: anyhow::Result<DeviceDirective>| format!("{:#}", r.unwrap_err());
-        assert!(err(DeviceDirective::new("g", [0; 16], None, None, 1, 1, 2, "o")).contains("device"));
-        assert!(err(DeviceDirective::new("g", [1; 16], None, None, 0, 1, 2, "o")).contains("--runs"));
-        assert!(err(DeviceDirective::new("g", [1; 16], None, None, 1, 2, 2, "o")).contains("future"));
-        assert!(err(DeviceDirective::new("a b", [1; 16], None, None, 1, 1, 2, "o")).contains("group"));
         assert!(
-            err(DeviceDirective::new("g", [1; 16], Some(""), None, 1, 1, 2, "o")).contains("--program")
+            err(DeviceDirective::new("g", [0; 16], None, None, 1, 1, 2, "o")).contains("device")
         );
+        assert!(
+            err(DeviceDirective::new("g", [1; 16], None, None, 0, 1, 2, "o")).contains("--runs")
+        );
+        assert!(
+            err(DeviceDirective::new("g", [1; 16], None, None, 1, 2, 2, "o")).contains("future")
+        );
+        assert!(err(DeviceDirective::new(
+            "a b", [1; 16], None, None, 1, 1, 2, "o"
+        ))
+        .contains("group"));
+        assert!(err(DeviceDirective::new(
+            "g",
+            [1; 16],
+            Some(""),
+            None,
+            1,
+            1,
+            2,
+            "o"
+        ))
+        .contains("--program"));
     }
 
     #[test]

@@ -137,7 +137,9 @@ impl Detector {
         let mut stored = Vec::new();
         let keys: Vec<Key> = self.open.keys().cloned().collect();
         for key in keys {
-            let Some(inv) = self.open.get(&key) else { continue };
+            let Some(inv) = self.open.get(&key) else {
+                continue;
+            };
             let received = inv.received(store)?;
             if !inv.is_due(&received, t.runs, now) {
                 continue;

@@ -38,8 +38,14 @@ use crate::proactive::reports::Report;
 /// began at version 2: an empty database gets every step from there.
 const MIGRATIONS: &[(i32, &str)] = &[
     (2, include_str!("../../migrations/postgres/0002_schema.sql")),
-    (3, include_str!("../../migrations/postgres/0003_retention.sql")),
-    (4, include_str!("../../migrations/postgres/0004_proactive.sql")),
+    (
+        3,
+        include_str!("../../migrations/postgres/0003_retention.sql"),
+    ),
+    (
+        4,
+        include_str!("../../migrations/postgres/0004_proactive.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises instances migrating at once.
