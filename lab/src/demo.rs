@@ -76,6 +76,13 @@ pub struct DemoArgs {
     /// Also write the diagnosis as an HTML page with plots.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// The proactive loop instead: every client light-monitored by
+    /// `edge-agent watch --light`, and `serve --auto` finding the slow
+    /// clients, tracing some of them and of the good ones, and storing the
+    /// diagnosis by itself (docs/proactive.md). Fetches go on round after
+    /// round (--runs is not used) until the report is stored.
+    #[arg(long, conflicts_with_all = ["no_service", "json", "html"])]
+    pub proactive: bool,
 }
 
 /// The ingest token of the demo's local service.
@@ -151,6 +158,9 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     }
     let size = args.size_mib as usize * 1024 * 1024;
     let _server = FileServer::start(&ns.server, size)?;
+    if args.proactive {
+        return crate::proactive::run(&args, &agent, &service, &work, &ns, started);
+    }
     let url = format!("http://{SERVER_IP}:{HTTP_PORT}{FILE_PATH}");
 
     let spools: Vec<PathBuf> = (1..=args.clients)

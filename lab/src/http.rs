@@ -102,7 +102,8 @@ fn pseudo_random_bytes(n: usize) -> Vec<u8> {
     out
 }
 
-/// Answers one HTTP/1.x request: the file for `GET /demo.bin`, 404 else.
+/// Answers one HTTP/1.x request: the file for `GET /demo.bin` (any
+/// query), 404 else.
 fn serve_one(conn: TcpStream, body: &[u8]) -> std::io::Result<()> {
     conn.set_nonblocking(false)?;
     conn.set_read_timeout(Some(Duration::from_secs(30)))?;
@@ -119,6 +120,9 @@ fn serve_one(conn: TcpStream, body: &[u8]) -> std::io::Result<()> {
     }
     let mut conn = conn;
     let path = request_line.split_whitespace().nth(1).unwrap_or("");
+    // A query (`?client=03`) only marks the fetch's command line, for a
+    // watching agent to tell the clients apart.
+    let path = path.split('?').next().unwrap_or("");
     if request_line.starts_with("GET ") && path == FILE_PATH {
         write!(
             conn,

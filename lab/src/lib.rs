@@ -4,6 +4,8 @@
 //!
 //! - [`demo`]: `edge-service demo`, the research's first case study (TCP
 //!   memory misconfiguration) end to end;
+//! - [`proactive`]: `edge-service demo --proactive`, the same clients
+//!   light-monitored and diagnosed by the service's detector by itself;
 //! - [`netns`]: network namespaces joined by veth pairs on a bridge;
 //! - [`http`]: a tiny HTTP server serving one file, inside a namespace;
 //! - [`procs`]: child processes (commands run to completion, the local
@@ -12,6 +14,7 @@
 pub mod demo;
 pub mod http;
 pub mod netns;
+pub mod proactive;
 pub mod procs;
 
 pub use demo::{demo, DemoArgs};

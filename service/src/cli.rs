@@ -9,6 +9,8 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
 use crate::directive::Directive;
+use crate::proactive::detector::Thresholds;
+use crate::proactive::directives::DeviceDirective;
 use crate::serve::{serve, ServeOptions};
 use crate::store::{Location, Store};
 
@@ -179,6 +181,84 @@ pub struct ServeArgs {
     /// With --retain: prune this often instead of hourly (tests).
     #[arg(long, hide = true, default_value_t = 3_600_000)]
     pub retain_every_ms: u64,
+    #[command(flatten)]
+    pub auto: AutoArgs,
+}
+
+/// `serve --auto`: the anomaly detector (docs/proactive.md).
+#[derive(Debug, Args)]
+pub struct AutoArgs {
+    /// Run the anomaly detector: watch the light runs, and when a slow or
+    /// failing cluster appears, trace devices of it and of the good one
+    /// (per-device directives), diagnose their runs and store a report
+    /// (GET /v1/reports). Off by default.
+    #[arg(long)]
+    pub auto: bool,
+    /// How often the detector looks (e.g. 30s, 5m).
+    #[arg(long, value_name = "AGE", default_value = "30s", requires = "auto", value_parser = crate::retention::parse_age)]
+    pub auto_every: Duration,
+    /// It looks at light runs that started at most this long ago.
+    #[arg(long, value_name = "AGE", default_value = "1h", requires = "auto", value_parser = crate::retention::parse_age)]
+    pub auto_window: Duration,
+    /// Fewest runs in the slow or failing cluster, and in the good one.
+    #[arg(long, value_name = "N", default_value_t = 3, requires = "auto")]
+    pub auto_min_runs: usize,
+    /// Slow only when the slow cluster's median duration is at least this
+    /// many times the good cluster's.
+    #[arg(long, value_name = "X", default_value_t = 2.0, requires = "auto")]
+    pub auto_min_ratio: f64,
+    /// Devices traced on each side, at most.
+    #[arg(long, value_name = "N", default_value_t = 2, requires = "auto")]
+    pub auto_devices: usize,
+    /// Consecutive looks a cluster must be found in before it is investigated.
+    #[arg(long, value_name = "N", default_value_t = 2, requires = "auto")]
+    pub auto_stable: u32,
+    /// Full runs asked of each device traced.
+    #[arg(long, value_name = "N", default_value_t = 2, requires = "auto")]
+    pub auto_runs: u32,
+    /// How long the directives stand and their runs are waited for.
+    #[arg(long, value_name = "AGE", default_value = "30m", requires = "auto", value_parser = crate::retention::parse_age)]
+    pub auto_wait: Duration,
+    /// No new investigation of a (group, program, slow|failing) while its
+    /// latest report is younger than this.
+    #[arg(long, value_name = "AGE", default_value = "1h", requires = "auto", value_parser = crate::retention::parse_age)]
+    pub auto_fresh: Duration,
+}
+
+impl AutoArgs {
+    /// The detector's thresholds, when `--auto` is on; refuses values that
+    /// would make it useless.
+    pub fn thresholds(&self) -> anyhow::Result<Option<Thresholds>> {
+        if !self.auto {
+            return Ok(None);
+        }
+        if self.auto_every.is_zero() || self.auto_window.is_zero() || self.auto_wait.is_zero() {
+            anyhow::bail!("--auto-every, --auto-window and --auto-wait must be at least 1s");
+        }
+        if self.auto_min_runs == 0 || self.auto_devices == 0 || self.auto_stable == 0 {
+            anyhow::bail!("--auto-min-runs, --auto-devices and --auto-stable must be at least 1");
+        }
+        if !(self.auto_min_ratio >= 1.0 && self.auto_min_ratio.is_finite()) {
+            anyhow::bail!("--auto-min-ratio must be a number of at least 1");
+        }
+        if self.auto_runs == 0 || self.auto_runs > crate::proactive::directives::MAX_RUNS {
+            anyhow::bail!(
+                "--auto-runs must be 1..={}",
+                crate::proactive::directives::MAX_RUNS
+            );
+        }
+        Ok(Some(Thresholds {
+            every: self.auto_every,
+            window: self.auto_window,
+            min_runs: self.auto_min_runs,
+            min_ratio: self.auto_min_ratio,
+            devices: self.auto_devices,
+            stable_ticks: self.auto_stable,
+            runs: self.auto_runs,
+            wait: self.auto_wait,
+            fresh: self.auto_fresh,
+        }))
+    }
 }
 
 /// `edge-service directive ...`.
@@ -201,6 +281,64 @@ pub enum DirectiveCommand {
         #[arg(long)]
         group: String,
     },
+    /// Trace the next N runs of a program on one device fully (the device
+    /// fetches it with GET /v1/directives?device=).
+    Device(DeviceDirectiveArgs),
+    /// List the per-device directives (expired and fulfilled ones too).
+    DeviceList {
+        #[command(flatten)]
+        db: DbArg,
+        /// Only this group.
+        #[arg(long)]
+        group: Option<String>,
+        /// Only this device (32 hex digits).
+        #[arg(long, value_name = "HEX")]
+        device: Option<String>,
+    },
+    /// Delete per-device directives of a group (all, one device's, or one).
+    DeviceClear {
+        #[command(flatten)]
+        db: DbArg,
+        #[arg(long)]
+        group: String,
+        /// Only this device's (32 hex digits).
+        #[arg(long, value_name = "HEX")]
+        device: Option<String>,
+        /// Only this directive.
+        #[arg(long)]
+        id: Option<i64>,
+    },
+}
+
+/// `edge-service directive device`.
+#[derive(Debug, Args)]
+pub struct DeviceDirectiveArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// The device's group.
+    #[arg(long)]
+    pub group: String,
+    /// The device id (32 hex digits, as GET /v1/devices lists it).
+    #[arg(long, value_name = "HEX")]
+    pub device: String,
+    /// Only runs of this program (its name, e.g. wget).
+    #[arg(long)]
+    pub program: Option<String>,
+    /// Only runs whose command line contains this text.
+    #[arg(long = "match")]
+    pub match_text: Option<String>,
+    /// How many runs to trace fully.
+    #[arg(long)]
+    pub runs: u32,
+    /// The directive stands this long (30d, 12h, 90m, 45s).
+    #[arg(long, value_name = "AGE", default_value = "1h", value_parser = crate::retention::parse_age)]
+    pub expires: Duration,
+}
+
+/// A `--device` argument: 32 hex digits (any case).
+fn device_arg(text: &str) -> anyhow::Result<[u8; 16]> {
+    summary_view::id_from_hex(&text.to_ascii_lowercase())
+        .with_context(|| format!("--device `{text}` is not 32 hex digits"))
 }
 
 /// `edge-service directive set`.
@@ -245,6 +383,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     keep_raw: a.keep_raw,
                     every: Duration::from_millis(a.retain_every_ms.max(1)),
                 }),
+                auto: a.auto.thresholds()?,
             })?;
             Ok(ExitCode::SUCCESS)
         }
@@ -328,6 +467,40 @@ fn directive(cmd: DirectiveCommand) -> anyhow::Result<ExitCode> {
             if !open(&db)?.clear_directive(&group)? {
                 eprintln!("group `{group}` had no directive");
             }
+        }
+        DirectiveCommand::Device(a) => {
+            let now = crate::retention::now_unix_ns();
+            let expires = u64::try_from(a.expires.as_nanos()).unwrap_or(u64::MAX);
+            let mut d = DeviceDirective::new(
+                &a.group,
+                device_arg(&a.device)?,
+                a.program.as_deref(),
+                a.match_text.as_deref(),
+                a.runs,
+                now,
+                now.saturating_add(expires),
+                "operator",
+            )?;
+            d.id = open(&a.db)?
+                .add_device_directive(&d)
+                .with_context(|| format!("cannot store the directive in {}", a.db.location()))?;
+            println!("{}", d.full_view());
+        }
+        DirectiveCommand::DeviceList { db, group, device } => {
+            let device = device.as_deref().map(device_arg).transpose()?;
+            for d in open(&db)?.device_directives(group.as_deref(), device.as_ref())? {
+                println!("{}", d.full_view());
+            }
+        }
+        DirectiveCommand::DeviceClear {
+            db,
+            group,
+            device,
+            id,
+        } => {
+            let device = device.as_deref().map(device_arg).transpose()?;
+            let n = open(&db)?.clear_device_directives(&group, device.as_ref(), id)?;
+            eprintln!("deleted {n} per-device directive(s) of group `{group}`");
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -12,6 +12,7 @@ pub mod conn;
 pub mod directive;
 pub mod ingest;
 pub mod metrics;
+pub mod proactive;
 pub mod retention;
 pub mod sample;
 pub mod serve;

@@ -28,6 +28,8 @@ pub struct ServeOptions {
     pub limits: Limits,
     /// `--retain`: prune old runs periodically.
     pub retain: Option<Retain>,
+    /// `--auto`: run the anomaly detector with these thresholds.
+    pub auto: Option<crate::proactive::detector::Thresholds>,
 }
 
 /// `serve --retain AGE [--keep-raw]`.
@@ -72,6 +74,10 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             r.keep_raw,
             r.every,
         )?;
+    }
+    if let Some(thresholds) = opts.auto.clone() {
+        crate::proactive::task::start(opts.db.opener(opts.busy_timeout), thresholds)
+            .context("cannot start the detector")?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -18,6 +18,8 @@ use serde_json::{json, Value};
 use crate::directive::Directive;
 use crate::ingest::{self, Rejection};
 use crate::metrics::Metrics;
+use crate::proactive::directives::DeviceDirective;
+use crate::proactive::reports::Report;
 use crate::store::{
     DeviceFilter, DeviceRow, Inserted, RunFilter, RunRow, Store, StoreError, StoreOpener,
 };
@@ -242,6 +244,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/runs", get(get_runs))
         .route("/v1/runs/{id}", get(get_run))
         .route("/v1/devices", get(get_devices))
+        .route("/v1/reports", get(get_reports))
+        .route("/v1/reports/{id}", get(get_report))
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(get_metrics))
         .layer(middleware::from_fn_with_state(app.clone(), track))
@@ -369,6 +373,12 @@ struct GroupQuery {
     group: Option<String>,
 }
 
+#[derive(Debug, Deserialize)]
+struct DirectiveQuery {
+    group: Option<String>,
+    device: Option<String>,
+}
+
 /// The group a read request is about: the token's; on an open server the
 /// `group` parameter (`default` if absent). Asking a token for another
 /// group's data is refused.
@@ -386,21 +396,84 @@ fn group_for_read(
     }
 }
 
+/// The group's directive, with `device_directives`: the per-device
+/// directives of the `device` asked for that are neither expired nor
+/// fulfilled (none without `device=`).
 async fn get_directive(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    Query(q): Query<GroupQuery>,
+    query: Result<Query<DirectiveQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let group = group_for_read(app.authenticate(&headers)?, q.group)?
-        .unwrap_or_else(|| ingest::DEFAULT_GROUP.to_string());
-    let directive = app
+    let token_group = app.authenticate(&headers)?;
+    let Query(q) = query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?;
+    let group =
+        group_for_read(token_group, q.group)?.unwrap_or_else(|| ingest::DEFAULT_GROUP.to_string());
+    let device = id_param("device", q.device)?;
+    let now = now_unix_ns();
+    let (directive, for_device) = app
         .read(move |store| {
-            Ok(store
+            let directive = store
                 .directive(&group)?
-                .unwrap_or_else(|| Directive::empty(&group)))
+                .unwrap_or_else(|| Directive::empty(&group));
+            let for_device = match device {
+                Some(d) => store.device_directives(Some(&group), Some(&d))?,
+                None => Vec::new(),
+            };
+            Ok((directive, for_device))
         })
         .await?;
-    Ok(Json(serde_json::to_value(directive).unwrap_or(Value::Null)))
+    let mut body = serde_json::to_value(directive).unwrap_or(Value::Null);
+    body["device_directives"] = Value::Array(
+        for_device
+            .iter()
+            .filter(|d| d.is_active(now))
+            .map(DeviceDirective::device_view)
+            .collect(),
+    );
+    Ok(Json(body))
+}
+
+/// The detector's reports of the caller's group, newest first, without
+/// their bodies.
+async fn get_reports(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    query: Result<Query<GroupQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let token_group = app.authenticate(&headers)?;
+    let Query(q) = query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?;
+    let group = group_for_read(token_group, q.group)?;
+    let reports = app
+        .read(move |store| store.reports(group.as_deref()))
+        .await?;
+    Ok(Json(json!({
+        "reports": reports.iter().map(Report::summary_view).collect::<Vec<_>>()
+    })))
+}
+
+/// One report with its text, JSON and HTML bodies.
+async fn get_report(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Path(id_text): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let token_group = app.authenticate(&headers)?;
+    let id: i64 = id_text.parse().ok().filter(|id| *id > 0).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("`{id_text}` is not a report id (a positive decimal number)"),
+        )
+    })?;
+    let not_found = || ApiError::new(StatusCode::NOT_FOUND, format!("no report {id_text}"));
+    let report = app
+        .read(move |store| store.report(id))
+        .await?
+        .ok_or_else(not_found)?;
+    // Another group's report is not shown, nor is its existence confirmed.
+    if token_group.is_some_and(|g| g != report.group) {
+        return Err(not_found());
+    }
+    Ok(Json(report.full_view()))
 }
 
 #[derive(Debug, Deserialize)]
@@ -411,7 +484,21 @@ struct RunsQuery {
     until: Option<u64>,
     device: Option<String>,
     stream: Option<String>,
+    kind: Option<String>,
     limit: Option<u64>,
+}
+
+/// A `kind=` parameter: `full` or `light`.
+fn kind_param(text: Option<String>) -> Result<Option<agent_core::Kind>, ApiError> {
+    text.map(|t| match t.as_str() {
+        "full" => Ok(agent_core::Kind::Full),
+        "light" => Ok(agent_core::Kind::Light),
+        _ => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("kind `{t}` is not `full` or `light`"),
+        )),
+    })
+    .transpose()
 }
 
 /// A `limit` parameter: `default` when absent, else 1..=[`MAX_RUNS_LIMIT`].
@@ -454,6 +541,7 @@ async fn get_runs(
         until_unix_ns: q.until,
         device: id_param("device", q.device)?,
         stream: id_param("stream", q.stream)?,
+        kind: kind_param(q.kind)?,
         limit: Some(limit),
     };
     let runs = app.read(move |store| store.runs(&filter)).await?;

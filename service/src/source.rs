@@ -22,6 +22,9 @@ impl SummarySource for StoreSource {
             until_unix_ns: filter.until_unix_ns,
             device: None,
             stream: None,
+            // Light records have no syscalls: nothing for a diagnosis to
+            // explain (the detector reads them itself).
+            kind: Some(agent_core::Kind::Full),
             limit: None,
         };
         let stored = store.load(&filter)?;

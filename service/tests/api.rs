@@ -335,15 +335,96 @@ fn directives_set_by_the_operator_reach_the_group() {
     assert_eq!(status, 200);
     assert_eq!(
         d,
-        serde_json::json!({"group": "phones", "match": "curl", "only": ["read", "write", "connect"], "window": "22:00-06:00"})
+        serde_json::json!({"group": "phones", "match": "curl", "only": ["read", "write", "connect"], "window": "22:00-06:00", "device_directives": []})
     );
     let (_, d) = get(&server.url, "/v1/directives", Some(OTHER_TOKEN));
     assert_eq!(
         d,
-        serde_json::json!({"group": "laptops", "match": null, "only": null, "window": null})
+        serde_json::json!({"group": "laptops", "match": null, "only": null, "window": null, "device_directives": []})
     );
     let (status, _) = get(&server.url, "/v1/directives", None);
     assert_eq!(status, 401);
+
+    // Per device: only that device sees it, in its group only.
+    let device = "0A".repeat(16);
+    let out = run(&[
+        "directive",
+        "device",
+        "--group",
+        "phones",
+        "--device",
+        &device,
+        "--program",
+        "wget",
+        "--match",
+        "example.org",
+        "--runs",
+        "3",
+        "--expires",
+        "1h",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = printed["id"].as_str().unwrap().to_string();
+    let path = format!("/v1/directives?device={device}");
+    let (_, d) = get(&server.url, &path, Some(TOKEN));
+    let listed = d["device_directives"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{d}");
+    assert_eq!(listed[0]["id"], id.as_str());
+    assert_eq!(listed[0]["program"], "wget");
+    assert_eq!(listed[0]["match"], "example.org");
+    assert_eq!(listed[0]["runs"], 3);
+    assert_eq!(d["match"], "curl", "the group's directive is still there");
+    let other_device = format!("/v1/directives?device={}", "0b".repeat(16));
+    let (_, d) = get(&server.url, &other_device, Some(TOKEN));
+    assert_eq!(d["device_directives"], serde_json::json!([]));
+    let (_, d) = get(&server.url, &path, Some(OTHER_TOKEN));
+    assert_eq!(
+        d["device_directives"],
+        serde_json::json!([]),
+        "another group's"
+    );
+    let (status, d) = get(&server.url, "/v1/directives?device=xyz", Some(TOKEN));
+    assert_eq!(status, 400, "{d}");
+    for (bad, says) in [
+        (vec!["--device", "xyz", "--runs", "1"], "not 32 hex digits"),
+        (vec!["--device", &device, "--runs", "0"], "--runs"),
+        (
+            vec!["--device", &device, "--runs", "1", "--expires", "0s"],
+            "future",
+        ),
+    ] {
+        let mut args = vec!["directive", "device", "--group", "phones"];
+        args.extend(bad.iter().copied());
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{args:?}"
+        );
+    }
+    let out = run(&["directive", "device-list", "--group", "phones"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.contains("\"received\":0") && text.contains("\"issuer\":\"operator\""),
+        "{text}"
+    );
+    let out = run(&[
+        "directive",
+        "device-clear",
+        "--group",
+        "phones",
+        "--device",
+        &device,
+    ]);
+    assert!(out.status.success());
+    let (_, d) = get(&server.url, &path, Some(TOKEN));
+    assert_eq!(d["device_directives"], serde_json::json!([]), "cleared");
 
     // Changed while the server runs: the next fetch sees it.
     let out = run(&["directive", "clear", "--group", "phones"]);

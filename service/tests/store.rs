@@ -113,6 +113,7 @@ on_both_backends!(
     connections_inserting_the_same_ids_at_once_store_each_once,
     directives_are_set_replaced_and_cleared,
     pruning_goes_in_batches_and_can_keep_the_raw_summaries,
+    device_directives_count_their_runs_and_reports_are_kept,
 );
 
 fn new_run(seed: u64, group: &str) -> (agent_core::Summary, NewRun) {
@@ -624,6 +625,14 @@ fn postgres_schema_is_made_once_and_a_newer_one_is_refused() {
         i64::from(store.schema_version().unwrap()),
         service::store::SCHEMA_VERSION
     );
+    // Every version's step was applied (version 3's index included).
+    assert_eq!(
+        pg::psql(
+            &url,
+            "SELECT count(*) FROM pg_indexes WHERE indexname IN ('runs_by_received', 'runs_by_kind')"
+        ),
+        "2"
+    );
     assert_eq!(
         pg::psql(&url, "SELECT count(*) FROM edge_service_schema"),
         "1"
@@ -775,4 +784,166 @@ fn postgres_tls_is_used_when_asked_and_the_certificate_is_checked() {
 
     let _plain = PgStore::connect(&server.url).unwrap();
     assert_eq!(ssl_sessions(false), "1");
+}
+
+/// A run of device `device` in `group`, full (with `directive=<id>` when
+/// given) or light.
+fn directed_run(seed: u64, device: u8, group: &str, directive: Option<i64>, light: bool) -> NewRun {
+    let mut s = sample::summary(seed, 200, None);
+    if let Some(id) = directive {
+        s.facts.add("directive", &id.to_string()).unwrap();
+    }
+    s.origin = agent_core::Origin {
+        device: [device; 16],
+        stream: [seed as u8; 16],
+        window_ns: 0,
+    };
+    if light {
+        s = agent_core::Summary::light(
+            s.id,
+            agent_core::RunRecord { events: 0, ..s.run },
+            s.facts.clone(),
+            s.origin,
+            None,
+            None,
+        );
+    }
+    let mut buf = [0u8; agent_core::MAX_ENCODED_LEN];
+    let raw = s.encode(&mut buf).unwrap().to_vec();
+    NewRun::from_summary(&agent_core::Summary::decode(&raw).unwrap(), raw, group, 9)
+}
+
+fn device_directives_count_their_runs_and_reports_are_kept(backend: &Backend) {
+    use service::proactive::directives::DeviceDirective;
+    use service::proactive::reports::{Report, ReportDevice};
+    let mut store = backend.open();
+    let new = |device: u8| {
+        DeviceDirective::new(
+            "phones",
+            [device; 16],
+            Some("wget"),
+            None,
+            2,
+            10,
+            20,
+            "operator",
+        )
+        .unwrap()
+    };
+    let a = store.add_device_directive(&new(0xa)).unwrap();
+    let b = store.add_device_directive(&new(0xb)).unwrap();
+    assert!(b > a && a > 0);
+    let received = |store: &mut Box<dyn Store>, id: i64| {
+        store
+            .device_directives(Some("phones"), None)
+            .unwrap()
+            .into_iter()
+            .find(|d| d.id == id)
+            .unwrap()
+            .received
+    };
+    let first = directed_run(1, 0xa, "phones", Some(a), false);
+    assert_eq!(
+        store.insert_runs(&[first.clone()]).unwrap(),
+        vec![Inserted::Stored]
+    );
+    assert_eq!(received(&mut store, a), 1);
+    // A repeat, another device's run, another group's run and a light
+    // record naming the directive do not count.
+    store
+        .insert_runs(&[
+            first,
+            directed_run(2, 0xb, "phones", Some(a), false),
+            directed_run(3, 0xa, "laptops", Some(a), false),
+            directed_run(4, 0xa, "phones", Some(a), true),
+        ])
+        .unwrap();
+    assert_eq!(received(&mut store, a), 1);
+    assert_eq!(received(&mut store, b), 0);
+    store
+        .insert_runs(&[directed_run(5, 0xa, "phones", Some(a), false)])
+        .unwrap();
+    let listed = backend
+        .open()
+        .device_directives(None, Some(&[0xa; 16]))
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].received, 2);
+    assert!(listed[0].is_fulfilled());
+    assert_eq!(listed[0].program.as_deref(), Some("wget"));
+
+    // Light records are stored like runs, told apart by kind; the
+    // diagnosis reads full runs only.
+    let light = RunFilter {
+        kind: Some(agent_core::Kind::Light),
+        ..RunFilter::default()
+    };
+    let rows = store.runs(&light).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].kind, agent_core::Kind::Light);
+    assert_eq!(rows[0].view().kind, "light");
+    assert_eq!(store.runs(&RunFilter::default()).unwrap().len(), 5);
+    let full = StoreSource
+        .load(&backend.db(), &DiagnoseFilter::default())
+        .unwrap();
+    assert_eq!(full.len(), 4);
+    assert!(full.iter().all(|s| s.kind == agent_core::Kind::Full));
+
+    assert_eq!(
+        store
+            .clear_device_directives("phones", None, Some(a))
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .clear_device_directives("laptops", None, None)
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .clear_device_directives("phones", Some(&[0xb; 16]), None)
+            .unwrap(),
+        1
+    );
+    assert!(store.device_directives(None, None).unwrap().is_empty());
+
+    let report = Report {
+        id: 0,
+        group: "phones".into(),
+        program: "wget".into(),
+        trigger: "slow".into(),
+        status: "diagnosed".into(),
+        detected_unix_ns: 1,
+        created_unix_ns: 2,
+        cluster: "2 slow".into(),
+        devices: vec![ReportDevice {
+            device: [0xa; 16],
+            cluster: "slow".into(),
+            directive: a,
+            runs: 2,
+        }],
+        headline: "if x then good else bad (accuracy 1.00)".into(),
+        text: "text body".into(),
+        json: serde_json::json!({"rules": []}),
+        html: "<!DOCTYPE html>".into(),
+    };
+    let id = store.add_report(&report).unwrap();
+    let second = store.add_report(&report).unwrap();
+    assert!(second > id);
+    let listed = backend.open().reports(Some("phones")).unwrap();
+    assert_eq!(
+        listed.iter().map(|r| r.id).collect::<Vec<_>>(),
+        vec![second, id]
+    );
+    assert_eq!(listed[0].devices, report.devices);
+    assert!(
+        listed[0].text.is_empty() && listed[0].html.is_empty(),
+        "no bodies in the list"
+    );
+    assert!(store.reports(Some("laptops")).unwrap().is_empty());
+    let read = store.report(id).unwrap().unwrap();
+    assert_eq!(read, Report { id, ..report });
+    assert_eq!(store.report(999).unwrap(), None);
 }

@@ -41,6 +41,10 @@ pub struct RunList {
     pub runs: Vec<RunView>,
 }
 
+fn full_kind() -> String {
+    "full".to_string()
+}
+
 /// One run as `GET /v1/runs` lists it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunView {
@@ -48,6 +52,10 @@ pub struct RunView {
     pub id: String,
     /// The group of the token that uploaded it.
     pub group: String,
+    /// `full` (a trace) or `light` (a light record: no syscalls); servers
+    /// before summary format 3 send none: full.
+    #[serde(default = "full_kind")]
+    pub kind: String,
     /// The program fact.
     pub program: String,
     /// Start, ns since the Unix epoch.

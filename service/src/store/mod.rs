@@ -14,7 +14,8 @@ mod sqlite;
 pub use location::{redact_password, Location};
 pub use postgres::PgStore;
 pub use rows::{
-    DeviceFilter, DeviceRow, NewRun, PeerRow, RunFilter, RunRow, StoredRun, SyscallRow,
+    kind_from_name, kind_name, DeviceFilter, DeviceRow, NewRun, PeerRow, RunFilter, RunRow,
+    StoredRun, SyscallRow,
 };
 pub use sqlite::SqliteStore;
 
@@ -22,9 +23,11 @@ pub use sqlite::SqliteStore;
 /// version names one set of tables and columns. A database of an older
 /// version is brought up to it when opened (each backend's `MIGRATIONS`);
 /// a newer one is refused.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 use crate::directive::Directive;
+use crate::proactive::directives::DeviceDirective;
+use crate::proactive::reports::Report;
 
 /// What became of one run handed to [`Store::insert_runs`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +74,32 @@ pub trait Store: Send {
     fn set_directive(&mut self, directive: &Directive) -> Result<(), StoreError>;
     /// Removes the directive of `group`; false when there was none.
     fn clear_directive(&mut self, group: &str) -> Result<bool, StoreError>;
+    /// Stores a per-device directive (its `id` and `received` are
+    /// ignored); returns its new id.
+    fn add_device_directive(&mut self, directive: &DeviceDirective) -> Result<i64, StoreError>;
+    /// The per-device directives of `group` (every group's when `None`),
+    /// of `device` when given, expired and fulfilled ones included, oldest
+    /// first.
+    fn device_directives(
+        &mut self,
+        group: Option<&str>,
+        device: Option<&[u8; 16]>,
+    ) -> Result<Vec<DeviceDirective>, StoreError>;
+    /// Deletes the per-device directives of `group`, only `device`'s when
+    /// given, only directive `id` when given; returns how many.
+    fn clear_device_directives(
+        &mut self,
+        group: &str,
+        device: Option<&[u8; 16]>,
+        id: Option<i64>,
+    ) -> Result<u64, StoreError>;
+    /// Stores a detector report (its `id` is ignored); returns its new id.
+    fn add_report(&mut self, report: &Report) -> Result<i64, StoreError>;
+    /// The reports of `group` (every group's when `None`), newest first,
+    /// without their bodies (`text`, `json`, `html` empty).
+    fn reports(&mut self, group: Option<&str>) -> Result<Vec<Report>, StoreError>;
+    /// One report with its bodies.
+    fn report(&mut self, id: i64) -> Result<Option<Report>, StoreError>;
     /// Prunes one batch of at most `batch` runs received before
     /// `before_unix_ns`, in one short transaction (so that a writer waits
     /// for one batch at most): deletes them with their syscall and peer

@@ -31,11 +31,22 @@ use super::{
     SCHEMA_VERSION,
 };
 use crate::directive::Directive;
+use crate::proactive::directives::DeviceDirective;
+use crate::proactive::reports::Report;
 
 /// Migrations by the version they bring a database to. PostgreSQL support
 /// began at version 2: an empty database gets every step from there.
-const MIGRATIONS: &[(i32, &str)] =
-    &[(2, include_str!("../../migrations/postgres/0002_schema.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (2, include_str!("../../migrations/postgres/0002_schema.sql")),
+    (
+        3,
+        include_str!("../../migrations/postgres/0003_retention.sql"),
+    ),
+    (
+        4,
+        include_str!("../../migrations/postgres/0004_proactive.sql"),
+    ),
+];
 
 /// Key of the advisory lock that serialises instances migrating at once.
 const MIGRATION_LOCK: i64 = 0x6564_6765_5f73_7663;
@@ -45,7 +56,14 @@ const TRANSACTION_ATTEMPTS: u32 = 5;
 
 const RUN_COLUMNS: &str = "id, group_name, program, start_unix_ns, duration_ns, exit_kind, \
     exit_value, arch, processes, threads, events, window_index, spool_dropped, truncated, \
-    facts, received_unix_ns, device, stream, window_ns, cpu_user_ns, cpu_system_ns, in_flight";
+    facts, received_unix_ns, device, stream, window_ns, cpu_user_ns, cpu_system_ns, in_flight, \
+    kind";
+
+const DIRECTIVE_COLUMNS: &str = "id, group_name, device, program, match_text, runs, received, \
+    created_unix_ns, expires_unix_ns, issuer";
+
+const REPORT_SUMMARY_COLUMNS: &str = "id, group_name, program, trigger_kind, status, \
+    detected_unix_ns, created_unix_ns, cluster, devices, headline";
 
 const DEVICE_COLUMNS: &str = "device, group_name, first_seen_unix_ns, last_seen_unix_ns, \
     last_start_unix_ns, last_program, facts, runs, windows";
@@ -217,6 +235,10 @@ impl PgStore {
             texts.push(p.clone());
             text_conditions.push("program".into());
         }
+        if let Some(kind) = filter.kind {
+            texts.push(super::kind_name(kind).to_string());
+            text_conditions.push("kind".into());
+        }
         for (column, id) in [("device", &filter.device), ("stream", &filter.stream)] {
             match id {
                 // All zero: the runs that carry no such id (stored as NULL).
@@ -261,6 +283,7 @@ impl PgStore {
             syscalls: self.statement(INSERT_SYSCALLS)?,
             peers: self.statement(INSERT_PEERS)?,
             devices: self.statement(UPSERT_DEVICES)?,
+            directives: self.statement(COUNT_DIRECTIVES)?,
         })
     }
 
@@ -324,6 +347,10 @@ impl PgStore {
             )?;
             let groups: HashMap<String, String> =
                 groups.iter().map(|r| (r.get(0), r.get(1))).collect();
+            let counts = DirectiveCounts::of(runs, &batch.order, &seqs);
+            if !counts.ids.is_empty() {
+                tx.execute(&statements.directives, &counts.args()).await?;
+            }
             tx.commit().await?;
             Ok(batch.outcomes(runs, &seqs, &groups))
         })
@@ -337,6 +364,7 @@ struct InsertStatements {
     syscalls: Statement,
     peers: Statement,
     devices: Statement,
+    directives: Statement,
 }
 
 /// A batch's runs, first copy of each id, in id order; the ids inserted
@@ -344,12 +372,20 @@ struct InsertStatements {
 const INSERT_RUNS: &str = "INSERT INTO runs (id, group_name, program, start_unix_ns, \
     duration_ns, exit_kind, exit_value, arch, processes, threads, events, window_index, \
     spool_dropped, truncated, facts, received_unix_ns, raw, device, stream, window_ns, \
-    cpu_user_ns, cpu_system_ns, in_flight, peers_folded) \
+    cpu_user_ns, cpu_system_ns, in_flight, peers_folded, kind) \
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], \
     $6::text[], $7::int4[], $8::text[], $9::int8[], $10::int8[], $11::int8[], $12::int8[], \
     $13::int8[], $14::bool[], $15::text[], $16::int8[], $17::bytea[], $18::text[], $19::text[], \
-    $20::int8[], $21::int8[], $22::int8[], $23::int8[], $24::int8[]) \
+    $20::int8[], $21::int8[], $22::int8[], $23::int8[], $24::int8[], $25::text[]) \
     ON CONFLICT (id) DO NOTHING RETURNING id, seq";
+
+/// A full run traced for a directive counts towards it (only the device it
+/// was issued to, in its group, can fulfil it). The ids come in id order,
+/// so two instances lock the directives' rows in one order.
+const COUNT_DIRECTIVES: &str = "UPDATE device_directives d SET received = d.received + u.n \
+    FROM (SELECT id, group_name, device, count(*) AS n FROM unnest($1::int8[], $2::text[], \
+    $3::text[]) AS t (id, group_name, device) GROUP BY id, group_name, device ORDER BY id) u \
+    WHERE d.id = u.id AND d.group_name = u.group_name AND d.device = u.device";
 
 const INSERT_SYSCALLS: &str = "INSERT INTO syscalls (run, syscall, fd_kind, count, errors, \
     total_ns, min_ns, max_ns, mean_ns, consecutive, gap_mean_ns, result_mean, param_mean) \
@@ -556,6 +592,7 @@ struct RunColumns {
     cpu_system: Vec<Option<i64>>,
     in_flight: Vec<i64>,
     peers_folded: Vec<i64>,
+    kind: Vec<&'static str>,
 }
 
 impl RunColumns {
@@ -587,11 +624,12 @@ impl RunColumns {
             c.cpu_system.push(run.cpu.map(|t| sql_int(t.system_ns)));
             c.in_flight.push(i64::from(run.in_flight));
             c.peers_folded.push(i64::from(run.peers_folded));
+            c.kind.push(super::kind_name(run.kind));
         }
         c
     }
 
-    fn args(&self) -> [&(dyn ToSql + Sync); 24] {
+    fn args(&self) -> [&(dyn ToSql + Sync); 25] {
         [
             &self.id,
             &self.group,
@@ -617,7 +655,37 @@ impl RunColumns {
             &self.cpu_system,
             &self.in_flight,
             &self.peers_folded,
+            &self.kind,
         ]
+    }
+}
+
+/// The directives the runs inserted were traced for, one array per
+/// column of [`COUNT_DIRECTIVES`].
+#[derive(Default)]
+struct DirectiveCounts {
+    ids: Vec<i64>,
+    groups: Vec<String>,
+    devices: Vec<String>,
+}
+
+impl DirectiveCounts {
+    fn of(runs: &[NewRun], order: &[usize], seqs: &HashMap<String, i64>) -> DirectiveCounts {
+        let mut c = DirectiveCounts::default();
+        for run in order.iter().map(|&i| &runs[i]) {
+            if let (Some(id), Some(device)) = (run.directive, &run.device) {
+                if seqs.contains_key(&summary_view::id_hex(&run.id)) {
+                    c.ids.push(id);
+                    c.groups.push(run.group.clone());
+                    c.devices.push(summary_view::id_hex(device));
+                }
+            }
+        }
+        c
+    }
+
+    fn args(&self) -> [&(dyn ToSql + Sync); 3] {
+        [&self.ids, &self.groups, &self.devices]
     }
 }
 
@@ -916,6 +984,46 @@ fn run_row(row: &Row) -> Result<RunRow, StoreError> {
         cpu_user_ns: get_opt(19)?.map(unsigned),
         cpu_system_ns: get_opt(20)?.map(unsigned),
         in_flight: small(get_i64(21)?),
+        kind: super::kind_from_name(&text(22)?),
+    })
+}
+
+fn device_directive_row(row: &Row) -> Result<DeviceDirective, StoreError> {
+    let get_i64 = |i: usize| row.try_get::<_, i64>(i).map_err(pg_error);
+    Ok(DeviceDirective {
+        id: get_i64(0)?,
+        group: row.try_get(1).map_err(pg_error)?,
+        device: id_column(row, 2)?,
+        program: row.try_get(3).map_err(pg_error)?,
+        match_text: row.try_get(4).map_err(pg_error)?,
+        runs: small(get_i64(5)?),
+        received: small(get_i64(6)?),
+        created_unix_ns: unsigned(get_i64(7)?),
+        expires_unix_ns: unsigned(get_i64(8)?),
+        issuer: row.try_get(9).map_err(pg_error)?,
+    })
+}
+
+/// A report without its bodies (the first [`REPORT_SUMMARY_COLUMNS`]).
+fn report_row(row: &Row) -> Result<Report, StoreError> {
+    let get_i64 = |i: usize| row.try_get::<_, i64>(i).map_err(pg_error);
+    let text = |i: usize| row.try_get::<_, String>(i).map_err(pg_error);
+    Ok(Report {
+        id: get_i64(0)?,
+        group: text(1)?,
+        program: text(2)?,
+        trigger: text(3)?,
+        status: text(4)?,
+        detected_unix_ns: unsigned(get_i64(5)?),
+        created_unix_ns: unsigned(get_i64(6)?),
+        cluster: text(7)?,
+        devices: Report::devices_from_json(
+            &serde_json::from_str(&text(8)?).unwrap_or(serde_json::Value::Null),
+        ),
+        headline: text(9)?,
+        text: String::new(),
+        json: serde_json::Value::Null,
+        html: String::new(),
     })
 }
 
@@ -1100,5 +1208,116 @@ impl Store for PgStore {
             "DELETE FROM devices WHERE last_seen_unix_ns < $1",
             &[&sql_int(before_unix_ns)],
         )
+    }
+
+    fn add_device_directive(&mut self, d: &DeviceDirective) -> Result<i64, StoreError> {
+        let row = self.query_one(
+            "INSERT INTO device_directives (group_name, device, program, match_text, runs, \
+             created_unix_ns, expires_unix_ns, issuer) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+            &[
+                &d.group,
+                &summary_view::id_hex(&d.device),
+                &d.program,
+                &d.match_text,
+                &i64::from(d.runs),
+                &sql_int(d.created_unix_ns),
+                &sql_int(d.expires_unix_ns),
+                &d.issuer,
+            ],
+        )?;
+        row.try_get(0).map_err(pg_error)
+    }
+
+    fn device_directives(
+        &mut self,
+        group: Option<&str>,
+        device: Option<&[u8; 16]>,
+    ) -> Result<Vec<DeviceDirective>, StoreError> {
+        let device = device.map(summary_view::id_hex);
+        // A NULL parameter matches every row of its column.
+        self.query(
+            &format!(
+                "SELECT {DIRECTIVE_COLUMNS} FROM device_directives \
+                 WHERE ($1::text IS NULL OR group_name = $1) \
+                 AND ($2::text IS NULL OR device = $2) ORDER BY id"
+            ),
+            &[&group, &device],
+        )?
+        .iter()
+        .map(device_directive_row)
+        .collect()
+    }
+
+    fn clear_device_directives(
+        &mut self,
+        group: &str,
+        device: Option<&[u8; 16]>,
+        id: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        let device = device.map(summary_view::id_hex);
+        self.execute(
+            "DELETE FROM device_directives WHERE group_name = $1 \
+             AND ($2::text IS NULL OR device = $2) AND ($3::int8 IS NULL OR id = $3)",
+            &[&group, &device, &id],
+        )
+    }
+
+    fn add_report(&mut self, r: &Report) -> Result<i64, StoreError> {
+        let row = self.query_one(
+            "INSERT INTO reports (group_name, program, trigger_kind, status, \
+             detected_unix_ns, created_unix_ns, cluster, devices, headline, text_body, \
+             json_body, html_body) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
+            &[
+                &r.group,
+                &r.program,
+                &r.trigger,
+                &r.status,
+                &sql_int(r.detected_unix_ns),
+                &sql_int(r.created_unix_ns),
+                &r.cluster,
+                &r.devices_json().to_string(),
+                &r.headline,
+                &r.text,
+                &r.json.to_string(),
+                &r.html,
+            ],
+        )?;
+        row.try_get(0).map_err(pg_error)
+    }
+
+    fn reports(&mut self, group: Option<&str>) -> Result<Vec<Report>, StoreError> {
+        self.query(
+            &format!(
+                "SELECT {REPORT_SUMMARY_COLUMNS} FROM reports \
+                 WHERE ($1::text IS NULL OR group_name = $1) ORDER BY id DESC"
+            ),
+            &[&group],
+        )?
+        .iter()
+        .map(report_row)
+        .collect()
+    }
+
+    fn report(&mut self, id: i64) -> Result<Option<Report>, StoreError> {
+        self.query(
+            &format!(
+                "SELECT {REPORT_SUMMARY_COLUMNS}, text_body, json_body, html_body \
+                 FROM reports WHERE id = $1"
+            ),
+            &[&id],
+        )?
+        .first()
+        .map(|row| {
+            let text = |i: usize| row.try_get::<_, String>(i).map_err(pg_error);
+            Ok(Report {
+                text: text(10)?,
+                json: serde_json::from_str(&text(11)?).unwrap_or(serde_json::Value::Null),
+                html: text(12)?,
+                ..report_row(row)?
+            })
+        })
+        .transpose()
     }
 }

@@ -1,6 +1,6 @@
 //! The shapes runs take on their way into and out of a store.
 
-use agent_core::{CpuTime, Exit, Summary};
+use agent_core::{CpuTime, Exit, Kind, Summary};
 use serde_json::Value;
 
 /// A decoded, validated summary ready to be written: the columns of its run
@@ -10,6 +10,8 @@ use serde_json::Value;
 pub struct NewRun {
     pub id: [u8; 16],
     pub group: String,
+    /// A full trace or a light record.
+    pub kind: Kind,
     pub program: String,
     pub start_unix_ns: u64,
     pub duration_ns: u64,
@@ -41,6 +43,9 @@ pub struct NewRun {
     pub peers: Vec<PeerRow>,
     /// How many peers the summary folded into its rest.
     pub peers_folded: u32,
+    /// The per-device directive this full run was traced for (its
+    /// `directive` fact); counted towards the directive's fulfilment.
+    pub directive: Option<i64>,
 }
 
 /// One socket peer of a run, as the `peers` table holds it.
@@ -91,6 +96,7 @@ impl NewRun {
         NewRun {
             id: summary.id,
             group: group.to_string(),
+            kind: summary.kind,
             program: summary.facts.program.to_string(),
             start_unix_ns: r.start_unix_ns,
             duration_ns: r.duration_ns,
@@ -146,6 +152,11 @@ impl NewRun {
                 })
                 .collect(),
             peers_folded: summary.peers.rest.peers,
+            // Light records are never traced for a directive.
+            directive: match summary.kind {
+                Kind::Full => crate::proactive::directives::directive_of(&summary.facts),
+                Kind::Light => None,
+            },
         }
     }
 }
@@ -162,8 +173,28 @@ pub struct RunFilter {
     pub device: Option<[u8; 16]>,
     /// Only this stream's windows; all zero: only runs without a stream id.
     pub stream: Option<[u8; 16]>,
+    /// Only full traces or only light records; `None`: both.
+    pub kind: Option<Kind>,
     /// At most this many (the oldest first); `None`: all.
     pub limit: Option<u64>,
+}
+
+/// The `kind` column's text.
+pub fn kind_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Full => "full",
+        Kind::Light => "light",
+    }
+}
+
+/// The kind a `kind` column's text names (anything else: full, the only
+/// kind before schema version 4).
+pub fn kind_from_name(text: &str) -> Kind {
+    if text == "light" {
+        Kind::Light
+    } else {
+        Kind::Full
+    }
 }
 
 /// Which devices `GET /v1/devices` lists.
@@ -211,6 +242,7 @@ impl DeviceRow {
 pub struct RunRow {
     pub id: [u8; 16],
     pub group: String,
+    pub kind: Kind,
     pub program: String,
     pub start_unix_ns: u64,
     pub duration_ns: u64,
@@ -238,6 +270,7 @@ impl RunRow {
         wire::RunView {
             id: summary_view::id_hex(&self.id),
             group: self.group.clone(),
+            kind: kind_name(self.kind).to_string(),
             program: self.program.clone(),
             start_unix_ns: self.start_unix_ns,
             duration_ns: self.duration_ns,

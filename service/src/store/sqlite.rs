@@ -18,6 +18,8 @@ use super::{
     SCHEMA_VERSION,
 };
 use crate::directive::Directive;
+use crate::proactive::directives::DeviceDirective;
+use crate::proactive::reports::Report;
 
 /// WAL size beyond which housekeeping forces the WAL back to zero (only
 /// reached when the writer's own checkpoints keep failing).
@@ -129,12 +131,58 @@ const MIGRATE_TO_3: &str = "
 CREATE INDEX runs_by_received ON runs (received_unix_ns);
 ";
 
+/// Version 4 (summary format 3, the proactive loop): each run's kind
+/// (light records are stored like runs, and the detector reads them by
+/// kind and start), per-device directives with their fulfilment count, and
+/// the detector's reports. Ids are AUTOINCREMENT: a deleted directive's id
+/// is never given again, since devices count their traced runs by id.
+const MIGRATE_TO_4: &str = "
+ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'full';     -- full | light
+CREATE INDEX runs_by_kind ON runs (kind, start_unix_ns);
+CREATE TABLE device_directives (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    group_name      TEXT NOT NULL,
+    device          TEXT NOT NULL,          -- 32 hex digits
+    program         TEXT,                   -- NULL: any program
+    match_text      TEXT,                   -- NULL: any command line
+    runs            INTEGER NOT NULL,       -- full runs asked for
+    received        INTEGER NOT NULL DEFAULT 0, -- full runs received with directive=<id>
+    created_unix_ns INTEGER NOT NULL,
+    expires_unix_ns INTEGER NOT NULL,
+    issuer          TEXT NOT NULL           -- operator | detector
+);
+CREATE INDEX device_directives_by_device ON device_directives (group_name, device);
+CREATE TABLE reports (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    group_name       TEXT NOT NULL,
+    program          TEXT NOT NULL,
+    trigger_kind     TEXT NOT NULL,         -- slow | failing
+    status           TEXT NOT NULL,         -- diagnosed | failed
+    detected_unix_ns INTEGER NOT NULL,
+    created_unix_ns  INTEGER NOT NULL,
+    cluster          TEXT NOT NULL,         -- the cluster in words
+    devices          TEXT NOT NULL,         -- JSON: the devices traced
+    headline         TEXT NOT NULL,
+    text_body        TEXT NOT NULL,
+    json_body        TEXT NOT NULL,         -- JSON (null when failed)
+    html_body        TEXT NOT NULL
+);
+CREATE INDEX reports_by_group ON reports (group_name, created_unix_ns);
+";
+
 /// `MIGRATIONS[i]` takes a file from version `i + 1` to `i + 2`.
-const MIGRATIONS: &[&str] = &[MIGRATE_TO_2, MIGRATE_TO_3];
+const MIGRATIONS: &[&str] = &[MIGRATE_TO_2, MIGRATE_TO_3, MIGRATE_TO_4];
 
 const RUN_COLUMNS: &str = "id, group_name, program, start_unix_ns, duration_ns, exit_kind, \
     exit_value, arch, processes, threads, events, window_index, spool_dropped, truncated, \
-    facts, received_unix_ns, device, stream, window_ns, cpu_user_ns, cpu_system_ns, in_flight";
+    facts, received_unix_ns, device, stream, window_ns, cpu_user_ns, cpu_system_ns, in_flight, \
+    kind";
+
+const DIRECTIVE_COLUMNS: &str = "id, group_name, device, program, match_text, runs, received, \
+    created_unix_ns, expires_unix_ns, issuer";
+
+const REPORT_SUMMARY_COLUMNS: &str = "id, group_name, program, trigger_kind, status, \
+    detected_unix_ns, created_unix_ns, cluster, devices, headline";
 
 const DEVICE_COLUMNS: &str = "device, group_name, first_seen_unix_ns, last_seen_unix_ns, \
     last_start_unix_ns, last_program, facts, runs, windows";
@@ -227,9 +275,9 @@ impl SqliteStore {
                 "INSERT INTO runs (id, group_name, program, start_unix_ns, duration_ns, exit_kind, \
                  exit_value, arch, processes, threads, events, window_index, spool_dropped, \
                  truncated, facts, received_unix_ns, raw, device, stream, window_ns, \
-                 cpu_user_ns, cpu_system_ns, in_flight, peers_folded) \
+                 cpu_user_ns, cpu_system_ns, in_flight, peers_folded, kind) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, \
-                 ?18, ?19, ?20, ?21, ?22, ?23, ?24) \
+                 ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25) \
                  ON CONFLICT (id) DO NOTHING",
             )?;
             let mut insert_peer = tx.prepare_cached(
@@ -254,6 +302,12 @@ impl SqliteStore {
                  runs = runs + excluded.runs, windows = windows + excluded.windows",
             )?;
             let mut group_of = tx.prepare_cached("SELECT group_name FROM runs WHERE id = ?1")?;
+            // A full run traced for a directive counts towards it (only the
+            // device it was issued to, in its group, can fulfil it).
+            let mut count_directive = tx.prepare_cached(
+                "UPDATE device_directives SET received = received + 1 \
+                 WHERE id = ?1 AND group_name = ?2 AND device = ?3",
+            )?;
             let mut insert_syscall = tx.prepare_cached(
                 "INSERT INTO syscalls (run, syscall, fd_kind, count, errors, total_ns, min_ns, \
                  max_ns, mean_ns, consecutive, gap_mean_ns, result_mean, param_mean) \
@@ -287,6 +341,7 @@ impl SqliteStore {
                     run.cpu.map(|c| sql_int(c.system_ns)),
                     run.in_flight,
                     run.peers_folded,
+                    super::kind_name(run.kind),
                 ])?;
                 if changed == 0 {
                     let group: String = group_of.query_row([&id], |r| r.get(0))?;
@@ -328,6 +383,13 @@ impl SqliteStore {
                         p.last_syscall,
                         p.last_result,
                         p.last_end_unix_ns.map(sql_int),
+                    ])?;
+                }
+                if let (Some(directive), Some(device)) = (run.directive, &run.device) {
+                    count_directive.execute(params![
+                        directive,
+                        run.group,
+                        summary_view::id_hex(device)
                     ])?;
                 }
                 if let Some(device) = &run.device {
@@ -424,6 +486,10 @@ impl SqliteStore {
                 }
                 None => {}
             }
+        }
+        if let Some(kind) = filter.kind {
+            args.push(super::kind_name(kind).to_string().into());
+            sql.push_str(&format!(" AND kind = ?{}", args.len()));
         }
         sql.push_str(" ORDER BY start_unix_ns, seq");
         if let Some(n) = filter.limit {
@@ -522,6 +588,44 @@ fn run_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
         cpu_user_ns: row.get::<_, Option<i64>>(19)?.map(|v| v.max(0) as u64),
         cpu_system_ns: row.get::<_, Option<i64>>(20)?.map(|v| v.max(0) as u64),
         in_flight: row.get(21)?,
+        kind: super::kind_from_name(&row.get::<_, String>(22)?),
+    })
+}
+
+fn device_directive_row(row: &Row<'_>) -> rusqlite::Result<DeviceDirective> {
+    Ok(DeviceDirective {
+        id: row.get(0)?,
+        group: row.get(1)?,
+        device: id_column(row, 2)?,
+        program: row.get(3)?,
+        match_text: row.get(4)?,
+        runs: row.get(5)?,
+        received: row.get(6)?,
+        created_unix_ns: row.get::<_, i64>(7)?.max(0) as u64,
+        expires_unix_ns: row.get::<_, i64>(8)?.max(0) as u64,
+        issuer: row.get(9)?,
+    })
+}
+
+/// A report without its bodies (the first [`REPORT_SUMMARY_COLUMNS`]).
+fn report_row(row: &Row<'_>) -> rusqlite::Result<Report> {
+    let devices: String = row.get(8)?;
+    Ok(Report {
+        id: row.get(0)?,
+        group: row.get(1)?,
+        program: row.get(2)?,
+        trigger: row.get(3)?,
+        status: row.get(4)?,
+        detected_unix_ns: row.get::<_, i64>(5)?.max(0) as u64,
+        created_unix_ns: row.get::<_, i64>(6)?.max(0) as u64,
+        cluster: row.get(7)?,
+        devices: Report::devices_from_json(
+            &serde_json::from_str(&devices).unwrap_or(serde_json::Value::Null),
+        ),
+        headline: row.get(9)?,
+        text: String::new(),
+        json: serde_json::Value::Null,
+        html: String::new(),
     })
 }
 
@@ -696,6 +800,144 @@ impl Store for SqliteStore {
                 [sql_int(before_unix_ns)],
             )
             .map(|n| n as u64)
+            .map_err(store_error)
+    }
+
+    fn add_device_directive(&mut self, d: &DeviceDirective) -> Result<i64, StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO device_directives (group_name, device, program, match_text, runs, \
+                 created_unix_ns, expires_unix_ns, issuer) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    d.group,
+                    summary_view::id_hex(&d.device),
+                    d.program,
+                    d.match_text,
+                    d.runs,
+                    sql_int(d.created_unix_ns),
+                    sql_int(d.expires_unix_ns),
+                    d.issuer,
+                ],
+            )
+            .map(|_| self.conn.last_insert_rowid())
+            .map_err(store_error)
+    }
+
+    fn device_directives(
+        &mut self,
+        group: Option<&str>,
+        device: Option<&[u8; 16]>,
+    ) -> Result<Vec<DeviceDirective>, StoreError> {
+        let mut sql = format!("SELECT {DIRECTIVE_COLUMNS} FROM device_directives WHERE 1 = 1");
+        let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        if let Some(g) = group {
+            args.push(g.to_string().into());
+            sql.push_str(&format!(" AND group_name = ?{}", args.len()));
+        }
+        if let Some(d) = device {
+            args.push(summary_view::id_hex(d).into());
+            sql.push_str(&format!(" AND device = ?{}", args.len()));
+        }
+        sql.push_str(" ORDER BY id");
+        self.conn
+            .prepare_cached(&sql)
+            .and_then(|mut stmt| {
+                stmt.query_map(rusqlite::params_from_iter(args), device_directive_row)?
+                    .collect()
+            })
+            .map_err(store_error)
+    }
+
+    fn clear_device_directives(
+        &mut self,
+        group: &str,
+        device: Option<&[u8; 16]>,
+        id: Option<i64>,
+    ) -> Result<u64, StoreError> {
+        let mut sql = "DELETE FROM device_directives WHERE group_name = ?1".to_string();
+        let mut args: Vec<rusqlite::types::Value> = vec![group.to_string().into()];
+        if let Some(d) = device {
+            args.push(summary_view::id_hex(d).into());
+            sql.push_str(&format!(" AND device = ?{}", args.len()));
+        }
+        if let Some(id) = id {
+            args.push(id.into());
+            sql.push_str(&format!(" AND id = ?{}", args.len()));
+        }
+        self.conn
+            .execute(&sql, rusqlite::params_from_iter(args))
+            .map(|n| n as u64)
+            .map_err(store_error)
+    }
+
+    fn add_report(&mut self, r: &Report) -> Result<i64, StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO reports (group_name, program, trigger_kind, status, \
+                 detected_unix_ns, created_unix_ns, cluster, devices, headline, text_body, \
+                 json_body, html_body) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                params![
+                    r.group,
+                    r.program,
+                    r.trigger,
+                    r.status,
+                    sql_int(r.detected_unix_ns),
+                    sql_int(r.created_unix_ns),
+                    r.cluster,
+                    r.devices_json().to_string(),
+                    r.headline,
+                    r.text,
+                    r.json.to_string(),
+                    r.html,
+                ],
+            )
+            .map(|_| self.conn.last_insert_rowid())
+            .map_err(store_error)
+    }
+
+    fn reports(&mut self, group: Option<&str>) -> Result<Vec<Report>, StoreError> {
+        let (sql, args): (String, Vec<String>) = match group {
+            Some(g) => (
+                format!(
+                    "SELECT {REPORT_SUMMARY_COLUMNS} FROM reports WHERE group_name = ?1 \
+                     ORDER BY id DESC"
+                ),
+                vec![g.to_string()],
+            ),
+            None => (
+                format!("SELECT {REPORT_SUMMARY_COLUMNS} FROM reports ORDER BY id DESC"),
+                Vec::new(),
+            ),
+        };
+        self.conn
+            .prepare_cached(&sql)
+            .and_then(|mut stmt| {
+                stmt.query_map(rusqlite::params_from_iter(args), report_row)?
+                    .collect()
+            })
+            .map_err(store_error)
+    }
+
+    fn report(&mut self, id: i64) -> Result<Option<Report>, StoreError> {
+        self.conn
+            .prepare_cached(&format!(
+                "SELECT {REPORT_SUMMARY_COLUMNS}, text_body, json_body, html_body \
+                 FROM reports WHERE id = ?1"
+            ))
+            .and_then(|mut s| {
+                s.query_row([id], |row| {
+                    let json: String = row.get(11)?;
+                    Ok(Report {
+                        text: row.get(10)?,
+                        json: serde_json::from_str(&json).unwrap_or(serde_json::Value::Null),
+                        html: row.get(12)?,
+                        ..report_row(row)?
+                    })
+                })
+                .optional()
+            })
             .map_err(store_error)
     }
 }

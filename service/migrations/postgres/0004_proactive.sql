@@ -1,0 +1,38 @@
+-- edge-service schema version 4 (summary format 3, the proactive loop): each
+-- run's kind (light records are stored like runs; the detector reads them by
+-- kind and start), per-device directives with their fulfilment count, and
+-- the detector's reports. The same as an SQLite file of version 4.
+ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'full';   -- full | light
+CREATE INDEX runs_by_kind ON runs (kind, start_unix_ns);
+CREATE TABLE device_directives (
+    id              BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    group_name      TEXT NOT NULL,
+    device          TEXT COLLATE "C" NOT NULL,  -- 32 hex digits
+    program         TEXT,                       -- NULL: any program
+    match_text      TEXT,                       -- NULL: any command line
+    runs            BIGINT NOT NULL,            -- full runs asked for
+    received        BIGINT NOT NULL DEFAULT 0,  -- full runs received with directive=<id>
+    created_unix_ns BIGINT NOT NULL,
+    expires_unix_ns BIGINT NOT NULL,
+    issuer          TEXT NOT NULL               -- operator | detector
+);
+CREATE INDEX device_directives_by_device ON device_directives (group_name, device);
+CREATE TABLE reports (
+    id               BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    group_name       TEXT NOT NULL,
+    program          TEXT NOT NULL,
+    trigger_kind     TEXT NOT NULL,             -- slow | failing
+    status           TEXT NOT NULL,             -- diagnosed | failed
+    detected_unix_ns BIGINT NOT NULL,
+    created_unix_ns  BIGINT NOT NULL,
+    cluster          TEXT NOT NULL,             -- the cluster in words
+    devices          TEXT NOT NULL,             -- JSON: the devices traced
+    headline         TEXT NOT NULL,
+    text_body        TEXT NOT NULL,
+    json_body        TEXT NOT NULL,             -- JSON (null when failed)
+    html_body        TEXT NOT NULL
+);
+CREATE INDEX reports_by_group ON reports (group_name, created_unix_ns);
+-- Version 3's index: builds before this one recorded version 3 without
+-- applying 0003_retention.sql, so it is made here when missing.
+CREATE INDEX IF NOT EXISTS runs_by_received ON runs (received_unix_ns);

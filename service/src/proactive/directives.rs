@@ -1,0 +1,191 @@
+//! Per-device directives: "trace the next N runs of program P matching
+//! TEXT on this device, fully, until T". Set by the operator
+//! (`edge-service directive device`) or by the detector; fetched by the
+//! device with `GET /v1/directives?device=`; counted fulfilled at ingest
+//! when `runs` full summaries from that device carry the fact
+//! `directive=<id>`.
+
+use anyhow::bail;
+use serde_json::{json, Value};
+
+/// The free fact a fully traced run carries to say which directive asked
+/// for it (its value: the directive's id in decimal).
+pub const DIRECTIVE_FACT: &str = "directive";
+
+/// Most runs one directive may ask for (a directive is a short burst of
+/// heavy tracing, not a way to trace a device for good).
+pub const MAX_RUNS: u32 = 1000;
+
+/// One per-device directive as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceDirective {
+    /// Its id (the store's, from 1); 0 before it is stored.
+    pub id: i64,
+    pub group: String,
+    pub device: [u8; 16],
+    /// Only runs of this program (the `program` fact); `None`: any.
+    pub program: Option<String>,
+    /// Only runs whose command line contains this text; `None`: any.
+    pub match_text: Option<String>,
+    /// Full runs asked for.
+    pub runs: u32,
+    pub expires_unix_ns: u64,
+    pub created_unix_ns: u64,
+    /// Full runs received so far carrying `directive=<id>` from the device.
+    pub received: u32,
+    /// Who issued it: `operator` or `detector`.
+    pub issuer: String,
+}
+
+impl DeviceDirective {
+    /// Builds a directive from the operator's (or the detector's) words,
+    /// validating each.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        group: &str,
+        device: [u8; 16],
+        program: Option<&str>,
+        match_text: Option<&str>,
+        runs: u32,
+        created_unix_ns: u64,
+        expires_unix_ns: u64,
+        issuer: &str,
+    ) -> anyhow::Result<DeviceDirective> {
+        if !crate::tokens::valid_group(group) {
+            bail!(
+                "group `{group}` cannot be named by any token: {}",
+                crate::tokens::GROUP_RULE
+            );
+        }
+        if device == [0; 16] {
+            bail!("--device must be a device id (32 hex digits, not all zero)");
+        }
+        for (name, text) in [("--program", program), ("--match", match_text)] {
+            if let Some(t) = text {
+                if t.is_empty() || t.chars().any(char::is_control) {
+                    bail!("{name} must be non-empty text without control characters");
+                }
+            }
+        }
+        if runs == 0 || runs > MAX_RUNS {
+            bail!("--runs must be 1..={MAX_RUNS}");
+        }
+        if expires_unix_ns <= created_unix_ns {
+            bail!("--expires must be in the future");
+        }
+        Ok(DeviceDirective {
+            id: 0,
+            group: group.to_string(),
+            device,
+            program: program.map(str::to_string),
+            match_text: match_text.map(str::to_string),
+            runs,
+            expires_unix_ns,
+            created_unix_ns,
+            received: 0,
+            issuer: issuer.to_string(),
+        })
+    }
+
+    /// Whether the device should still act on it at `now`: not expired and
+    /// not yet fulfilled.
+    pub fn is_active(&self, now_unix_ns: u64) -> bool {
+        now_unix_ns < self.expires_unix_ns && !self.is_fulfilled()
+    }
+
+    /// Whether every run asked for has been received.
+    pub fn is_fulfilled(&self) -> bool {
+        self.received >= self.runs
+    }
+
+    /// One entry of `device_directives` in `GET /v1/directives` (the
+    /// contract between service and agent; `docs/service.md`).
+    pub fn device_view(&self) -> Value {
+        json!({
+            "id": self.id.to_string(),
+            "program": self.program,
+            "match": self.match_text,
+            "runs": self.runs,
+            "expires_unix_ns": self.expires_unix_ns,
+        })
+    }
+
+    /// The operator's view (`directive device-list`): everything stored.
+    pub fn full_view(&self) -> Value {
+        json!({
+            "id": self.id.to_string(),
+            "group": self.group,
+            "device": summary_view::id_hex(&self.device),
+            "program": self.program,
+            "match": self.match_text,
+            "runs": self.runs,
+            "received": self.received,
+            "created_unix_ns": self.created_unix_ns,
+            "expires_unix_ns": self.expires_unix_ns,
+            "issuer": self.issuer,
+        })
+    }
+}
+
+/// The directive a summary says it was traced for: its `directive` fact,
+/// when that is a decimal id.
+pub fn directive_of(facts: &agent_core::Facts) -> Option<i64> {
+    let text = facts.get(DIRECTIVE_FACT)?;
+    text.parse::<i64>().ok().filter(|id| *id > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validates_and_reports_activity() {
+        let d =
+            DeviceDirective::new("g", [7; 16], Some("wget"), None, 2, 10, 20, "operator").unwrap();
+        assert!(d.is_active(15));
+        assert!(!d.is_active(20), "expired at its expiry");
+        let done = DeviceDirective {
+            received: 2,
+            ..d.clone()
+        };
+        assert!(!done.is_active(15), "fulfilled");
+        assert_eq!(d.device_view()["program"], "wget");
+        assert_eq!(d.device_view()["match"], Value::Null);
+        let err = |r: anyhow::Result<DeviceDirective>| format!("{:#}", r.unwrap_err());
+        assert!(
+            err(DeviceDirective::new("g", [0; 16], None, None, 1, 1, 2, "o")).contains("device")
+        );
+        assert!(
+            err(DeviceDirective::new("g", [1; 16], None, None, 0, 1, 2, "o")).contains("--runs")
+        );
+        assert!(
+            err(DeviceDirective::new("g", [1; 16], None, None, 1, 2, 2, "o")).contains("future")
+        );
+        assert!(err(DeviceDirective::new(
+            "a b", [1; 16], None, None, 1, 1, 2, "o"
+        ))
+        .contains("group"));
+        assert!(err(DeviceDirective::new(
+            "g",
+            [1; 16],
+            Some(""),
+            None,
+            1,
+            1,
+            2,
+            "o"
+        ))
+        .contains("--program"));
+    }
+
+    #[test]
+    fn the_directive_fact_is_a_positive_decimal_id() {
+        let mut facts = agent_core::Facts::new();
+        assert_eq!(directive_of(&facts), None);
+        facts.add(DIRECTIVE_FACT, "42").unwrap();
+        assert_eq!(directive_of(&facts), Some(42));
+        let mut bad = agent_core::Facts::new();
+        bad.add(DIRECTIVE_FACT, "0x2a").unwrap();
+        assert_eq!(directive_of(&bad), None);
+    }
+}
