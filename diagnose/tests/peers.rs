@@ -65,12 +65,18 @@ fn slow_disk(device: usize) -> Fault {
     }
 }
 
-/// The (device index, method, cause, metric) of each finding.
-fn summary(d: &PeerDiagnosis) -> Vec<(usize, Method, &'static str, String)> {
+/// The (device's index in the spec, method, cause, metric) of each
+/// finding, the device told by its id.
+fn summary(spec: &FleetSpec, d: &PeerDiagnosis) -> Vec<(usize, Method, &'static str, String)> {
+    let index = |f: &diagnose::peers::Finding| {
+        (0..spec.devices)
+            .find(|i| spec.device_id(*i) == d.devices[f.device].id)
+            .expect("a finding names a device of the spec")
+    };
     let mut v: Vec<_> = d
         .findings
         .iter()
-        .map(|f| (f.device, f.method, f.cause.name(), f.metric.clone()))
+        .map(|f| (index(f), f.method, f.cause.name(), f.metric.clone()))
         .collect();
     v.sort_by(|a, b| (a.0, a.1, &a.3).cmp(&(b.0, b.1, &b.3)));
     v
@@ -89,7 +95,7 @@ fn a_fault_free_fleet_has_no_findings() {
 fn median_flags_the_slow_disk_with_its_windows() {
     let spec = spec_with(vec![slow_disk(2)]);
     let d = diagnose(&spec, &median_only());
-    let found = summary(&d);
+    let found = summary(&spec, &d);
     assert_eq!(
         found,
         vec![
@@ -99,7 +105,9 @@ fn median_flags_the_slow_disk_with_its_windows() {
         "{}",
         report::text(&d)
     );
-    assert_eq!(d.devices[2].id, spec.device_id(2));
+    for f in &d.findings {
+        assert_eq!(d.devices[f.device].id, spec.device_id(2));
+    }
     for f in &d.findings {
         assert_eq!(f.first_window_unix_ns, spec.window_start(80));
         assert_eq!(f.last_window_unix_ns, spec.window_start(WINDOWS - 1));
@@ -119,7 +127,7 @@ fn median_flags_a_slow_server_network_as_nsread() {
     }]);
     let d = diagnose(&spec, &median_only());
     assert_eq!(
-        summary(&d),
+        summary(&spec, &d),
         vec![(4, Method::Median, "network", "nsread".to_string())],
         "{}",
         report::text(&d)
@@ -140,7 +148,7 @@ fn on_clients_socket_reads_are_ncread() {
     };
     let d = diagnose(&spec, &median_only());
     assert_eq!(
-        summary(&d),
+        summary(&spec, &d),
         vec![(0, Method::Median, "network", "ncread".to_string())],
         "{}",
         report::text(&d)
@@ -178,13 +186,19 @@ fn a_single_noisy_window_is_not_flagged_but_three_in_five_are() {
     };
     let d = diagnose(&noisy(&[85]), &single);
     assert!(
-        d.findings.iter().all(|f| f.device == 1) && !d.findings.is_empty(),
+        d.findings
+            .iter()
+            .all(|f| d.devices[f.device].id == noisy(&[]).device_id(1))
+            && !d.findings.is_empty(),
         "{}",
         report::text(&d)
     );
     let d = diagnose(&noisy(&[85, 87, 89]), &median_only());
     assert!(
-        !d.findings.is_empty() && d.findings.iter().all(|f| f.device == 1),
+        !d.findings.is_empty()
+            && d.findings
+                .iter()
+                .all(|f| d.devices[f.device].id == noisy(&[]).device_id(1)),
         "{}",
         report::text(&d)
     );
@@ -202,7 +216,7 @@ fn a_single_noisy_window_is_not_flagged_but_three_in_five_are() {
 fn histogram_flags_the_slow_disk() {
     let spec = spec_with(vec![slow_disk(3)]);
     let d = diagnose(&spec, &histogram_only());
-    let found = summary(&d);
+    let found = summary(&spec, &d);
     assert!(!found.is_empty(), "{}", report::text(&d));
     assert!(
         found
@@ -226,7 +240,7 @@ fn histogram_flags_the_slow_network() {
         factor: 3.0,
     }]);
     let d = diagnose(&spec, &histogram_only());
-    let found = summary(&d);
+    let found = summary(&spec, &d);
     assert!(!found.is_empty(), "{}", report::text(&d));
     assert!(
         found
@@ -245,7 +259,7 @@ fn histogram_isolates_a_node_making_odd_socket_calls() {
         until: WINDOWS,
     }]);
     let d = diagnose(&spec, &histogram_only());
-    let found = summary(&d);
+    let found = summary(&spec, &d);
     assert_eq!(
         found,
         vec![
@@ -353,4 +367,152 @@ fn windows_without_a_device_id_are_skipped_and_counted() {
         "{}",
         report::text(&d)
     );
+}
+
+#[test]
+fn windows_are_aligned_by_their_rounded_start() {
+    // Device 0's agent started 400 ms before the second, device 4's 300 ms
+    // after: their windows still line up with the others'.
+    let spec = spec_with(vec![Fault::Disk {
+        device: 0,
+        from: 80,
+        until: WINDOWS,
+        factor: 3.0,
+    }]);
+    let (training, diagnosis) = ranges(&spec);
+    let mut fleet = Fleet::new(training, diagnosis, 10);
+    let shifted = |d: usize, start: u64| match d {
+        0 => start - 400_000_000,
+        4 => start + 300_000_000,
+        _ => start,
+    };
+    for w in 0..WINDOWS {
+        for d in 0..spec.devices {
+            let mut s = spec.window(d, w);
+            s.run.start_unix_ns = shifted(d, s.run.start_unix_ns);
+            fleet.add(&s);
+        }
+    }
+    let d = analyse(&fleet, &median_only()).unwrap();
+    assert_eq!(
+        summary(&spec, &d),
+        vec![
+            (0, Method::Median, "disk", "dread".to_string()),
+            (0, Method::Median, "disk", "dwrite".to_string()),
+        ],
+        "{}",
+        report::text(&d)
+    );
+    for f in &d.findings {
+        assert_eq!(f.first_window_unix_ns, spec.window_start(80));
+        assert_eq!(f.windows.len(), 40);
+    }
+}
+
+#[test]
+fn without_a_role_fact_a_device_that_accepts_is_a_server() {
+    let spec = FleetSpec {
+        role: None,
+        ..spec_with(vec![Fault::Network {
+            device: 2,
+            from: 80,
+            until: WINDOWS,
+            factor: 3.0,
+        }])
+    };
+    let accept4 = agent_core::SyscallId::from_name("accept4").unwrap();
+    let run = |drop_accepts: bool| {
+        let (training, diagnosis) = ranges(&spec);
+        let mut fleet = Fleet::new(training, diagnosis, 10);
+        for mut s in spec.summaries() {
+            assert!(s.facts.get("role").is_none());
+            if drop_accepts {
+                s.syscalls.retain(|e| e.key.id != accept4);
+            }
+            fleet.add(&s);
+        }
+        analyse(&fleet, &median_only()).unwrap()
+    };
+    let d = run(false);
+    assert_eq!(
+        summary(&spec, &d),
+        vec![(2, Method::Median, "network", "nsread".to_string())],
+        "{}",
+        report::text(&d)
+    );
+    let d = run(true);
+    assert_eq!(
+        summary(&spec, &d),
+        vec![(2, Method::Median, "network", "ncread".to_string())],
+        "{}",
+        report::text(&d)
+    );
+}
+
+#[test]
+fn a_slowdown_of_every_device_is_no_culprit() {
+    // Every disk twice as slow in the diagnosis range (a heavier load on
+    // all): each device is above its own training range, but none stands
+    // out from the others by 25 %, nor from the median.
+    let spec = spec_with(
+        (0..5)
+            .map(|device| Fault::Disk {
+                device,
+                from: TRAIN,
+                until: WINDOWS,
+                factor: 2.0,
+            })
+            .collect(),
+    );
+    let d = diagnose(&spec, &Options::default());
+    assert!(d.findings.is_empty(), "{}", report::text(&d));
+}
+
+#[test]
+fn histogram_needs_two_slices_of_three() {
+    // Slow for exactly one slice (windows 80..90).
+    let spec = spec_with(vec![Fault::Disk {
+        device: 1,
+        from: 80,
+        until: 90,
+        factor: 3.0,
+    }]);
+    let d = diagnose(&spec, &histogram_only());
+    assert!(d.findings.is_empty(), "{}", report::text(&d));
+    let one_slice = Options {
+        histogram_params: diagnose::peers::histogram::HistogramParams {
+            k: 1,
+            n: 1,
+            ..Default::default()
+        },
+        ..histogram_only()
+    };
+    let d = diagnose(&spec, &one_slice);
+    let found = summary(&spec, &d);
+    assert!(
+        !found.is_empty() && found.iter().all(|f| f.0 == 1 && f.2 == "disk"),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_short_training_gives_no_false_positives_over_a_long_diagnosis() {
+    // 20 training windows, 400 diagnosed: the fault-free maximum of 400
+    // windows exceeds that of 20; the threshold's margin and floor absorb
+    // it.
+    let spec = FleetSpec::new(5, 420);
+    let training = Range {
+        since: spec.window_start(0),
+        until: spec.window_start(20),
+    };
+    let diagnosis = Range {
+        since: spec.window_start(20),
+        until: spec.window_start(420),
+    };
+    let mut fleet = Fleet::new(training, diagnosis, 10);
+    for s in spec.summaries() {
+        fleet.add(&s);
+    }
+    let d = analyse(&fleet, &median_only()).unwrap();
+    assert!(d.findings.is_empty(), "{}", report::text(&d));
 }

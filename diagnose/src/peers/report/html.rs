@@ -149,20 +149,22 @@ pub fn html(d: &PeerDiagnosis) -> String {
     let mut o = String::from(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>Peer diagnosis</title>\
          <style>body{font-family:sans-serif;max-width:60em;margin:1em auto}\
-         td,th{padding:2px 8px;text-align:left}</style></head><body><h1>Peer diagnosis</h1>",
+         td,th{padding:2px 8px;text-align:left;white-space:nowrap}\
+         td.ev{white-space:normal;color:#444;padding-bottom:8px}</style></head><body><h1>Peer diagnosis</h1>",
     );
     if d.findings.is_empty() {
         o.push_str("<p>No culprit: no device stands out from its peers.</p>");
     } else {
         o.push_str(
             "<table><tr><th>device</th><th>cause</th><th>method</th><th>metric</th>\
-             <th>from (UTC)</th><th>to (UTC)</th><th>score</th><th>evidence</th></tr>",
+             <th>from (UTC)</th><th>to (UTC)</th><th>score</th></tr>",
         );
         for f in &d.findings {
             let _ = write!(
                 o,
-                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-                 <td>{}</td><td>{:.2}</td><td>{}</td></tr>",
+                "<tr class=\"f\"><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td>\
+                 <td>{}</td><td>{}</td><td>{:.2}</td></tr><tr><td colspan=\"7\" \
+                 class=\"ev\">{}</td></tr>",
                 hex::encode(d.devices[f.device].id),
                 f.cause.name(),
                 f.method.name(),
