@@ -516,3 +516,38 @@ fn a_short_training_gives_no_false_positives_over_a_long_diagnosis() {
     let d = analyse(&fleet, &median_only()).unwrap();
     assert!(d.findings.is_empty(), "{}", report::text(&d));
 }
+
+#[test]
+fn a_device_tracing_two_programs_is_a_peer_in_each_program() {
+    // Every device runs a file system client and a brick server, traced
+    // under one device id; the brick of device 2 has the slow disk.
+    let bricks = spec_with(vec![slow_disk(2)]);
+    let clients = FleetSpec {
+        program: "glusterfs".into(),
+        role: Some("client".into()),
+        seed: bricks.seed,
+        ..spec_with(vec![])
+    };
+    assert_eq!(bricks.device_id(2), clients.device_id(2));
+    let (training, diagnosis) = ranges(&bricks);
+    let mut fleet = Fleet::new(training, diagnosis, 10);
+    for (a, b) in bricks.summaries().zip(clients.summaries()) {
+        fleet.add(&a);
+        fleet.add(&b);
+    }
+    let d = analyse(&fleet, &median_only()).unwrap();
+    assert_eq!(d.devices.len(), 10);
+    assert_eq!(d.sets.len(), 2);
+    assert_eq!(
+        summary(&bricks, &d),
+        vec![
+            (2, Method::Median, "disk", "dread".to_string()),
+            (2, Method::Median, "disk", "dwrite".to_string()),
+        ],
+        "{}",
+        report::text(&d)
+    );
+    for f in &d.findings {
+        assert_eq!(d.devices[f.device].program(), "glusterfsd");
+    }
+}

@@ -1,4 +1,5 @@
-//! The fleet's windows, aligned by time: each window summary is reduced,
+//! The fleet's windows, aligned by time, per peer (a device and the program
+//! it traces): each window summary is reduced,
 //! as it is read, to what the peer methods need (a few sums per window and
 //! a histogram per group per slice of windows), so 360 000 summaries never
 //! sit in memory at once.
@@ -41,12 +42,17 @@ impl Range {
     }
 }
 
-/// One device (one peer).
+/// The `program` fact's type.
+type ProgramName = heapless::String<40>;
+
+/// One peer: a device and the program it traces (a device tracing two
+/// programs, say a file system client and the workload using it, is two
+/// peers, each compared with the devices tracing the same program).
 #[derive(Debug, Clone)]
 pub struct Device {
     /// Its id (`Summary::origin.device`).
     pub id: [u8; 16],
-    /// The facts of its latest window.
+    /// The facts of its latest window (of this program).
     pub facts: Facts,
     /// Start of that window (which facts are kept).
     latest_start: u64,
@@ -57,7 +63,8 @@ pub struct Device {
 }
 
 impl Device {
-    /// The program its windows trace (the `program` fact).
+    /// The program its windows trace (the `program` fact; the same in
+    /// every window of this peer).
     pub fn program(&self) -> &str {
         self.facts.program.as_str()
     }
@@ -118,7 +125,8 @@ pub struct Fleet {
     pub tally: Tally,
     training: Range,
     diagnosis: Range,
-    index_of: HashMap<[u8; 16], usize>,
+    /// (device id, program) → index into `devices`.
+    index_of: HashMap<([u8; 16], ProgramName), usize>,
     seen: HashSet<[u8; 16]>,
     classifier: Classifier,
 }
@@ -183,7 +191,8 @@ impl Fleet {
             return;
         }
         self.tally.windows += 1;
-        let d = match self.index_of.get(&s.origin.device) {
+        let key = (s.origin.device, s.facts.program.clone());
+        let d = match self.index_of.get(&key) {
             Some(d) => *d,
             None => {
                 self.devices.push(Device {
@@ -195,8 +204,7 @@ impl Fleet {
                 });
                 self.service.push(BTreeMap::new());
                 self.slices.push(BTreeMap::new());
-                self.index_of
-                    .insert(s.origin.device, self.devices.len() - 1);
+                self.index_of.insert(key, self.devices.len() - 1);
                 self.devices.len() - 1
             }
         };

@@ -127,7 +127,7 @@ impl Default for Options {
 /// The diagnosis of a fleet.
 #[derive(Debug, Clone)]
 pub struct PeerDiagnosis {
-    /// The devices read.
+    /// The peers read (a device and its program).
     pub devices: Vec<Device>,
     /// The peer sets judged.
     pub sets: Vec<PeerSet>,
