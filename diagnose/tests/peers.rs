@@ -551,3 +551,27 @@ fn a_device_tracing_two_programs_is_a_peer_in_each_program() {
         assert_eq!(d.devices[f.device].program(), "glusterfsd");
     }
 }
+
+#[test]
+fn a_file_system_client_with_slow_file_calls_blames_its_network() {
+    // Clients (role=client) of a networked file system: a slow link makes
+    // their reads and writes of files slow; the cause is the network.
+    let spec = FleetSpec {
+        role: Some("client".into()),
+        program: "dd".into(),
+        ..spec_with(vec![slow_disk(1)])
+    };
+    let d = diagnose(&spec, &Options::default());
+    let found = summary(&spec, &d);
+    assert!(
+        found
+            .iter()
+            .any(|f| f.1 == Method::Median && f.3 == "dread"),
+        "{found:?}"
+    );
+    assert!(found.iter().any(|f| f.1 == Method::Histogram), "{found:?}");
+    assert!(
+        found.iter().all(|f| f.0 == 1 && f.2 == "network"),
+        "{found:?}"
+    );
+}

@@ -69,6 +69,17 @@ impl Device {
         self.facts.program.as_str()
     }
 
+    /// Whether its file calls cross the network: the free fact `role` says
+    /// `client` (a client of a networked file system, whose reads and
+    /// writes of files go to its servers), so a slow file call blames the
+    /// network, not a disk. Inferred clients (no fact) keep their files
+    /// local.
+    pub fn files_over_network(&self) -> bool {
+        self.facts
+            .get("role")
+            .is_some_and(|r| r.eq_ignore_ascii_case("client"))
+    }
+
     /// Whether it serves: the free fact `role` says `server`, or (without
     /// that fact) it accepted connections in a window read.
     pub fn is_server(&self) -> bool {

@@ -260,6 +260,13 @@ pub fn histogram(fleet: &Fleet, set: &PeerSet, params: &HistogramParams) -> Hist
                     continue;
                 }
             }
+            // A file system client's file calls go to its servers.
+            let cause = if cause == Cause::Disk && fleet.devices[devices[top]].files_over_network()
+            {
+                Cause::Network
+            } else {
+                cause
+            };
             if cause == Cause::Network {
                 network_hog[top] = true;
             }

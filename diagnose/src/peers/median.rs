@@ -233,7 +233,7 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
             out.findings.push(Finding {
                 device: *d,
                 method: Method::Median,
-                cause: metric.cause(),
+                cause: metric.cause(fleet.devices[*d].files_over_network()),
                 metric: metric.name().to_string(),
                 first_window_unix_ns: fleet.window_start(first),
                 last_window_unix_ns: fleet.window_start(last),

@@ -48,11 +48,13 @@ impl Metric {
         }
     }
 
-    /// What a slow device on this metric points at.
-    pub fn cause(self) -> Cause {
+    /// What a slow device on this metric points at: file calls the disk,
+    /// unless `files_over_network` (a file system client's files live on
+    /// its servers, across the network).
+    pub fn cause(self, files_over_network: bool) -> Cause {
         match self {
-            Metric::Dread | Metric::Dwrite => Cause::Disk,
-            Metric::Nsread | Metric::Ncread => Cause::Network,
+            Metric::Dread | Metric::Dwrite if !files_over_network => Cause::Disk,
+            _ => Cause::Network,
         }
     }
 }
