@@ -30,6 +30,28 @@ pub fn format_number(x: f64) -> String {
     }
 }
 
+/// A duration for people: ns, µs, ms or s with three significant digits.
+pub fn format_duration_ns(ns: f64) -> String {
+    let a = ns.abs();
+    let (v, unit) = if a >= 1e9 {
+        (ns / 1e9, "s")
+    } else if a >= 1e6 {
+        (ns / 1e6, "ms")
+    } else if a >= 1e3 {
+        (ns / 1e3, "µs")
+    } else {
+        (ns, "ns")
+    };
+    let decimals = if v.abs() >= 100.0 {
+        0
+    } else if v.abs() >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.decimals$} {unit}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +64,13 @@ mod tests {
         assert_eq!(format_number(0.0734523456), "0.0734523");
         assert_eq!(format_number(0.000351), "3.51e-4");
         assert_eq!(format_number(-1.5), "-1.5");
+    }
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(format_duration_ns(512.0), "512 ns");
+        assert_eq!(format_duration_ns(1_234_000.0), "1.23 ms");
+        assert_eq!(format_duration_ns(45_600.0), "45.6 µs");
+        assert_eq!(format_duration_ns(2.5e9), "2.50 s");
     }
 }

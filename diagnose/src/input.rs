@@ -25,6 +25,22 @@ pub struct RunFilter {
 pub trait SummarySource {
     /// The summaries in store `db` that pass `filter`.
     fn load(&self, db: &Path, filter: &RunFilter) -> anyhow::Result<Vec<Summary>>;
+
+    /// Hands every summary in store `db` that passes `filter` to `each`, in
+    /// start order. A store that can should read them a part at a time
+    /// (`edge-service peers` reads hundreds of thousands of windows); this
+    /// default loads them all first.
+    fn for_each(
+        &self,
+        db: &Path,
+        filter: &RunFilter,
+        each: &mut dyn FnMut(&Summary),
+    ) -> anyhow::Result<()> {
+        for s in self.load(db, filter)? {
+            each(&s);
+        }
+        Ok(())
+    }
 }
 
 /// A file that is not a summary, and why.

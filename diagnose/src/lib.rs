@@ -22,6 +22,7 @@ pub mod input;
 pub mod intersection;
 pub mod label;
 pub mod mapping;
+pub mod peers;
 pub mod report;
 pub mod rpca;
 pub mod rules;

@@ -31,6 +31,9 @@ pub enum Command {
     Directive(DirectiveCommand),
     /// Explain with rules why some runs are slow (from the store or files).
     Diagnose(diagnose::cli::DiagnoseArgs),
+    /// Find the culprit among peer devices from their window summaries
+    /// (the PVFS median and the Hadoop histogram methods; docs/peers.md).
+    Peers(diagnose::peers::cli::PeersArgs),
     /// The research's case study end to end.
     Demo(lab::DemoArgs),
     /// Make TLS certificates: a private CA and the server certificate it signs.
@@ -272,6 +275,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Diagnose(args) => diagnose::cli::run(args, &crate::source::StoreSource),
+        Command::Peers(args) => diagnose::peers::cli::run(args, &crate::source::StoreSource),
         Command::Demo(args) => lab::demo(args),
         Command::Tls(t) => {
             match t {

@@ -1,0 +1,267 @@
+//! The PVFS method (Kasick et al., §6): per metric, each device's mean
+//! service time per window; each window the median over the devices is the
+//! reference; a device whose deviation above it exceeds its threshold —
+//! learnt in the training windows — in at least k of the last n windows is
+//! flagged.
+
+use super::fleet::{Device, Fleet, Phase};
+use super::kofn::persistent;
+use super::metrics::{Metric, FILE_READ, FILE_WRITE, SOCKET_READ};
+use super::{Finding, Method, PeerSet, Series};
+use crate::fmt::format_duration_ns;
+
+/// The method's settings (docs/peers.md, "Thresholds" and "k of n").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MedianParams {
+    /// Over-threshold windows needed ...
+    pub k: usize,
+    /// ... among this many consecutive judged windows.
+    pub n: usize,
+    /// The threshold is the training's largest deviation times (1 + margin)
+    /// ...
+    pub margin: f64,
+    /// ... plus this fraction of the metric's typical (median) value in
+    /// training, so that a device that never deviated in training is not
+    /// flagged for the smallest wobble.
+    pub floor: f64,
+}
+
+impl Default for MedianParams {
+    fn default() -> MedianParams {
+        MedianParams {
+            k: 3,
+            n: 5,
+            margin: 0.25,
+            floor: 0.25,
+        }
+    }
+}
+
+/// Fewest devices a window's median is taken over.
+pub const MIN_DEVICES: usize = 3;
+
+/// Which raw metric and which devices a metric takes.
+fn raw_of(metric: Metric) -> usize {
+    match metric {
+        Metric::Dread => FILE_READ,
+        Metric::Dwrite => FILE_WRITE,
+        Metric::Nsread | Metric::Ncread => SOCKET_READ,
+    }
+}
+
+fn takes(metric: Metric, device: &Device) -> bool {
+    match metric {
+        Metric::Dread | Metric::Dwrite => true,
+        Metric::Nsread => device.is_server(),
+        Metric::Ncread => !device.is_server(),
+    }
+}
+
+fn median_of(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let m = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[m]
+    } else {
+        (values[m - 1] + values[m]) / 2.0
+    }
+}
+
+/// One metric's values in one phase: the windows where at least
+/// [`MIN_DEVICES`] of the devices have calls, each device's mean there
+/// (`None`: no calls) and the median.
+struct Table {
+    windows: Vec<u64>,
+    values: Vec<Vec<Option<f64>>>,
+    median: Vec<f64>,
+}
+
+fn table(fleet: &Fleet, devices: &[usize], metric: Metric, phase: Phase) -> Table {
+    let raw = raw_of(metric);
+    let mut windows: Vec<u64> = devices
+        .iter()
+        .flat_map(|d| {
+            fleet.service[*d]
+                .range((phase, 0)..=(phase, u64::MAX))
+                .filter(|(_, m)| m[raw].count > 0)
+                .map(|((_, w), _)| *w)
+        })
+        .collect();
+    windows.sort_unstable();
+    windows.dedup();
+    let mut values: Vec<Vec<Option<f64>>> = devices
+        .iter()
+        .map(|d| {
+            windows
+                .iter()
+                .map(|w| {
+                    fleet.service[*d]
+                        .get(&(phase, *w))
+                        .and_then(|m| m[raw].mean_ns())
+                })
+                .collect()
+        })
+        .collect();
+    let mut keep = Vec::with_capacity(windows.len());
+    let mut median = Vec::with_capacity(windows.len());
+    let mut column = Vec::with_capacity(devices.len());
+    for i in 0..windows.len() {
+        column.clear();
+        column.extend(values.iter().filter_map(|v| v[i]));
+        keep.push(column.len() >= MIN_DEVICES);
+        if column.len() >= MIN_DEVICES {
+            median.push(median_of(&mut column));
+        }
+    }
+    let mut k = keep.iter();
+    windows.retain(|_| *k.next().unwrap_or(&false));
+    for v in &mut values {
+        let mut k = keep.iter();
+        v.retain(|_| *k.next().unwrap_or(&false));
+    }
+    Table {
+        windows,
+        values,
+        median,
+    }
+}
+
+/// What the median method found in one peer set.
+#[derive(Debug)]
+pub struct MedianResult {
+    /// Flagged devices, one finding per (device, metric).
+    pub findings: Vec<Finding>,
+    /// Every metric's diagnosis time series (for the HTML report).
+    pub series: Vec<Series>,
+    /// What could not be judged, and why.
+    pub notes: Vec<String>,
+}
+
+/// Runs the method on one peer set.
+pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResult {
+    let mut out = MedianResult {
+        findings: Vec::new(),
+        series: Vec::new(),
+        notes: Vec::new(),
+    };
+    for metric in Metric::ALL {
+        let devices: Vec<usize> = set
+            .devices
+            .iter()
+            .copied()
+            .filter(|d| takes(metric, &fleet.devices[*d]))
+            .collect();
+        let train = table(fleet, &devices, metric, Phase::Training);
+        let diag = table(fleet, &devices, metric, Phase::Diagnosis);
+        if diag.windows.is_empty() {
+            let with_calls = devices
+                .iter()
+                .filter(|d| {
+                    fleet.service[**d]
+                        .range((Phase::Diagnosis, 0)..=(Phase::Diagnosis, u64::MAX))
+                        .any(|(_, m)| m[raw_of(metric)].count > 0)
+                })
+                .count();
+            if with_calls > 0 {
+                out.notes.push(format!(
+                    "median: {} of {}: no window where {MIN_DEVICES} or more devices made \
+                     these calls ({with_calls} device(s) made them): not judged",
+                    metric.name(),
+                    set.program
+                ));
+            }
+            continue;
+        }
+        if train.windows.is_empty() {
+            out.notes.push(format!(
+                "median: {} of {}: no training window where {MIN_DEVICES} or more devices made \
+                 these calls: not judged",
+                metric.name(),
+                set.program
+            ));
+            continue;
+        }
+        let typical = median_of(&mut train.median.clone());
+        let thresholds: Vec<Option<f64>> = train
+            .values
+            .iter()
+            .map(|v| {
+                let mut max_dev: Option<f64> = None;
+                for (x, m) in v.iter().zip(&train.median) {
+                    if let Some(x) = x {
+                        let dev = (x - m).max(0.0);
+                        max_dev = Some(max_dev.map_or(dev, |d| d.max(dev)));
+                    }
+                }
+                max_dev.map(|d| d * (1.0 + params.margin) + params.floor * typical)
+            })
+            .collect();
+        for (i, d) in devices.iter().enumerate() {
+            let Some(threshold) = thresholds[i] else {
+                if diag.values[i].iter().any(Option::is_some) {
+                    out.notes.push(format!(
+                        "median: {} of device {}: no training window: not judged",
+                        metric.name(),
+                        hex::encode(fleet.devices[*d].id)
+                    ));
+                }
+                continue;
+            };
+            let judged: Vec<(usize, f64)> = diag.values[i]
+                .iter()
+                .enumerate()
+                .filter_map(|(w, x)| x.map(|x| (w, x - diag.median[w])))
+                .collect();
+            let over: Vec<bool> = judged.iter().map(|(_, dev)| *dev > threshold).collect();
+            let flagged = persistent(&over, params.k, params.n);
+            if flagged.is_empty() {
+                continue;
+            }
+            let at = |j: usize| judged[j].0;
+            let first = diag.windows[at(flagged[0])];
+            let last = diag.windows[at(flagged[flagged.len() - 1])];
+            let score = flagged
+                .iter()
+                .map(|j| judged[*j].1 / threshold)
+                .sum::<f64>()
+                / flagged.len() as f64;
+            let mean_of = |f: &dyn Fn(usize) -> f64| {
+                flagged.iter().map(|j| f(*j)).sum::<f64>() / flagged.len() as f64
+            };
+            let value = mean_of(&|j| diag.median[at(j)] + judged[j].1);
+            let reference = mean_of(&|j| diag.median[at(j)]);
+            out.findings.push(Finding {
+                device: *d,
+                method: Method::Median,
+                cause: metric.cause(),
+                metric: metric.name().to_string(),
+                first_window_unix_ns: fleet.window_start(first),
+                last_window_unix_ns: fleet.window_start(last),
+                score,
+                windows: flagged.iter().map(|j| diag.windows[at(*j)]).collect(),
+                evidence: format!(
+                    "{} mean {} against the median {} of {} {} devices in {} of {} windows \
+                     (threshold: median + {}, from training)",
+                    metric.name(),
+                    format_duration_ns(value),
+                    format_duration_ns(reference),
+                    devices.len(),
+                    set.program,
+                    flagged.len(),
+                    judged.len(),
+                    format_duration_ns(threshold)
+                ),
+            });
+        }
+        out.series.push(Series {
+            program: set.program.clone(),
+            metric: metric.name().to_string(),
+            devices: devices.clone(),
+            windows: diag.windows,
+            values: diag.values,
+            median: diag.median,
+            thresholds,
+        });
+    }
+    out
+}

@@ -1,0 +1,275 @@
+//! Peer diagnosis of a fleet (`edge-service peers`, docs/peers.md): which
+//! device, among devices doing the same work, is the culprit, judged from
+//! their window summaries against each other rather than good runs against
+//! bad ones.
+//!
+//! The flow: window summaries (from the store or files, [`cli`]) are reduced
+//! as they are read into a time-aligned [`fleet::Fleet`] (sums per metric
+//! and histograms per group, [`metrics`]); devices running the same program
+//! form a peer set; [`median`] (the PVFS method) and [`histogram`] (the
+//! Hadoop method) judge each set; [`report`] prints the findings as text,
+//! JSON or HTML.
+
+pub mod cli;
+pub mod fleet;
+pub mod histogram;
+pub mod kofn;
+pub mod median;
+pub mod metrics;
+pub mod report;
+pub mod synth;
+
+use std::collections::BTreeMap;
+
+use anyhow::bail;
+
+use fleet::{Device, Fleet, Phase, Tally};
+use histogram::HistogramParams;
+use median::{MedianParams, MIN_DEVICES};
+use metrics::Cause;
+
+/// Which method found a finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Method {
+    /// The PVFS method ([`median`]).
+    Median,
+    /// The Hadoop method ([`histogram`]).
+    Histogram,
+}
+
+impl Method {
+    /// Its name in reports and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Median => "median",
+            Method::Histogram => "histogram",
+        }
+    }
+}
+
+/// A device flagged by a method.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    /// Index into [`PeerDiagnosis::devices`].
+    pub device: usize,
+    /// The method.
+    pub method: Method,
+    /// What it blames.
+    pub cause: Cause,
+    /// The metric (median) or rule's syscall group (histogram).
+    pub metric: String,
+    /// Start of the first flagged window (median) or slice (histogram).
+    pub first_window_unix_ns: u64,
+    /// Start of the last one.
+    pub last_window_unix_ns: u64,
+    /// How far over: the mean ratio of deviation to threshold (median), of
+    /// the device's total time to the admissible maximum (histogram).
+    pub score: f64,
+    /// The flagged windows' indices (window start = index × window length;
+    /// histogram: the first window of each flagged slice).
+    pub windows: Vec<u64>,
+    /// One line a person can read.
+    pub evidence: String,
+}
+
+/// Devices compared with each other: those tracing the same program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerSet {
+    /// The program (the `program` fact).
+    pub program: String,
+    /// Indices into the fleet's devices.
+    pub devices: Vec<usize>,
+}
+
+/// One metric's diagnosis time series in one peer set (for plots).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// The peer set's program.
+    pub program: String,
+    /// The metric.
+    pub metric: String,
+    /// Indices into the fleet's devices.
+    pub devices: Vec<usize>,
+    /// Window indices (judged windows: at least 3 devices with calls).
+    pub windows: Vec<u64>,
+    /// Per device, per window: its mean service time, ns (`None`: no calls).
+    pub values: Vec<Vec<Option<f64>>>,
+    /// Per window: the median over the devices, ns.
+    pub median: Vec<f64>,
+    /// Per device: its threshold above the median, ns (`None`: no training).
+    pub thresholds: Vec<Option<f64>>,
+}
+
+/// How to diagnose.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// Run the median method.
+    pub median: bool,
+    /// Run the histogram method.
+    pub histogram: bool,
+    /// The median method's settings.
+    pub median_params: MedianParams,
+    /// The histogram method's settings.
+    pub histogram_params: HistogramParams,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            median: true,
+            histogram: true,
+            median_params: MedianParams::default(),
+            histogram_params: HistogramParams::default(),
+        }
+    }
+}
+
+/// The diagnosis of a fleet.
+#[derive(Debug, Clone)]
+pub struct PeerDiagnosis {
+    /// The devices read.
+    pub devices: Vec<Device>,
+    /// The peer sets judged.
+    pub sets: Vec<PeerSet>,
+    /// The flagged devices; empty: no culprit.
+    pub findings: Vec<Finding>,
+    /// The median method's time series.
+    pub series: Vec<Series>,
+    /// What could not be judged, and why.
+    pub notes: Vec<String>,
+    /// What was read and left out.
+    pub tally: Tally,
+    /// The window length, ns.
+    pub window_ns: u64,
+    /// Windows per histogram slice.
+    pub slice_windows: u64,
+}
+
+/// The devices of the fleet grouped by program, each group in order of
+/// first appearance.
+pub fn peer_sets(fleet: &Fleet) -> Vec<PeerSet> {
+    let mut by_program: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, d) in fleet.devices.iter().enumerate() {
+        by_program
+            .entry(d.program().to_string())
+            .or_default()
+            .push(i);
+    }
+    by_program
+        .into_iter()
+        .map(|(program, devices)| PeerSet { program, devices })
+        .collect()
+}
+
+/// Judges the fleet. Errors: no device, no training or diagnosis window,
+/// no program with at least [`MIN_DEVICES`] devices.
+pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis> {
+    if fleet.devices.is_empty() {
+        bail!(
+            "no window summaries with a device id: {}",
+            tally_text(&fleet.tally)
+        );
+    }
+    let phase_windows = |p: Phase| {
+        fleet
+            .devices
+            .iter()
+            .map(|d| d.windows[p as usize])
+            .sum::<usize>()
+    };
+    if phase_windows(Phase::Training) == 0 {
+        bail!("no training windows in the training range (--train-since/--train-until)");
+    }
+    if phase_windows(Phase::Diagnosis) == 0 {
+        bail!("no windows to diagnose in the diagnosis range (--since/--until)");
+    }
+    let all_sets = peer_sets(fleet);
+    let (sets, small): (Vec<PeerSet>, Vec<PeerSet>) = all_sets
+        .into_iter()
+        .partition(|s| s.devices.len() >= MIN_DEVICES);
+    if sets.is_empty() {
+        let what: Vec<String> = small
+            .iter()
+            .map(|s| format!("{} device(s) tracing {:?}", s.devices.len(), s.program))
+            .collect();
+        bail!(
+            "fewer than {MIN_DEVICES} devices to compare ({}): a peer method needs at least \
+             {MIN_DEVICES} devices running the same program (the median of two says nothing)",
+            what.join(", ")
+        );
+    }
+    let mut notes: Vec<String> = small
+        .iter()
+        .map(|s| {
+            format!(
+                "{} device(s) tracing {:?}: fewer than {MIN_DEVICES}, not judged",
+                s.devices.len(),
+                s.program
+            )
+        })
+        .collect();
+    let mut findings = Vec::new();
+    let mut series = Vec::new();
+    for set in &sets {
+        if options.median {
+            let r = median::median(fleet, set, &options.median_params);
+            findings.extend(r.findings);
+            series.extend(r.series);
+            notes.extend(r.notes);
+        }
+        if options.histogram {
+            let r = histogram::histogram(fleet, set, &options.histogram_params);
+            findings.extend(r.findings);
+            notes.extend(r.notes);
+        }
+    }
+    findings.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(a.device.cmp(&b.device))
+            .then(a.metric.cmp(&b.metric))
+    });
+    Ok(PeerDiagnosis {
+        devices: fleet.devices.clone(),
+        sets,
+        findings,
+        series,
+        notes,
+        tally: fleet.tally.clone(),
+        window_ns: fleet.window_ns,
+        slice_windows: fleet.slice_windows,
+    })
+}
+
+/// What was read and left out, in words.
+pub fn tally_text(t: &Tally) -> String {
+    let mut parts = vec![format!("{} window summaries taken", t.windows)];
+    if t.no_device > 0 {
+        parts.push(format!(
+            "{} skipped without a device id (all zero: cannot be a peer)",
+            t.no_device
+        ));
+    }
+    if t.whole_runs > 0 {
+        parts.push(format!(
+            "{} whole runs skipped (the peer methods compare windows)",
+            t.whole_runs
+        ));
+    }
+    if t.other_length > 0 {
+        parts.push(format!(
+            "{} windows of another length skipped",
+            t.other_length
+        ));
+    }
+    if t.repeats > 0 {
+        parts.push(format!("{} repeated summaries skipped", t.repeats));
+    }
+    if t.outside > 0 {
+        parts.push(format!(
+            "{} summaries outside both time ranges skipped",
+            t.outside
+        ));
+    }
+    parts.join("; ")
+}

@@ -1,0 +1,64 @@
+//! The JSON report: `{"devices": [{"device", "facts"}], "findings":
+//! [{"device", "method", "cause", "metric", "first_window_unix_ns",
+//! "last_window_unix_ns", "score", "evidence"}]}` (issue 15's shape), plus
+//! `notes`, `window_ns`, `slice_windows` and `read` (what was taken and
+//! skipped).
+
+use serde_json::{json as j, Map, Value};
+
+use super::fact_pairs;
+use crate::peers::PeerDiagnosis;
+
+/// The diagnosis as JSON.
+pub fn json(d: &PeerDiagnosis) -> Value {
+    let devices: Vec<Value> = d
+        .devices
+        .iter()
+        .map(|dev| {
+            let facts: Map<String, Value> = fact_pairs(&dev.facts)
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+                .collect();
+            j!({
+                "device": hex::encode(dev.id),
+                "facts": facts,
+                "role": if dev.is_server() { "server" } else { "client" },
+                "training_windows": dev.windows[0],
+                "diagnosis_windows": dev.windows[1],
+            })
+        })
+        .collect();
+    let findings: Vec<Value> = d
+        .findings
+        .iter()
+        .map(|f| {
+            j!({
+                "device": hex::encode(d.devices[f.device].id),
+                "method": f.method.name(),
+                "cause": f.cause.name(),
+                "metric": f.metric,
+                "first_window_unix_ns": f.first_window_unix_ns,
+                "last_window_unix_ns": f.last_window_unix_ns,
+                "score": if f.score.is_finite() { f.score } else { 0.0 },
+                "evidence": f.evidence,
+                "windows": f.windows.len(),
+            })
+        })
+        .collect();
+    let t = &d.tally;
+    j!({
+        "devices": devices,
+        "findings": findings,
+        "notes": d.notes,
+        "window_ns": d.window_ns,
+        "slice_windows": d.slice_windows,
+        "read": {
+            "windows": t.windows,
+            "skipped_no_device": t.no_device,
+            "skipped_whole_runs": t.whole_runs,
+            "skipped_other_length": t.other_length,
+            "skipped_repeats": t.repeats,
+            "skipped_outside": t.outside,
+        },
+    })
+}

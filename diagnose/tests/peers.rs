@@ -1,0 +1,356 @@
+//! `edge-service peers`' analysis on synthetic fleets (diagnose::peers::synth):
+//! 5 devices × 120 one-second windows, training on the first 60, a fault in
+//! one device from window 80 on.
+
+use diagnose::peers::fleet::{Fleet, Range};
+use diagnose::peers::synth::{Fault, FleetSpec};
+use diagnose::peers::{analyse, report, Method, Options, PeerDiagnosis};
+
+const TRAIN: u64 = 60;
+const WINDOWS: u64 = 120;
+
+fn ranges(spec: &FleetSpec) -> (Range, Range) {
+    (
+        Range {
+            since: spec.window_start(0),
+            until: spec.window_start(TRAIN),
+        },
+        Range {
+            since: spec.window_start(TRAIN),
+            until: spec.window_start(WINDOWS),
+        },
+    )
+}
+
+fn fleet_of(spec: &FleetSpec) -> Fleet {
+    let (training, diagnosis) = ranges(spec);
+    let mut fleet = Fleet::new(training, diagnosis, 10);
+    for s in spec.summaries() {
+        fleet.add(&s);
+    }
+    fleet
+}
+
+fn diagnose(spec: &FleetSpec, options: &Options) -> PeerDiagnosis {
+    analyse(&fleet_of(spec), options).unwrap()
+}
+
+fn median_only() -> Options {
+    Options {
+        histogram: false,
+        ..Options::default()
+    }
+}
+
+fn histogram_only() -> Options {
+    Options {
+        median: false,
+        ..Options::default()
+    }
+}
+
+fn spec_with(faults: Vec<Fault>) -> FleetSpec {
+    FleetSpec {
+        faults,
+        ..FleetSpec::new(5, WINDOWS)
+    }
+}
+
+fn slow_disk(device: usize) -> Fault {
+    Fault::Disk {
+        device,
+        from: 80,
+        until: WINDOWS,
+        factor: 3.0,
+    }
+}
+
+/// The (device index, method, cause, metric) of each finding.
+fn summary(d: &PeerDiagnosis) -> Vec<(usize, Method, &'static str, String)> {
+    let mut v: Vec<_> = d
+        .findings
+        .iter()
+        .map(|f| (f.device, f.method, f.cause.name(), f.metric.clone()))
+        .collect();
+    v.sort_by(|a, b| (a.0, a.1, &a.3).cmp(&(b.0, b.1, &b.3)));
+    v
+}
+
+#[test]
+fn a_fault_free_fleet_has_no_findings() {
+    let spec = spec_with(vec![]);
+    let d = diagnose(&spec, &Options::default());
+    assert!(d.findings.is_empty(), "{}", report::text(&d));
+    assert_eq!(d.devices.len(), 5);
+    assert_eq!(d.tally.windows, 5 * WINDOWS as usize);
+}
+
+#[test]
+fn median_flags_the_slow_disk_with_its_windows() {
+    let spec = spec_with(vec![slow_disk(2)]);
+    let d = diagnose(&spec, &median_only());
+    let found = summary(&d);
+    assert_eq!(
+        found,
+        vec![
+            (2, Method::Median, "disk", "dread".to_string()),
+            (2, Method::Median, "disk", "dwrite".to_string()),
+        ],
+        "{}",
+        report::text(&d)
+    );
+    assert_eq!(d.devices[2].id, spec.device_id(2));
+    for f in &d.findings {
+        assert_eq!(f.first_window_unix_ns, spec.window_start(80));
+        assert_eq!(f.last_window_unix_ns, spec.window_start(WINDOWS - 1));
+        assert_eq!(f.windows.len(), 40);
+        assert!(f.score > 1.0, "{}", f.score);
+        assert!(f.evidence.contains("median"), "{}", f.evidence);
+    }
+}
+
+#[test]
+fn median_flags_a_slow_server_network_as_nsread() {
+    let spec = spec_with(vec![Fault::Network {
+        device: 4,
+        from: 80,
+        until: WINDOWS,
+        factor: 3.0,
+    }]);
+    let d = diagnose(&spec, &median_only());
+    assert_eq!(
+        summary(&d),
+        vec![(4, Method::Median, "network", "nsread".to_string())],
+        "{}",
+        report::text(&d)
+    );
+}
+
+#[test]
+fn on_clients_socket_reads_are_ncread() {
+    let spec = FleetSpec {
+        role: Some("client".into()),
+        program: "dd".into(),
+        ..spec_with(vec![Fault::Network {
+            device: 0,
+            from: 90,
+            until: 100,
+            factor: 4.0,
+        }])
+    };
+    let d = diagnose(&spec, &median_only());
+    assert_eq!(
+        summary(&d),
+        vec![(0, Method::Median, "network", "ncread".to_string())],
+        "{}",
+        report::text(&d)
+    );
+    assert_eq!(d.findings[0].first_window_unix_ns, spec.window_start(90));
+    assert_eq!(d.findings[0].last_window_unix_ns, spec.window_start(99));
+}
+
+#[test]
+fn a_single_noisy_window_is_not_flagged_but_three_in_five_are() {
+    let noisy = |windows: &[u64]| {
+        spec_with(
+            windows
+                .iter()
+                .map(|w| Fault::Disk {
+                    device: 1,
+                    from: *w,
+                    until: w + 1,
+                    factor: 5.0,
+                })
+                .collect(),
+        )
+    };
+    let d = diagnose(&noisy(&[85]), &median_only());
+    assert!(d.findings.is_empty(), "{}", report::text(&d));
+    // The same window alone is flagged when one window is enough: the
+    // k-of-n rule is what keeps it out.
+    let single = Options {
+        median_params: diagnose::peers::median::MedianParams {
+            k: 1,
+            n: 1,
+            ..Default::default()
+        },
+        ..median_only()
+    };
+    let d = diagnose(&noisy(&[85]), &single);
+    assert!(
+        d.findings.iter().all(|f| f.device == 1) && !d.findings.is_empty(),
+        "{}",
+        report::text(&d)
+    );
+    let d = diagnose(&noisy(&[85, 87, 89]), &median_only());
+    assert!(
+        !d.findings.is_empty() && d.findings.iter().all(|f| f.device == 1),
+        "{}",
+        report::text(&d)
+    );
+    assert_eq!(
+        d.findings[0].first_window_unix_ns,
+        noisy(&[]).window_start(85)
+    );
+    assert_eq!(
+        d.findings[0].last_window_unix_ns,
+        noisy(&[]).window_start(89)
+    );
+}
+
+#[test]
+fn histogram_flags_the_slow_disk() {
+    let spec = spec_with(vec![slow_disk(3)]);
+    let d = diagnose(&spec, &histogram_only());
+    let found = summary(&d);
+    assert!(!found.is_empty(), "{}", report::text(&d));
+    assert!(
+        found
+            .iter()
+            .all(|(dev, m, cause, _)| *dev == 3 && *m == Method::Histogram && *cause == "disk"),
+        "{found:?}"
+    );
+    assert!(found.iter().any(|f| f.3 == "file-read"), "{found:?}");
+    for f in &d.findings {
+        assert_eq!(f.first_window_unix_ns, spec.window_start(80));
+        assert_eq!(f.last_window_unix_ns, spec.window_start(110));
+    }
+}
+
+#[test]
+fn histogram_flags_the_slow_network() {
+    let spec = spec_with(vec![Fault::Network {
+        device: 0,
+        from: 80,
+        until: WINDOWS,
+        factor: 3.0,
+    }]);
+    let d = diagnose(&spec, &histogram_only());
+    let found = summary(&d);
+    assert!(!found.is_empty(), "{}", report::text(&d));
+    assert!(
+        found
+            .iter()
+            .all(|(dev, _, cause, _)| *dev == 0 && *cause == "network"),
+        "{found:?}"
+    );
+    assert!(found.iter().any(|f| f.3 == "socket-read"), "{found:?}");
+}
+
+#[test]
+fn histogram_isolates_a_node_making_odd_socket_calls() {
+    let spec = spec_with(vec![Fault::Sockets {
+        device: 1,
+        from: 80,
+        until: WINDOWS,
+    }]);
+    let d = diagnose(&spec, &histogram_only());
+    let found = summary(&d);
+    assert_eq!(
+        found,
+        vec![
+            (1, Method::Histogram, "unknown", "bind".to_string()),
+            (1, Method::Histogram, "unknown", "socket".to_string()),
+        ],
+        "{}",
+        report::text(&d)
+    );
+}
+
+#[test]
+fn json_has_the_issue_shape() {
+    let spec = spec_with(vec![slow_disk(2)]);
+    let d = diagnose(&spec, &Options::default());
+    let v = report::json(&d);
+    let devices = v["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 5);
+    for dev in devices {
+        let hex = dev["device"].as_str().unwrap();
+        assert_eq!(hex.len(), 32);
+        assert!(hex.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(dev["facts"]["program"], "glusterfsd");
+        assert_eq!(dev["facts"]["role"], "server");
+    }
+    let findings = v["findings"].as_array().unwrap();
+    assert!(!findings.is_empty());
+    for f in findings {
+        assert_eq!(f["device"], hex::encode(spec.device_id(2)));
+        assert!(["median", "histogram"].contains(&f["method"].as_str().unwrap()));
+        assert_eq!(f["cause"], "disk");
+        assert!(f["metric"].is_string());
+        assert!(f["first_window_unix_ns"].is_u64());
+        assert!(f["last_window_unix_ns"].as_u64() >= f["first_window_unix_ns"].as_u64());
+        assert!(f["score"].as_f64().unwrap() > 1.0);
+        let evidence = f["evidence"].as_str().unwrap();
+        assert!(!evidence.is_empty() && !evidence.contains('\n'));
+    }
+    let methods: Vec<&str> = findings
+        .iter()
+        .map(|f| f["method"].as_str().unwrap())
+        .collect();
+    assert!(methods.contains(&"median") && methods.contains(&"histogram"));
+}
+
+#[test]
+fn html_plots_each_metric_with_the_culprit_shaded() {
+    let spec = spec_with(vec![slow_disk(2)]);
+    let d = diagnose(&spec, &median_only());
+    let page = report::html(&d);
+    for metric in ["dread", "dwrite", "nsread"] {
+        assert!(page.contains(&format!("glusterfsd — {metric}")), "{metric}");
+    }
+    // 40 flagged windows in each of dread and dwrite.
+    assert_eq!(page.matches("fill-opacity=\"0.15\"").count(), 80);
+    assert_eq!(page.matches("<svg").count(), 3);
+}
+
+#[test]
+fn fewer_than_three_devices_is_an_error_that_says_so() {
+    let spec = FleetSpec::new(2, WINDOWS);
+    let err = analyse(&fleet_of(&spec), &Options::default()).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("fewer than 3 devices"), "{text}");
+    assert!(
+        text.contains("2 device(s) tracing \"glusterfsd\""),
+        "{text}"
+    );
+}
+
+#[test]
+fn no_training_windows_is_an_error() {
+    let spec = spec_with(vec![]);
+    let (_, diagnosis) = ranges(&spec);
+    let training = Range {
+        since: spec.window_start(0) - 3_600_000_000_000,
+        until: spec.window_start(0) - 1_800_000_000_000,
+    };
+    let mut fleet = Fleet::new(training, diagnosis, 10);
+    for s in spec.summaries() {
+        fleet.add(&s);
+    }
+    let err = analyse(&fleet, &Options::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no training windows"), "{err}");
+}
+
+#[test]
+fn windows_without_a_device_id_are_skipped_and_counted() {
+    let spec = spec_with(vec![]);
+    let (training, diagnosis) = ranges(&spec);
+    let mut fleet = Fleet::new(training, diagnosis, 10);
+    for (i, mut s) in spec.summaries().enumerate() {
+        if i % 10 == 0 {
+            s.origin.device = [0; 16];
+        }
+        fleet.add(&s);
+    }
+    assert_eq!(fleet.tally.no_device, 60);
+    assert_eq!(fleet.devices.len(), 5);
+    let d = analyse(&fleet, &Options::default()).unwrap();
+    assert!(
+        report::text(&d).contains("60 skipped without a device id"),
+        "{}",
+        report::text(&d)
+    );
+}
