@@ -2,9 +2,12 @@
 # The product around the fleet: one `edge-service serve` on a SQLite store,
 # `edge-agent attach` on every brick server (glusterfsd) and every client's
 # FUSE process (glusterfs) for the whole evaluation, `edge-agent run` around
-# every client workload, all with 1 s windows; each node is one device (its
-# own --device-id-file) with its spool, uploaded by an `edge-agent upload`
-# daemon per node.
+# every client workload, all with 1 s windows, each node with its spool,
+# uploaded by an `edge-agent upload` daemon per node. Each node is a device
+# (its own --device-id-file); a client's workload is a second device of its
+# node ("<node>w"), because `peers` compares devices running the same
+# program and takes a device's program from its latest window: one device
+# holding both the FUSE client and the workload would change sides.
 
 FLEET_GROUP=fleet
 FLEET_TOKEN=fleet-eval-token-0123456789abcdef
@@ -16,29 +19,43 @@ fleet_service_up() {
     FLEET_URL=http://127.0.0.1:$FLEET_PORT
     "$FLEET_SERVICE" serve --listen "127.0.0.1:$FLEET_PORT" --db "$FLEET_DB" --tokens "$FLEET_WORK/tokens" \
         </dev/null >"$FLEET_WORK/serve.log" 2>&1 &
+    disown $!
     echo $! >"$FLEET_WORK/serve.pid"
     fleet_wait "edge-service serve on $FLEET_URL" 30 curl -fsS "$FLEET_URL/healthz"
 }
 
-# The agent's common options for NODE (role server or client).
+# The agent's common options for DEVICE (a node, or "<client>w" for a
+# client's workload).
 fleet_agent_opts() {
-    local node=$1 role
+    local device=$1 node=${1%w} role
     case "$node" in s*) role=server ;; *) role=client ;; esac
-    echo "--window 1s --spin-us 0 --spool $FLEET_WORK/$node/spool --device-id-file $FLEET_WORK/$node/device-id" \
+    echo "--window 1s --spin-us 0 --spool $FLEET_WORK/$node/spool --device-id-file $FLEET_WORK/$node/device-id-$device" \
         "--fact group=$FLEET_GROUP --fact role=$role --fact node=$node"
 }
 
-# Creates every node's device id and spool; prints nothing.
-fleet_devices_up() {
+# Every device's name: the nodes, and "<client>w" for each client.
+fleet_device_names() {
     local node
     for node in "${FLEET_NODES[@]}"; do
-        mkdir -p "$FLEET_WORK/$node/spool"
-        chmod 700 "$FLEET_WORK/$node/spool"
-        "$FLEET_AGENT" device-id --device-id-file "$FLEET_WORK/$node/device-id" >"$FLEET_WORK/$node/device"
+        echo "$node"
+        case "$node" in c*) echo "${node}w" ;; esac
     done
 }
 
-fleet_device() { cat "$FLEET_WORK/$1/device"; }
+# Creates every device's id and every node's spool; prints nothing.
+fleet_devices_up() {
+    local node device
+    for node in "${FLEET_NODES[@]}"; do
+        mkdir -p "$FLEET_WORK/$node/spool"
+        chmod 700 "$FLEET_WORK/$node/spool"
+    done
+    for device in $(fleet_device_names); do
+        "$FLEET_AGENT" device-id --device-id-file "$FLEET_WORK/${device%w}/device-id-$device" \
+            >"$FLEET_WORK/${device%w}/device-$device"
+    done
+}
+
+fleet_device() { cat "$FLEET_WORK/${1%w}/device-$1"; }
 
 # Attaches the agent to PID inside NODE's namespaces until the end.
 fleet_attach() { # node pid
@@ -46,6 +63,7 @@ fleet_attach() { # node pid
     # shellcheck disable=SC2046
     fleet_in "$node" "$FLEET_AGENT" attach "$pid" $(fleet_agent_opts "$node") \
         </dev/null >>"$FLEET_WORK/$node/agent.log" 2>&1 &
+    disown $!
     echo $! >>"$FLEET_WORK/agents.pids"
 }
 
@@ -65,7 +83,7 @@ fleet_attach_all() {
 fleet_traced_workload() { # node mode secs
     local node=$1
     # shellcheck disable=SC2046
-    fleet_in "$node" "$FLEET_AGENT" run $(fleet_agent_opts "$node") --fact "workload=$2" -- \
+    fleet_in "$node" "$FLEET_AGENT" run $(fleet_agent_opts "${node}w") --fact "workload=$2" -- \
         python3 "$FLEET_LIB/workload.py" "$2" "$FLEET_WORK/$node/mnt/$node" "$3" \
         </dev/null >>"$FLEET_WORK/$node/workload.log" 2>&1
 }
@@ -76,6 +94,7 @@ fleet_uploaders_up() {
         "$FLEET_AGENT" upload --server "$FLEET_URL" --token-file "$FLEET_WORK/token" \
             --spool "$FLEET_WORK/$node/spool" --now --no-spread --ignore-power --interval 5 \
             </dev/null >>"$FLEET_WORK/$node/upload.log" 2>&1 &
+        disown $!
         echo $! >>"$FLEET_WORK/uploaders.pids"
     done
 }

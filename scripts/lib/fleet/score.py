@@ -3,10 +3,11 @@
 `edge-service peers` answers, in the research's definitions, beside the
 research's figures.
 
-TP: the fraction of runs of a fault whose fault-injected device is among the
+TP: the fraction of runs of a fault whose fault-injected node is among the
 method's findings with the fault's cause. FP: the fraction of runs where at
-least one fault-free device is among the method's findings (any cause); for
-the fault-free control (`none`) every device is fault-free."""
+least one fault-free node is among the method's findings (any cause); for
+the fault-free control (`none`) every node is fault-free. A client node is
+two devices (its FUSE process "c1", its workload "c1w"): either names it."""
 
 import argparse
 import json
@@ -48,6 +49,13 @@ def load(args):
     return devices, phases
 
 
+def node_of(devices, device):
+    """The node a device id belongs to (its name without the workload's
+    "w"), or the id's first digits when it is none of the fleet's."""
+    name = devices.get(device)
+    return name.rstrip("w") if name else device[:8]
+
+
 def score(devices, phases, runs):
     # (fault, workload, method) -> [runs, tp, fp, flagged nodes]
     table = defaultdict(lambda: {"runs": 0, "tp": 0, "fp": 0, "missing": 0, "false": defaultdict(int)})
@@ -65,14 +73,15 @@ def score(devices, phases, runs):
                 cell["missing"] += 1
                 continue
             findings = [x for x in answer.get("findings", []) if x.get("method") == method]
-            target = p["target_device"]
-            if target and any(x["device"] == target and x["cause"] == p["cause"] for x in findings):
+            target = p["target_node"]
+            flagged = [(node_of(devices, x["device"]), x["cause"]) for x in findings]
+            if target and (target, p["cause"]) in flagged:
                 cell["tp"] += 1
-            wrong = {x["device"] for x in findings if x["device"] != target}
+            wrong = {node for node, _ in flagged if node != target}
             if wrong:
                 cell["fp"] += 1
-                for d in wrong:
-                    cell["false"][devices.get(d, d[:8])] += 1
+                for node in wrong:
+                    cell["false"][node] += 1
     return table
 
 

@@ -53,6 +53,7 @@ fleet_topology_up() { # servers clients
         ip netns exec "$ns" unshare -m --propagation private \
             sh -c 'echo $$ > "$1"; exec sleep infinity' sh "$FLEET_WORK/$node/holder.pid" \
             </dev/null >/dev/null 2>&1 &
+        disown $!
         for _ in $(seq 50); do [ -s "$FLEET_WORK/$node/holder.pid" ] && break; sleep 0.1; done
         [ -s "$FLEET_WORK/$node/holder.pid" ] || { echo "fleet: no holder for $node" >&2; return 1; }
     done

@@ -21,6 +21,7 @@ while True:
     os.preadv(r, [buf], rng.randrange(blocks) * 4096)
     os.pwritev(w, [buf], rng.randrange(16384) * 4096)
 ' "$(cat "$d/loop")" "$d/brick/busy" </dev/null >/dev/null 2>&1 &
+    disown $!
     echo $! >"$d/fault-busy.pid"
 }
 

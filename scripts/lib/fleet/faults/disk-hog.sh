@@ -10,9 +10,11 @@ fault_disk_hog_start() { # node
     local node=$1 d=$FLEET_WORK/$1
     fleet_in "$node" sh -c 'while :; do dd if="$1" of=/dev/null bs=4M count=64 iflag=direct 2>/dev/null; done' \
         sh "$(cat "$d/loop")" </dev/null >/dev/null 2>&1 &
+    disown $!
     echo $! >"$d/fault-hog-reader.pid"
     fleet_in "$node" sh -c 'while :; do dd if=/dev/zero of="$1" bs=4M count=32 oflag=direct conv=notrunc 2>/dev/null; done' \
         sh "$d/brick/hog" </dev/null >/dev/null 2>&1 &
+    disown $!
     echo $! >"$d/fault-hog-writer.pid"
 }
 
