@@ -58,11 +58,21 @@ fleet_gluster_up() { # servers clients
     done
     fleet_in s1 gluster --mode=script volume start "$FLEET_VOLUME" >/dev/null
     fleet_wait "all bricks online" 60 fleet_bricks_online "$servers"
+    # The FUSE client is started as mount.glusterfs starts it, but from a
+    # copy of the binary named glusterfs: Debian's /usr/sbin/glusterfs is a
+    # symlink to glusterfsd, so the agent (which names a program by its
+    # executable) would give clients and bricks the same program, and
+    # `peers` compares devices of one program. The copy keeps the name
+    # GlusterFS itself needs for client mode (argv[0] "glusterfs").
+    mkdir -p "$FLEET_WORK/bin"
+    cp /usr/sbin/glusterfsd "$FLEET_WORK/bin/glusterfs"
     for ((i = 1; i <= clients; i++)); do
         node=c$i
         mkdir -p "$FLEET_WORK/$node/mnt" "$FLEET_WORK/$node/log"
         fleet_in "$node" mount --bind "$FLEET_WORK/$node/log" /var/log/glusterfs
-        fleet_in "$node" mount -t glusterfs "$(fleet_ip s1):/$FLEET_VOLUME" "$FLEET_WORK/$node/mnt"
+        fleet_in "$node" "$FLEET_WORK/bin/glusterfs" --process-name fuse \
+            --volfile-server="$(fleet_ip s1)" --volfile-id="/$FLEET_VOLUME" "$FLEET_WORK/$node/mnt"
+        fleet_wait "the volume mounted on $node" 30 fleet_in "$node" mountpoint -q "$FLEET_WORK/$node/mnt"
     done
 }
 
