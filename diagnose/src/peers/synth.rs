@@ -232,7 +232,8 @@ fn entry(key: Key, count: u64, mean_ns: f64, rng: &mut StdRng) -> SyscallSummary
         key,
         count,
         total_ns: total,
-        spread: Some(Spread {
+        // One call's spread is its duration: the format leaves it out.
+        spread: (count > 1).then_some(Spread {
             min_ns: min,
             max_ns: max,
             sum_sq_ns: sum_sq,
