@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 source scripts/lib/fail-loudly.sh
 out=$(mktemp -d "${TMPDIR:-/tmp}/fleet-test.XXXXXX")
 
-scripts/fleet-eval --reps 1 --faults disk-hog --workloads ddr --train-secs 10 --phase-secs 15 --out "$out"
+scripts/fleet-eval ${FLEET_EVAL_ARGS:-} --reps 1 --faults disk-hog --workloads ddr --train-secs 10 --phase-secs 15 --out "$out"
 python3 - "$out/table.json" <<'PY'
 import json, sys
 cells = {(c["fault"], c["workload"], c["method"]): c for c in json.load(open(sys.argv[1]))}
