@@ -1,0 +1,44 @@
+# shellcheck shell=bash
+# The faults: one file per fault in faults/, each setting FAULT_TARGET[name]
+# (server, client or none), FAULT_CAUSE[name] (the cause a right finding
+# names: disk, network, or none) and defining fault_<name>_start NODE and
+# fault_<name>_stop NODE (dashes in the name become underscores). A new fault
+# is a new file there.
+
+declare -A FAULT_TARGET FAULT_CAUSE
+for fleet_fault_file in "$(dirname "${BASH_SOURCE[0]}")"/faults/*.sh; do
+    # shellcheck disable=SC1090
+    source "$fleet_fault_file"
+done
+unset fleet_fault_file
+FLEET_ALL_FAULTS=(disk-hog disk-busy network-hog slow-client-link none)
+
+# Link shaping shared by network-hog and slow-client-link.
+FLEET_SHAPE_RATE=${FLEET_SHAPE_RATE:-20mbit}
+
+fleet_shape_link() { # node
+    fleet_in "$1" tc qdisc replace dev eth0 root tbf rate "$FLEET_SHAPE_RATE" burst 32kb latency 400ms
+    ip netns exec "$(fleet_ns br)" tc qdisc replace dev "v$1" root tbf rate "$FLEET_SHAPE_RATE" burst 32kb latency 400ms
+}
+
+fleet_unshape_link() { # node
+    fleet_in "$1" tc qdisc del dev eth0 root 2>/dev/null || true
+    ip netns exec "$(fleet_ns br)" tc qdisc del dev "v$1" root 2>/dev/null || true
+}
+
+fault_fn() { # fault start|stop -> the function's name
+    local name=${1//-/_}
+    echo "fault_${name}_$2"
+}
+
+# Kills the process (and its children) whose pid is in FILE, then removes FILE.
+fleet_kill_pidfile() {
+    local file=$1 pid
+    [ -s "$file" ] || return 0
+    pid=$(cat "$file")
+    # Stopped first, so a loop cannot start a new child in between.
+    kill -STOP "$pid" 2>/dev/null || true
+    pkill -9 -P "$pid" 2>/dev/null || true
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$file"
+}

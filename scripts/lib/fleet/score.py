@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""TP and FP per fault x workload x method from the fleet's phases and the
+`edge-service peers` answers, in the research's definitions, beside the
+research's figures.
+
+TP: the fraction of runs of a fault whose fault-injected node is among the
+method's findings with the fault's cause. FP: the fraction of runs where at
+least one fault-free node is among the method's findings (any cause); for
+the fault-free control (`none`) every node is fault-free. A client node is
+two devices (its FUSE process "c1", its workload "c1w"): either names it."""
+
+import argparse
+import json
+import os
+import sys
+from collections import defaultdict
+
+METHODS = ("median", "histogram")
+
+# The research's figures (TP/FP) for the nearest fault and workload: PVFS
+# (Kasick et al., Table 1: the statistical median method) and Hadoop
+# (Khadke et al., Table 1: statistical, disk-hog only, over MapReduce jobs,
+# not per workload). None where the paper has no figure.
+PVFS = {
+    ("disk-hog", "ddr"): "1/0 dread",
+    ("disk-hog", "ddw"): "0.4/0 dwrite",
+    ("disk-hog", "postmark"): "1/0.1",
+    ("disk-busy", "ddr"): "1/0 dread",
+    ("disk-busy", "ddw"): "0.4/0 dwrite",
+    ("disk-busy", "postmark"): "0.9-1/0.1",
+    ("network-hog", "ddr"): "0/0 ncread",
+    ("network-hog", "ddw"): "0/0 nsread",
+    ("network-hog", "postmark"): "0.9-1/0",
+}
+HADOOP = {"disk-hog": "0.88/0.13"}
+
+
+def load(args):
+    devices = {}
+    with open(args.devices) as f:
+        for line in f:
+            node, device = line.split()
+            devices[device] = node
+    phases = []
+    with open(args.phases) as f:
+        for line in f:
+            if line.strip():
+                phases.append(json.loads(line))
+    return devices, phases
+
+
+def node_of(devices, device):
+    """The node a device id belongs to (its name without the workload's
+    "w"), or the id's first digits when it is none of the fleet's."""
+    name = devices.get(device)
+    return name.rstrip("w") if name else device[:8]
+
+
+def score(devices, phases, runs):
+    # (fault, workload, method) -> [runs, tp, fp, flagged nodes]
+    table = defaultdict(lambda: {"runs": 0, "tp": 0, "fp": 0, "missing": 0, "false": defaultdict(int)})
+    for p in phases:
+        name = f"rep{p['rep']}-{p['workload']}-{p['fault']}.json"
+        path = os.path.join(runs, name)
+        answer = None
+        if os.path.exists(path):
+            with open(path) as f:
+                answer = json.load(f)
+        for method in METHODS:
+            cell = table[(p["fault"], p["workload"], method)]
+            cell["runs"] += 1
+            if answer is None:
+                cell["missing"] += 1
+                continue
+            findings = [x for x in answer.get("findings", []) if x.get("method") == method]
+            target = p["target_node"]
+            flagged = [(node_of(devices, x["device"]), x["cause"]) for x in findings]
+            if target and (target, p["cause"]) in flagged:
+                cell["tp"] += 1
+            wrong = {node for node, _ in flagged if node != target}
+            if wrong:
+                cell["fp"] += 1
+                for node in wrong:
+                    cell["false"][node] += 1
+    return table
+
+
+def render(table, faults, workloads):
+    lines = [
+        "| fault | workload | method | runs | TP | FP | false alarms on | research TP/FP |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for fault in faults:
+        for workload in workloads:
+            for method in METHODS:
+                cell = table.get((fault, workload, method))
+                if not cell:
+                    continue
+                n = cell["runs"] - cell["missing"]
+                tp = "n/a" if fault == "none" else (f"{cell['tp'] / n:.2f}" if n else "-")
+                fp = f"{cell['fp'] / n:.2f}" if n else "-"
+                false = ", ".join(f"{k}×{v}" for k, v in sorted(cell["false"].items())) or "-"
+                if method == "median":
+                    paper = "PVFS " + PVFS[(fault, workload)] if (fault, workload) in PVFS else "-"
+                else:
+                    paper = "Hadoop " + HADOOP[fault] if fault in HADOOP else "-"
+                missing = f" ({cell['missing']} failed)" if cell["missing"] else ""
+                lines.append(f"| {fault} | {workload} | {method} | {n}{missing} | {tp} | {fp} | {false} | {paper} |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--phases", required=True)
+    ap.add_argument("--runs", required=True)
+    ap.add_argument("--devices", required=True)
+    ap.add_argument("--table")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    devices, phases = load(args)
+    table = score(devices, phases, args.runs)
+    faults = list(dict.fromkeys(p["fault"] for p in phases))
+    workloads = list(dict.fromkeys(p["workload"] for p in phases))
+    text = render(table, faults, workloads)
+    print(text)
+    if args.table:
+        with open(args.table, "w") as f:
+            f.write(text + "\n")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(
+                [{"fault": k[0], "workload": k[1], "method": k[2], "runs": v["runs"], "failed": v["missing"],
+                  "tp": v["tp"], "fp": v["fp"], "false_alarms": dict(v["false"])} for k, v in table.items()],
+                f, indent=1)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

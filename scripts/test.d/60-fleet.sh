@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The fleet testbed reduced (scripts/fleet-eval, docs/fleet-eval.md): one
+# rep of disk-hog under ddr on GlusterFS in namespaces, every server and
+# client traced and uploaded to one edge-service. Asserts that every device's
+# windows reached the store (fleet-eval fails otherwise) and that
+# `edge-service peers` names the disk-hogged server with cause disk by the
+# median method and flags no fault-free device. Needs root.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+# shellcheck source=../lib/fail-loudly.sh
+source scripts/lib/fail-loudly.sh
+out=$(mktemp -d "${TMPDIR:-/tmp}/fleet-test.XXXXXX")
+
+scripts/fleet-eval ${FLEET_EVAL_ARGS:-} --reps 1 --faults disk-hog --workloads ddr --train-secs 10 --phase-secs 15 --out "$out"
+python3 - "$out/table.json" <<'PY'
+import json, sys
+cells = {(c["fault"], c["workload"], c["method"]): c for c in json.load(open(sys.argv[1]))}
+cell = cells[("disk-hog", "ddr", "median")]
+problems = []
+if cell["failed"]:
+    problems.append("edge-service peers failed")
+if cell["tp"] != cell["runs"]:
+    problems.append("the disk-hogged server was not found with cause disk")
+if cell["fp"]:
+    problems.append(f"fault-free devices flagged: {cell['false_alarms']}")
+if problems:
+    sys.exit("60-fleet: " + "; ".join(problems) + f" (see {sys.argv[1]})")
+print("60-fleet: disk-hog under ddr: culprit found (median, cause disk), no false alarm")
+PY
+rm -rf "$out"
