@@ -91,7 +91,7 @@ impl App {
     }
 
     /// Runs `f` on a read connection, off the async threads.
-    async fn read<T: Send + 'static>(
+    pub(crate) async fn read<T: Send + 'static>(
         self: &Arc<Self>,
         f: impl FnOnce(&mut dyn Store) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, ApiError> {
@@ -183,6 +183,16 @@ impl ApiError {
             message: message.into(),
             retry_after: None,
         }
+    }
+
+    /// The status it answers with.
+    pub(crate) fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// What went wrong, in words.
+    pub(crate) fn message(&self) -> &str {
+        &self.message
     }
 
     fn internal(message: impl Into<String>) -> ApiError {
@@ -455,6 +465,7 @@ async fn get_runs(
         device: id_param("device", q.device)?,
         stream: id_param("stream", q.stream)?,
         limit: Some(limit),
+        newest_first: false,
     };
     let runs = app.read(move |store| store.runs(&filter)).await?;
     Ok(Json(wire::RunList {

@@ -23,6 +23,7 @@ impl SummarySource for StoreSource {
             device: None,
             stream: None,
             limit: None,
+            newest_first: false,
         };
         let stored = store.load(&filter)?;
         stored

@@ -162,8 +162,11 @@ pub struct RunFilter {
     pub device: Option<[u8; 16]>,
     /// Only this stream's windows; all zero: only runs without a stream id.
     pub stream: Option<[u8; 16]>,
-    /// At most this many (the oldest first); `None`: all.
+    /// At most this many (the oldest first, or the newest with
+    /// `newest_first`); `None`: all.
     pub limit: Option<u64>,
+    /// Newest start first (the web UI's run list) instead of oldest.
+    pub newest_first: bool,
 }
 
 /// Which devices `GET /v1/devices` lists.

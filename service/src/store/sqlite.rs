@@ -425,7 +425,11 @@ impl SqliteStore {
                 None => {}
             }
         }
-        sql.push_str(" ORDER BY start_unix_ns, seq");
+        sql.push_str(if filter.newest_first {
+            " ORDER BY start_unix_ns DESC, seq DESC"
+        } else {
+            " ORDER BY start_unix_ns, seq"
+        });
         if let Some(n) = filter.limit {
             args.push(sql_int(n).into());
             sql.push_str(&format!(" LIMIT ?{}", args.len()));
