@@ -16,7 +16,6 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("directives.html", include_str!("templates/directives.html")),
     ("confirm.html", include_str!("templates/confirm.html")),
     ("findings.html", include_str!("templates/findings.html")),
-    ("error.html", include_str!("templates/error.html")),
 ];
 
 /// The stylesheet, served at `/style.css`.
@@ -63,8 +62,8 @@ mod tests {
         let t = Templates::new().unwrap();
         let html = t
             .render(
-                "error.html",
-                minijinja::context! { status => 400, message => "<script>x</script>" },
+                "login.html",
+                minijinja::context! { error => "<script>x</script>" },
             )
             .unwrap();
         assert!(html.contains("&lt;script&gt;") && !html.contains("<script>x"));
