@@ -184,6 +184,12 @@ pub struct ServeArgs {
     /// With --retain: prune this often instead of hourly (tests).
     #[arg(long, hide = true, default_value_t = 3_600_000)]
     pub retain_every_ms: u64,
+    /// Trust this request header (set by an authenticating reverse proxy in
+    /// front of the server) to name the web UI's group, instead of the login
+    /// form's token. Off by default: the proxy must strip the header from
+    /// what clients send (docs/webui.md).
+    #[arg(long, value_name = "HEADER")]
+    pub web_proxy_header: Option<String>,
     #[command(flatten)]
     pub auto: AutoArgs,
 }
@@ -387,6 +393,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     every: Duration::from_millis(a.retain_every_ms.max(1)),
                 }),
                 auto: a.auto.thresholds()?,
+                web_proxy_header: a.web_proxy_header,
             })?;
             Ok(ExitCode::SUCCESS)
         }

@@ -22,4 +22,5 @@ pub mod store;
 pub mod tls;
 pub mod tls_admin;
 pub mod tokens;
+pub mod webui;
 pub mod writer;

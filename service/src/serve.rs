@@ -14,6 +14,7 @@ use crate::metrics::Metrics;
 use crate::server::{router, App, Auth};
 use crate::store::Location;
 use crate::tokens::Tokens;
+use crate::webui::SessionConfig;
 
 /// What `serve` needs.
 #[derive(Clone, Debug)]
@@ -30,6 +31,8 @@ pub struct ServeOptions {
     pub retain: Option<Retain>,
     /// `--auto`: run the anomaly detector with these thresholds.
     pub auto: Option<crate::proactive::detector::Thresholds>,
+    /// `--web-proxy-header`: the header naming the web UI's group.
+    pub web_proxy_header: Option<String>,
 }
 
 /// `serve --retain AGE [--keep-raw]`.
@@ -60,6 +63,15 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         None => None,
     };
     check_limits(&opts.limits)?;
+    let proxy_header = opts
+        .web_proxy_header
+        .as_deref()
+        .map(|name| {
+            axum::http::HeaderName::from_bytes(name.trim().as_bytes())
+                .with_context(|| format!("--web-proxy-header `{name}` is not a valid header name"))
+        })
+        .transpose()?;
+    let sessions = SessionConfig::new(auth.clone(), proxy_header, tls.is_some())?;
     let app = App::new(
         opts.db.opener(opts.busy_timeout),
         opts.db.writers(),
@@ -95,7 +107,7 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             opts.db
         );
         let metrics = app.metrics().clone();
-        let routes = router(app);
+        let routes = router(app.clone()).merge(crate::webui::router(app, sessions)?);
         let tls = tls.map(tokio_rustls::TlsAcceptor::from);
         let drained =
             crate::conn::serve(tcp, tls, routes, opts.limits, metrics, shutdown_signal()).await;

@@ -93,7 +93,7 @@ impl App {
     }
 
     /// Runs `f` on a read connection, off the async threads.
-    async fn read<T: Send + 'static>(
+    pub(crate) async fn read<T: Send + 'static>(
         self: &Arc<Self>,
         f: impl FnOnce(&mut dyn Store) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, ApiError> {
@@ -185,6 +185,16 @@ impl ApiError {
             message: message.into(),
             retry_after: None,
         }
+    }
+
+    /// The status it answers with.
+    pub(crate) fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// What went wrong, in words.
+    pub(crate) fn message(&self) -> &str {
+        &self.message
     }
 
     fn internal(message: impl Into<String>) -> ApiError {
@@ -543,6 +553,7 @@ async fn get_runs(
         stream: id_param("stream", q.stream)?,
         kind: kind_param(q.kind)?,
         limit: Some(limit),
+        newest_first: false,
     };
     let runs = app.read(move |store| store.runs(&filter)).await?;
     Ok(Json(wire::RunList {

@@ -24,6 +24,7 @@ fn store_filter(filter: &DiagnoseFilter) -> RunFilter {
         // peer analysis to explain (the detector reads them itself).
         kind: Some(agent_core::Kind::Full),
         limit: None,
+        newest_first: false,
     }
 }
 

@@ -166,6 +166,43 @@ fn categorical_svg(d: &Diagnosis, codes: &[u32], levels: &[String]) -> String {
     s
 }
 
+/// The plot of one attribute of a rule.
+#[derive(Debug, Clone)]
+pub struct RulePlot {
+    /// The attribute's name (`recvfrom.tcp.mean_ns`, a fact's key, ...).
+    pub attribute: String,
+    /// A standalone `<svg>` element, its text escaped, with no script and
+    /// no style attribute (pages with a strict CSP can embed it).
+    pub svg: String,
+}
+
+/// The plots of `rule` as the HTML report draws them: for each of its
+/// attributes, the values per class (numeric: one point per run with the
+/// rule's thresholds; categorical: runs per level). The web UI embeds them.
+pub fn rule_plots(d: &Diagnosis, rule: &Rule) -> Vec<RulePlot> {
+    rule.attributes
+        .iter()
+        .map(|&a| {
+            let attr = &d.dataset.attributes[a];
+            let svg = match &attr.column {
+                Column::Numeric(values) => numeric_svg(d, values, &thresholds(rule, a)),
+                Column::Categorical { codes, levels } => categorical_svg(d, codes, levels),
+            };
+            RulePlot {
+                attribute: attr.name.clone(),
+                svg,
+            }
+        })
+        .collect()
+}
+
+/// A plot of one value per run (in the diagnosis' row order, e.g. the
+/// duration), the runs of each class side by side, with dashed lines at
+/// `lines` (e.g. the clusters' boundary).
+pub fn class_values_svg(d: &Diagnosis, values: &[f64], lines: &[f64]) -> String {
+    numeric_svg(d, values, lines)
+}
+
 /// One self-contained HTML page: the labels, and for each rule its text,
 /// accuracy and a plot of each of its attributes' values per class.
 pub fn html(d: &Diagnosis) -> String {
@@ -222,16 +259,12 @@ pub fn html(d: &Diagnosis) -> String {
             esc(&r.text),
             r.accuracy
         );
-        for &a in &r.attributes {
-            let attr = &data.attributes[a];
-            let svg = match &attr.column {
-                Column::Numeric(values) => numeric_svg(d, values, &thresholds(r, a)),
-                Column::Categorical { codes, levels } => categorical_svg(d, codes, levels),
-            };
+        for plot in rule_plots(d, r) {
             let _ = writeln!(
                 o,
-                "<figure>{svg}<figcaption>{}</figcaption></figure>",
-                esc(&attr.name)
+                "<figure>{}<figcaption>{}</figcaption></figure>",
+                plot.svg,
+                esc(&plot.attribute)
             );
         }
         o.push_str("</div>\n");

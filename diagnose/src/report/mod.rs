@@ -7,6 +7,6 @@ mod json;
 mod text;
 
 pub(crate) use html::esc;
-pub use html::html;
+pub use html::{class_values_svg, html, rule_plots, RulePlot};
 pub use json::json;
 pub use text::text;

@@ -263,7 +263,11 @@ impl PgStore {
             sql.push_str(&format!(" AND {condition} ${}", texts.len() + n + 1));
             ints.push(*value);
         }
-        sql.push_str(" ORDER BY start_unix_ns, seq");
+        sql.push_str(if filter.newest_first {
+            " ORDER BY start_unix_ns DESC, seq DESC"
+        } else {
+            " ORDER BY start_unix_ns, seq"
+        });
         if let Some(n) = filter.limit {
             ints.push(sql_int(n));
             sql.push_str(&format!(" LIMIT ${}", texts.len() + ints.len()));

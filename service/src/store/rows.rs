@@ -175,8 +175,11 @@ pub struct RunFilter {
     pub stream: Option<[u8; 16]>,
     /// Only full traces or only light records; `None`: both.
     pub kind: Option<Kind>,
-    /// At most this many (the oldest first); `None`: all.
+    /// At most this many (the oldest first, or the newest with
+    /// `newest_first`); `None`: all.
     pub limit: Option<u64>,
+    /// Newest start first (the web UI's run list) instead of oldest.
+    pub newest_first: bool,
 }
 
 /// The `kind` column's text.

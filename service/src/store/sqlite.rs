@@ -491,7 +491,11 @@ impl SqliteStore {
             args.push(super::kind_name(kind).to_string().into());
             sql.push_str(&format!(" AND kind = ?{}", args.len()));
         }
-        sql.push_str(" ORDER BY start_unix_ns, seq");
+        sql.push_str(if filter.newest_first {
+            " ORDER BY start_unix_ns DESC, seq DESC"
+        } else {
+            " ORDER BY start_unix_ns, seq"
+        });
         if let Some(n) = filter.limit {
             args.push(sql_int(n).into());
             sql.push_str(&format!(" LIMIT ?{}", args.len()));

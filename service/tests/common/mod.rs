@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 pub mod pg;
+pub mod webui;
 
 pub const TOKEN: &str = "phones-token-0123456789";
 pub const OTHER_TOKEN: &str = "laptops-token-0123456789";

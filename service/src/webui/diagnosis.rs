@@ -1,0 +1,258 @@
+//! The diagnosis page's work: the group's runs of one program in a time
+//! range, labelled as the form asks (clusters of duration or throughput,
+//! or a fact), diagnosed by the `diagnose` crate, and turned into what the
+//! template shows (counts, the clusters' duration plot, each rule with the
+//! HTML report's plots, the syscalls outside the intersection).
+
+use agent_core::Summary;
+use diagnose::analysis::{self, Diagnosis, Options};
+use diagnose::fmt::format_number;
+use diagnose::label::{self, ClusterBy, Labelling};
+use diagnose::report::{class_values_svg, rule_plots};
+use serde::{Deserialize, Serialize};
+
+use crate::store::{RunFilter, Store, StoreError};
+
+/// The form's fields (all optional: an empty form shows only the form).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub struct DiagnosisQuery {
+    /// The traced program (required to diagnose).
+    #[serde(default)]
+    pub program: String,
+    /// `--since`-like: Unix seconds, `…ns`, or an age (`2h`, `7d`).
+    #[serde(default)]
+    pub since: String,
+    #[serde(default)]
+    pub until: String,
+    /// `duration` (default), `throughput` or `fact`.
+    #[serde(default)]
+    pub label: String,
+    /// The fact whose values label the runs, with `label=fact`.
+    #[serde(default)]
+    pub fact: String,
+    /// Merge each stream's windows into one run (else windows are left out).
+    #[serde(default)]
+    pub merge_windows: Option<String>,
+}
+
+/// How the runs are labelled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Labeller {
+    Cluster(ClusterBy),
+    Fact(String),
+}
+
+/// A rule as the page shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleView {
+    pub rank: usize,
+    pub text: String,
+    /// Three decimals, as the text report prints it.
+    pub accuracy: String,
+    /// (attribute, SVG) of each attribute.
+    pub plots: Vec<(String, String)>,
+}
+
+/// A syscall outside the intersection: its name and per class "runs with
+/// it / runs" and the mean number of calls.
+#[derive(Debug, Clone, Serialize)]
+pub struct OutsideView {
+    pub name: String,
+    pub cells: Vec<(String, String)>,
+}
+
+/// Everything the diagnosis page shows of one diagnosis.
+#[derive(Debug, Clone, Serialize)]
+pub struct DiagnosisView {
+    pub runs: usize,
+    pub method: String,
+    /// (class, runs) in class order: good first.
+    pub classes: Vec<(String, usize)>,
+    /// The clusters in words, when labels came from clustering.
+    pub clusters: Option<String>,
+    /// Each run's duration by class, with the boundary when clustered by
+    /// duration.
+    pub duration_plot: String,
+    pub attributes: usize,
+    pub rules: Vec<RuleView>,
+    pub outside: Vec<OutsideView>,
+    /// What became of window summaries, in words.
+    pub windows_note: Option<String>,
+}
+
+/// The most runs one page diagnoses: beyond, the page asks for a narrower
+/// time range instead of making the operator wait for minutes (the CLI
+/// `edge-service diagnose` has no such limit).
+pub const MAX_RUNS: usize = 20_000;
+
+/// Diagnoses `group`'s runs as `q` asks. The outer error is the store's;
+/// the inner one is what the operator should change (no runs, one class,
+/// a bad time...), shown on the page.
+pub fn run(
+    store: &mut dyn Store,
+    group: &str,
+    q: &DiagnosisQuery,
+    now_unix_ns: u64,
+) -> Result<Result<DiagnosisView, String>, StoreError> {
+    let (filter, labeller) = match parse(group, q, now_unix_ns) {
+        Ok(parsed) => parsed,
+        Err(e) => return Ok(Err(e)),
+    };
+    let stored = store.load(&filter)?;
+    if stored.len() > MAX_RUNS {
+        return Ok(Err(format!(
+            "more than {MAX_RUNS} runs match: narrow the time range"
+        )));
+    }
+    let mut summaries = Vec::with_capacity(stored.len());
+    for run in &stored {
+        match Summary::decode(&run.raw) {
+            Ok(s) => summaries.push(s),
+            Err(e) => {
+                return Err(StoreError::Failed(format!(
+                    "a stored run no longer decodes: {e}"
+                )))
+            }
+        }
+    }
+    Ok(diagnose_summaries(
+        summaries,
+        &labeller,
+        q.merge_windows.is_some(),
+    ))
+}
+
+fn parse(
+    group: &str,
+    q: &DiagnosisQuery,
+    now_unix_ns: u64,
+) -> Result<(RunFilter, Labeller), String> {
+    let program = q.program.trim();
+    if program.is_empty() {
+        return Err("pick a program".into());
+    }
+    let time = |name: &str, text: &str| -> Result<Option<u64>, String> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        diagnose::cli::parse_time(text, now_unix_ns)
+            .map(Some)
+            .map_err(|e| format!("{name}: {e}"))
+    };
+    let labeller = match q.label.as_str() {
+        "" | "duration" => Labeller::Cluster(ClusterBy::Duration),
+        "throughput" => Labeller::Cluster(ClusterBy::Throughput),
+        "fact" if !q.fact.trim().is_empty() => Labeller::Fact(q.fact.trim().to_string()),
+        "fact" => return Err("labelling by a fact needs the fact's name".into()),
+        other => return Err(format!("unknown labelling `{other}`")),
+    };
+    let filter = RunFilter {
+        group: Some(group.to_string()),
+        program: Some(program.to_string()),
+        since_unix_ns: time("since", &q.since)?,
+        until_unix_ns: time("until", &q.until)?,
+        // One more than the most that can be diagnosed: enough to tell.
+        limit: Some(MAX_RUNS as u64 + 1),
+        // Light records have no syscalls to explain.
+        kind: Some(agent_core::Kind::Full),
+        ..RunFilter::default()
+    };
+    Ok((filter, labeller))
+}
+
+fn diagnose_summaries(
+    summaries: Vec<Summary>,
+    labeller: &Labeller,
+    merge_windows: bool,
+) -> Result<DiagnosisView, String> {
+    let (mut runs, note) = diagnose::windows::whole_runs(summaries, merge_windows);
+    if runs.is_empty() {
+        return Err(match note {
+            Some(n) => format!("no whole runs to diagnose: {n} (tick “merge windows”)"),
+            None => "no runs match".into(),
+        });
+    }
+    let err = |e: anyhow::Error| format!("{e:#}");
+    let (labelling, skip_fact): (Labelling, Option<String>) = match labeller {
+        Labeller::Cluster(by) => (label::by_cluster(&runs, *by).map_err(err)?, None),
+        Labeller::Fact(key) => {
+            let (labelling, keep) = label::by_fact(&runs, key).map_err(err)?;
+            let mut keep = keep.into_iter();
+            runs.retain(|_| keep.next().unwrap_or(false));
+            (labelling, Some(key.clone()))
+        }
+    };
+    let options = Options {
+        skip_fact,
+        ..Options::default()
+    };
+    let durations: Vec<f64> = runs
+        .iter()
+        .map(|s| s.run.duration_ns as f64 / 1e9)
+        .collect();
+    let d = analysis::diagnose(&runs, labelling, &options).map_err(err)?;
+    Ok(view(&d, &durations, note.map(|n| n.to_string())))
+}
+
+fn view(d: &Diagnosis, durations: &[f64], windows_note: Option<String>) -> DiagnosisView {
+    let data = &d.dataset;
+    let counts = data.class_counts();
+    let clusters = d.labelling.clusters.as_ref();
+    let boundary: Vec<f64> = clusters
+        .filter(|c| c.by == ClusterBy::Duration)
+        .map(|c| c.boundary)
+        .into_iter()
+        .collect();
+    DiagnosisView {
+        runs: data.rows(),
+        method: d.labelling.method.clone(),
+        classes: data.classes.iter().cloned().zip(counts).collect(),
+        clusters: clusters.map(|c| {
+            format!(
+                "good {}–{} {unit}, bad {}–{} {unit}, boundary {} {unit}",
+                format_number(c.good.0),
+                format_number(c.good.1),
+                format_number(c.bad.0),
+                format_number(c.bad.1),
+                format_number(c.boundary),
+                unit = c.unit
+            )
+        }),
+        duration_plot: class_values_svg(d, durations, &boundary),
+        attributes: data.attributes.len(),
+        rules: d
+            .rules
+            .iter()
+            .map(|r| RuleView {
+                rank: r.rank,
+                text: r.text.clone(),
+                accuracy: format!("{:.3}", r.accuracy),
+                plots: rule_plots(d, r)
+                    .into_iter()
+                    .map(|p| (p.attribute, p.svg))
+                    .collect(),
+            })
+            .collect(),
+        outside: d
+            .outside
+            .iter()
+            .map(|e| OutsideView {
+                name: e.name.clone(),
+                cells: e
+                    .per_class
+                    .iter()
+                    .map(|pc| {
+                        let num = pc
+                            .means
+                            .iter()
+                            .find(|(n, _)| *n == "num")
+                            .map_or(0.0, |(_, v)| *v);
+                        (format!("{}/{}", pc.runs_with, pc.runs), format_number(num))
+                    })
+                    .collect(),
+            })
+            .collect(),
+        windows_note,
+    }
+}

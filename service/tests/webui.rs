@@ -1,0 +1,353 @@
+//! The web UI over HTTP (the browser test, webui_browser.rs, clicks
+//! through it): login and its cookie, the strict headers, every page
+//! scoped to the session's group, CSRF on the directive form, the proxy
+//! header only when configured.
+
+mod common;
+
+use common::webui::{upload_demo, BAD, GOOD, WINDOWS};
+use common::{start, OTHER_TOKEN, TOKEN};
+
+/// An agent that neither follows redirects nor keeps cookies: each test
+/// sees every Set-Cookie and Location itself.
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .build()
+        .into()
+}
+
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn reply(mut resp: ureq::http::Response<ureq::Body>) -> Reply {
+    let status = resp.status().as_u16();
+    let headers = resp
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or("").to_string()))
+        .collect();
+    let body = resp.body_mut().read_to_string().unwrap();
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn get(url: &str, path: &str, cookie: Option<&str>) -> Reply {
+    let mut req = agent().get(format!("{url}{path}"));
+    if let Some(c) = cookie {
+        req = req.header("Cookie", c);
+    }
+    reply(req.call().unwrap())
+}
+
+fn get_with(url: &str, path: &str, header: (&str, &str)) -> Reply {
+    reply(
+        agent()
+            .get(format!("{url}{path}"))
+            .header(header.0, header.1)
+            .call()
+            .unwrap(),
+    )
+}
+
+fn post_form(url: &str, path: &str, cookie: Option<&str>, form: &[(&str, &str)]) -> Reply {
+    let mut req = agent().post(format!("{url}{path}"));
+    if let Some(c) = cookie {
+        req = req.header("Cookie", c);
+    }
+    reply(req.send_form(form.iter().copied()).unwrap())
+}
+
+/// Logs in with `token`; returns the `name=value` pair of the cookie.
+fn login(url: &str, token: &str) -> String {
+    let r = post_form(url, "/login", None, &[("token", token)]);
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert_eq!(r.header("location"), Some("/devices"));
+    let cookie = r.header("set-cookie").expect("login sets a cookie");
+    cookie.split(';').next().unwrap().trim().to_string()
+}
+
+/// The value of `<input type="hidden" name="csrf" value="...">`.
+fn csrf_of(page: &str) -> String {
+    let at = page.find("name=\"csrf\" value=\"").expect("a CSRF field") + 19;
+    page[at..at + page[at..].find('"').unwrap()].to_string()
+}
+
+#[test]
+fn login_sets_a_strict_cookie_and_pages_need_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let url = &server.url;
+
+    // Not logged in: every page sends the browser to the login form.
+    for page in [
+        "/",
+        "/devices",
+        "/runs",
+        "/diagnosis",
+        "/directives",
+        "/peers",
+    ] {
+        let r = get(url, page, None);
+        assert_eq!(r.status, 303, "{page}");
+        assert_eq!(r.header("location"), Some("/login"), "{page}");
+    }
+    let form = get(url, "/login", None);
+    assert_eq!(form.status, 200);
+    assert!(form.body.contains("type=\"password\""));
+
+    let bad = post_form(url, "/login", None, &[("token", "not-a-token-0123456789")]);
+    assert_eq!(bad.status, 401);
+    assert!(bad.header("set-cookie").is_none());
+    assert!(bad.body.contains("unknown token"));
+
+    let r = post_form(url, "/login", None, &[("token", TOKEN)]);
+    let set_cookie = r.header("set-cookie").unwrap();
+    for flag in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(set_cookie.contains(flag), "{set_cookie}");
+    }
+    // Plain HTTP: not Secure (the browser would drop it).
+    assert!(!set_cookie.contains("Secure"), "{set_cookie}");
+    let cookie = login(url, TOKEN);
+    let devices = get(url, "/devices", Some(&cookie));
+    assert_eq!(devices.status, 200);
+    assert!(devices
+        .body
+        .contains("<strong id=\"group\">phones</strong>"));
+
+    // The strict headers, on pages and on the login form alike.
+    for r in [&devices, &form] {
+        let csp = r.header("content-security-policy").unwrap();
+        assert!(csp.starts_with("default-src 'self'"), "{csp}");
+        assert!(csp.contains("script-src 'none'"), "{csp}");
+        assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+        assert!(!r.body.contains("<script"));
+        assert!(!r.body.contains("http://") && !r.body.contains("https://"));
+    }
+
+    // Logging out needs the CSRF token, then clears the cookie.
+    let refused = post_form(url, "/logout", Some(&cookie), &[("csrf", "00")]);
+    assert_eq!(refused.status, 403);
+    let out = post_form(
+        url,
+        "/logout",
+        Some(&cookie),
+        &[("csrf", &csrf_of(&devices.body))],
+    );
+    assert_eq!(out.status, 303);
+    assert!(out.header("set-cookie").unwrap().contains("Max-Age=0"));
+}
+
+#[test]
+fn no_page_shows_another_groups_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let url = &server.url;
+    let up = upload_demo(url);
+    let phones = login(url, TOKEN);
+    let laptops = login(url, OTHER_TOKEN);
+
+    let pages = [
+        "/devices".to_string(),
+        "/runs".into(),
+        "/runs?program=wget&limit=1000".into(),
+        format!("/runs/{}", up.windowed),
+        "/diagnosis?program=wget".into(),
+        "/directives".into(),
+        "/peers".into(),
+        "/reports".into(),
+    ];
+    for page in &pages {
+        let r = get(url, page, Some(&phones));
+        assert_eq!(r.status, 200, "{page}: {}", r.body);
+        for id in up.laptops_runs.iter().chain([&up.laptops_device]) {
+            assert!(!r.body.contains(&id[..12]), "{page} shows laptops' {id}");
+        }
+    }
+    // Phones' own runs do show.
+    let runs = get(url, "/runs?limit=1000", Some(&phones)).body;
+    assert!(runs.contains(&up.good_run) && runs.contains(&up.bad_run));
+    // The diagnosis counts phones' runs only.
+    let d = get(url, "/diagnosis?program=wget", Some(&phones)).body;
+    assert!(
+        d.contains(&format!("<strong id=\"run-count\">{}</strong>", GOOD + BAD)),
+        "{d}"
+    );
+    // Another group's run is "not found", not shown; asking for it by
+    // device filter finds nothing.
+    for id in &up.laptops_runs {
+        let r = get(url, &format!("/runs/{id}"), Some(&phones));
+        assert_eq!(r.status, 404);
+        assert_eq!(get(url, &format!("/runs/{id}"), Some(&laptops)).status, 200);
+    }
+    let r = get(
+        url,
+        &format!("/runs?device={}", up.laptops_device),
+        Some(&phones),
+    );
+    assert!(r.body.contains("No runs match"), "{}", r.body);
+    let r = get(url, "/runs?program=wget", Some(&laptops));
+    assert!(!r.body.contains(&up.good_run[..12]));
+}
+
+#[test]
+fn pages_show_the_runs_windows_and_diagnosis() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let url = &server.url;
+    let up = upload_demo(url);
+    let cookie = login(url, TOKEN);
+
+    let devices = get(url, "/devices", Some(&cookie)).body;
+    // Six demo devices and the windowed run's.
+    assert_eq!(devices.matches("class=\"device\"").count(), 7, "{devices}");
+
+    let run = get(url, &format!("/runs/{}", up.windowed), Some(&cookie)).body;
+    // The `edge-agent show` table (escaped) and the windows' two plots.
+    assert!(run.contains("<pre id=\"show-table\">run "), "{run}");
+    assert!(run.contains("window 1"), "{run}");
+    assert_eq!(run.matches("<svg").count(), 2);
+    assert_eq!(run.matches("<polyline").count(), 3 + 2);
+    assert!(run.contains(&format!("({WINDOWS} of 1000 ms)")));
+
+    let d = get(url, "/diagnosis?program=wget&since=1d", Some(&cookie)).body;
+    assert!(
+        d.contains(&format!(
+            "id=\"class-good\"><strong>good</strong> <span class=\"count\">{GOOD}</span>"
+        )),
+        "{d}"
+    );
+    assert!(
+        d.contains(&format!(
+            "id=\"class-bad\"><strong>bad</strong> <span class=\"count\">{BAD}</span>"
+        )),
+        "{d}"
+    );
+    assert!(d.contains("rule-text\">if num_read &lt;"), "{d}");
+    assert!(d.contains("accuracy <span class=\"accuracy\">1.000</span>"));
+    // The duration plot and at least one plot per rule.
+    let rules = d.matches("class=\"rule\"").count();
+    assert!(rules >= 1);
+    assert!(d.matches("<svg").count() > rules);
+    // A time range without runs says so.
+    let none = get(url, "/diagnosis?program=wget&until=2d", Some(&cookie)).body;
+    assert!(none.contains("id=\"diagnosis-error\""), "{none}");
+    // A bad time is named.
+    let bad = get(
+        url,
+        "/diagnosis?program=wget&since=yesterday",
+        Some(&cookie),
+    )
+    .body;
+    assert!(bad.contains("since: time"), "{bad}");
+}
+
+#[test]
+fn directives_change_only_with_confirmation_and_the_csrf_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let url = &server.url;
+    let cookie = login(url, TOKEN);
+    let page = get(url, "/directives", Some(&cookie)).body;
+    let csrf = csrf_of(&page);
+    let form = |csrf: &str, action: &str| {
+        post_form(
+            url,
+            "/directives",
+            Some(&cookie),
+            &[
+                ("csrf", csrf),
+                ("action", action),
+                ("match_text", "wget"),
+                ("only", "read,write"),
+                ("window", "22:00-06:00"),
+            ],
+        )
+    };
+    // Without the token, or with another session's: refused.
+    assert_eq!(form("", "apply").status, 403);
+    let other = login(url, OTHER_TOKEN);
+    let other_csrf = csrf_of(&get(url, "/directives", Some(&other)).body);
+    assert_eq!(form(&other_csrf, "apply").status, 403);
+    let (_, json) = common::get(url, "/v1/directives", Some(TOKEN));
+    assert_eq!(json["match"], serde_json::Value::Null);
+
+    // The first submit only shows the change.
+    let preview = form(&csrf, "preview");
+    assert_eq!(preview.status, 200);
+    assert!(preview.body.contains("id=\"confirm\""));
+    let (_, json) = common::get(url, "/v1/directives", Some(TOKEN));
+    assert_eq!(json["match"], serde_json::Value::Null);
+    // Confirming stores it, for this group only.
+    let applied = form(&csrf, "apply");
+    assert_eq!(applied.status, 303);
+    let (_, json) = common::get(url, "/v1/directives", Some(TOKEN));
+    assert_eq!(json["match"], "wget");
+    assert_eq!(json["only"], serde_json::json!(["read", "write"]));
+    assert_eq!(json["window"], "22:00-06:00");
+    let (_, json) = common::get(url, "/v1/directives", Some(OTHER_TOKEN));
+    assert_eq!(json["match"], serde_json::Value::Null);
+    // A bad value is refused with the validator's words.
+    let bad = post_form(
+        url,
+        "/directives",
+        Some(&cookie),
+        &[
+            ("csrf", &csrf),
+            ("action", "apply"),
+            ("only", "read,notacall"),
+        ],
+    );
+    assert_eq!(bad.status, 400);
+    assert!(bad.body.contains("unknown syscall `notacall`"));
+}
+
+#[test]
+fn the_proxy_header_is_trusted_only_when_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = start(dir.path(), &[]);
+    let r = get_with(&plain.url, "/devices", ("X-Edge-Group", "phones"));
+    assert_eq!(r.status, 303, "the header must be ignored by default");
+
+    let dir = tempfile::tempdir().unwrap();
+    let proxied = start(dir.path(), &["--web-proxy-header", "X-Edge-Group"]);
+    let r = get_with(&proxied.url, "/devices", ("X-Edge-Group", "laptops"));
+    assert_eq!(r.status, 200);
+    assert!(r.body.contains("<strong id=\"group\">laptops</strong>"));
+    // No logout button: the proxy owns the session.
+    assert!(!r.body.contains("id=\"logout\""));
+    let r = get_with(&proxied.url, "/devices", ("X-Edge-Group", "not a group"));
+    assert_eq!(r.status, 303);
+}
+
+#[test]
+fn peers_and_reports_say_not_available() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let cookie = login(&server.url, TOKEN);
+    for page in ["/peers", "/reports"] {
+        let r = get(&server.url, page, Some(&cookie));
+        assert_eq!(r.status, 200);
+        assert!(
+            r.body.contains("id=\"not-available\">Not available"),
+            "{}",
+            r.body
+        );
+    }
+}
