@@ -10,7 +10,7 @@ use agent_core::{FdKind, Summary};
 use common::{facts, RunBuilder};
 use diagnose::analysis::{diagnose, Options};
 use diagnose::input;
-use diagnose::label::Labelling;
+use diagnose::label::{self, ClusterBy, Labelling};
 use diagnose::report;
 
 fn given(labels: &[u32]) -> Labelling {
@@ -168,6 +168,15 @@ fn demo_tcp_buffer_case_time_goes_to_the_receive_path() {
         ));
         runs.extend(found);
     }
+    // Labelled by client configuration, and as the demo labels them (by
+    // clustering durations): the same top.
+    let clustered = label::by_cluster(&runs, ClusterBy::Duration).unwrap();
+    let d = diagnose(&runs, clustered, &Options::default()).unwrap();
+    let top = &d.time_gap.as_ref().unwrap().entries[0];
+    assert!(
+        top.syscall.starts_with("read"),
+        "clustered by duration: {top:?}"
+    );
     let d = diagnose(&runs, given(&labels), &Options::default()).unwrap();
     let tg = d.time_gap.as_ref().unwrap();
     let top = &tg.entries[0];
@@ -179,8 +188,9 @@ fn demo_tcp_buffer_case_time_goes_to_the_receive_path() {
     );
     // The receive path (reads and the waits before them) holds at least
     // twice the extra time the writes do. (The calls hold about half of the
-    // bad runs' extra duration; the rest is between calls, where the
-    // tracer's stops for 8 times as many calls fall.)
+    // bad runs' extra duration, the rest being between calls; and the time
+    // of a call includes the tracer's stops, so the writes, 8 times as many
+    // in a bad run, take more time too.)
     let share = |name: &str| {
         tg.entries
             .iter()

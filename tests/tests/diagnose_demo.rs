@@ -2,7 +2,8 @@
 //! network namespaces (some clients with a far too small
 //! net.ipv4.tcp_rmem), traces `wget` in each with `edge-agent run --spool`,
 //! uploads to a local `edge-service serve`, and diagnoses. The first rules
-//! must name read counts or read sizes, with accuracy 1.0; without labels
+//! must name read counts or read sizes, with accuracy 1.0, and the bad
+//! runs' extra time must be first in the receive path; without labels
 //! (robust PCA), the TCP reads of the misconfigured clients must be found.
 //!
 //! Needs root (network namespaces); without it the test says so and passes
@@ -84,6 +85,20 @@ fn demo_finds_the_tcp_memory_misconfiguration() {
             .iter()
             .any(|(_, text, acc)| reads(text) && *acc == 1.0),
         "no read-count or read-size rule with accuracy 1.0 among the first three:\n{stdout}"
+    );
+    // Where the time went: the bad runs' extra time is first in the
+    // receive path (reads, or the waits for data before them), not in the
+    // writes to the output file.
+    let top_row = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("Where the time went"))
+        .nth(2)
+        .unwrap_or_else(|| panic!("no time ranking:\n{stdout}"));
+    let top = top_row.split_whitespace().next().unwrap_or("");
+    let plain = top.split('@').next().unwrap_or("");
+    assert!(
+        ["read", "recvfrom", "recvmsg", "select", "poll"].contains(&plain),
+        "top of the time ranking is {top}:\n{stdout}"
     );
     // Without labels (the robust PCA, clients as devices): the reads on
     // TCP sockets are anomalous in every run of c5 and c6, and no syscall
