@@ -239,7 +239,7 @@ pub fn run(
                 let id = first["id"].as_str().unwrap_or_default().to_string();
                 println!(
                     "           the detector asks device {} (c{}) to trace its next {} run(s) of {} fully (directive {id}; * = fetched while it stands)",
-                    &client.device[..8],
+                    short(&client.device),
                     c + 1,
                     first["runs"],
                     first["program"].as_str().unwrap_or("any program")
@@ -293,7 +293,7 @@ pub fn run(
             "  c{:<6} {:<22} {}  {mean:>7.2} s  {cluster:<9}  {runs}",
             c + 1,
             format!("\"{rmem}\""),
-            &client.device[..8]
+            short(&client.device)
         );
     }
     println!(
@@ -329,6 +329,11 @@ pub fn run(
     drop(serve);
     println!("Demo finished in {:.1} s", started.elapsed().as_secs_f64());
     Ok(ExitCode::SUCCESS)
+}
+
+/// The first 8 hex digits of a device id, for the tables.
+fn short(device: &str) -> &str {
+    device.get(..8).unwrap_or(device)
 }
 
 /// The text in client `c`'s fetch command line its watcher matches.

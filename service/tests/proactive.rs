@@ -402,3 +402,100 @@ fn failing_runs_are_investigated_by_outcome_and_the_rule_names_the_fact() {
         "the rule names the categorical fact, as the research's VirtualBox case: {text}"
     );
 }
+
+/// The detector's ticks one by one on a store, with a clock of the test's
+/// own: a cluster is investigated only on its second tick in a row, the
+/// report waits for every directive, and a fresh report holds back the
+/// next investigation until it is stale.
+#[test]
+fn ticks_wait_for_stability_and_fulfilment_and_respect_freshness() {
+    use service::proactive::detector::Thresholds;
+    use service::proactive::task::Detector;
+    use service::store::{NewRun, SqliteStore, Store};
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut store: Box<dyn Store> =
+        Box::new(SqliteStore::open(&dir.path().join("t.db"), Duration::from_secs(5)).unwrap());
+    let stored = |store: &mut Box<dyn Store>, items: &[Vec<u8>]| {
+        let runs: Vec<NewRun> = items
+            .iter()
+            .map(|raw| {
+                NewRun::from_summary(&Summary::decode(raw).unwrap(), raw.clone(), "phones", 1)
+            })
+            .collect();
+        store.insert_runs(&runs).unwrap();
+    };
+    let mut light = Vec::new();
+    for d in 1..=6u8 {
+        for k in 0..3u32 {
+            let secs = if d >= 5 { 2.0 } else { 0.2 } + 0.01 * f64::from(k);
+            light.push(light_run(d, u64::from(k), secs, Exit::Code(0), &[]));
+        }
+    }
+    stored(&mut store, &light);
+    let thresholds = Thresholds {
+        fresh: Duration::from_secs(60),
+        ..Thresholds::default()
+    };
+    let mut detector = Detector::new(thresholds);
+    let mut now = now_ns();
+    let sec = 1_000_000_000u64;
+    assert!(detector.tick(store.as_mut(), now).unwrap().is_empty());
+    assert!(
+        store.device_directives(None, None).unwrap().is_empty(),
+        "one tick is not stable"
+    );
+    now += sec;
+    assert!(detector.tick(store.as_mut(), now).unwrap().is_empty());
+    let directives = store.device_directives(None, None).unwrap();
+    assert_eq!(directives.len(), 4, "{directives:?}");
+    assert_eq!(detector.open(), 1);
+    // Half the runs come back: no report yet.
+    for (seed, d) in directives.iter().enumerate() {
+        let id = d.id.to_string();
+        let slow = d.device[0] >= 5;
+        stored(
+            &mut store,
+            &[full_run(
+                d.device[0],
+                seed as u64 * 2,
+                slow,
+                Exit::Code(0),
+                &[("directive", &id)],
+            )],
+        );
+    }
+    now += sec;
+    assert!(detector.tick(store.as_mut(), now).unwrap().is_empty());
+    for (seed, d) in directives.iter().enumerate() {
+        let id = d.id.to_string();
+        let slow = d.device[0] >= 5;
+        stored(
+            &mut store,
+            &[full_run(
+                d.device[0],
+                seed as u64 * 2 + 1,
+                slow,
+                Exit::Code(0),
+                &[("directive", &id)],
+            )],
+        );
+    }
+    now += sec;
+    let reports = detector.tick(store.as_mut(), now).unwrap();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(detector.open(), 0);
+    // Fresh for 60 s: the cluster is still there, nothing new.
+    for _ in 0..5 {
+        now += sec;
+        assert!(detector.tick(store.as_mut(), now).unwrap().is_empty());
+    }
+    assert_eq!(store.device_directives(None, None).unwrap().len(), 4);
+    // Stale: found again, and after two ticks investigated again.
+    now += 61 * sec;
+    detector.tick(store.as_mut(), now).unwrap();
+    assert_eq!(store.device_directives(None, None).unwrap().len(), 4);
+    now += sec;
+    detector.tick(store.as_mut(), now).unwrap();
+    assert_eq!(store.device_directives(None, None).unwrap().len(), 8);
+}

@@ -844,7 +844,7 @@ fn device_directives_count_their_runs_and_reports_are_kept(backend: &Backend) {
     };
     let first = directed_run(1, 0xa, "phones", Some(a), false);
     assert_eq!(
-        store.insert_runs(&[first.clone()]).unwrap(),
+        store.insert_runs(std::slice::from_ref(&first)).unwrap(),
         vec![Inserted::Stored]
     );
     assert_eq!(received(&mut store, a), 1);
