@@ -353,9 +353,12 @@ fn the_services_match_replaces_the_command_lines_while_set() {
     let requests = service.requests.lock().unwrap().clone();
     assert!(requests.len() >= 2, "read again: {requests:?}");
     assert!(
-        requests.iter().all(|r| r.starts_with("GET /v1/directives ")
-            && r.to_ascii_lowercase()
-                .contains("authorization: bearer tok-123")),
+        // With the device's id: the service adds its per-device directives.
+        requests
+            .iter()
+            .all(|r| r.starts_with("GET /v1/directives?device=")
+                && r.to_ascii_lowercase()
+                    .contains("authorization: bearer tok-123")),
         "{requests:?}"
     );
     assert_eq!(

@@ -33,6 +33,11 @@ use crate::arch::{Abi, Native};
 use crate::engine::session::random_id;
 use crate::sys::Tid;
 
+/// How long a run whose processes are all gone waits for its root's exit
+/// event (the connector's reader thread may lag behind the scans on a
+/// loaded machine).
+const EXIT_EVENT_WAIT_NS: u64 = 2_000_000_000;
+
 /// How far up from a new process its run's member is looked for.
 const MAX_ADOPT_DEPTH: usize = 16;
 
@@ -69,9 +74,9 @@ struct Run {
     exit: Option<Exit>,
     /// The latest end of a process seen so far.
     end_unix_ns: u64,
-    /// All its processes are gone but its exit is not known: kept one more
-    /// scan for an exit event still on its way.
-    waited: bool,
+    /// When its last process was seen gone with its exit not known yet:
+    /// it waits up to [`EXIT_EVENT_WAIT_NS`] for an exit event on its way.
+    gone_unix_ns: Option<u64>,
 }
 
 /// The runs light monitoring follows.
@@ -84,7 +89,7 @@ pub struct LightRuns {
     /// The previous scan's time: a process gone now ended after it.
     last_scan_unix_ns: u64,
     /// Exit events come ([`LightRuns::ended`]): a run whose exit is not
-    /// known when its last process is gone waits one scan for it.
+    /// known when its last process is gone waits for it a little.
     exit_events: bool,
 }
 
@@ -181,7 +186,7 @@ impl LightRuns {
             cpu_gone: CpuTime::default(),
             exit: None,
             end_unix_ns: now,
-            waited: false,
+            gone_unix_ns: None,
         };
         self.runs.push(run);
         let index = self.runs.len() - 1;
@@ -321,9 +326,9 @@ impl LightRuns {
                 }
             }
             if run.procs.is_empty() {
-                if run.exit.is_none() && self.exit_events && !run.waited {
-                    run.waited = true;
-                } else {
+                let gone = *run.gone_unix_ns.get_or_insert(now);
+                let waiting = now.saturating_sub(gone) < EXIT_EVENT_WAIT_NS;
+                if !(run.exit.is_none() && self.exit_events && waiting) {
                     finished.push(index);
                 }
             }
