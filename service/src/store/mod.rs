@@ -22,7 +22,7 @@ pub use sqlite::SqliteStore;
 /// version names one set of tables and columns. A database of an older
 /// version is brought up to it when opened (each backend's `MIGRATIONS`);
 /// a newer one is refused.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 use crate::directive::Directive;
 

@@ -34,8 +34,10 @@ use crate::directive::Directive;
 
 /// Migrations by the version they bring a database to. PostgreSQL support
 /// began at version 2: an empty database gets every step from there.
-const MIGRATIONS: &[(i32, &str)] =
-    &[(2, include_str!("../../migrations/postgres/0002_schema.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (2, include_str!("../../migrations/postgres/0002_schema.sql")),
+    (4, include_str!("../../migrations/postgres/0004_webui.sql")),
+];
 
 /// Key of the advisory lock that serialises instances migrating at once.
 const MIGRATION_LOCK: i64 = 0x6564_6765_5f73_7663;
