@@ -83,9 +83,22 @@ async fn shot(client: &Client, dir: &Path, name: &str) {
     std::fs::write(dir.join(name), png).unwrap();
 }
 
+/// The first element matching `css`, waiting for the page that a click
+/// started to load (a loaded machine may take seconds).
+async fn wait_for(client: &Client, css: &str) -> fantoccini::elements::Element {
+    client
+        .wait()
+        .at_most(Duration::from_secs(30))
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css}: {e}"))
+}
+
 async fn text(client: &Client, css: &str) -> String {
     client
-        .find(Locator::Css(css))
+        .wait()
+        .at_most(Duration::from_secs(30))
+        .for_element(Locator::Css(css))
         .await
         .unwrap_or_else(|e| panic!("no {css}: {e}"))
         .text()
@@ -93,7 +106,9 @@ async fn text(client: &Client, css: &str) -> String {
         .unwrap()
 }
 
+/// How many elements match `css` (at least one is waited for).
 async fn count(client: &Client, css: &str) -> usize {
+    wait_for(client, css).await;
     client.find_all(Locator::Css(css)).await.unwrap().len()
 }
 
@@ -118,6 +133,7 @@ async fn click_through(client: &Client, url: &str, out: &Path, windowed: &str) {
         .unwrap();
 
     // Devices.
+    wait_for(client, "#devices").await;
     assert_eq!(client.current_url().await.unwrap().path(), "/devices");
     assert_eq!(text(client, "#group").await, "phones");
     assert_eq!(count(client, "#devices a.device").await, 7);
@@ -140,6 +156,7 @@ async fn click_through(client: &Client, url: &str, out: &Path, windowed: &str) {
         .click()
         .await
         .unwrap();
+    wait_for(client, "#filter").await;
     let program = client
         .find(Locator::Css("input[name=program]"))
         .await
@@ -157,10 +174,8 @@ async fn click_through(client: &Client, url: &str, out: &Path, windowed: &str) {
         GOOD + BAD + WINDOWS as usize
     );
     shot(client, out, "3-runs.png").await;
-    client
-        .find(Locator::Css(&format!("a[href='/runs/{windowed}']")))
+    wait_for(client, &format!("a[href='/runs/{windowed}']"))
         .await
-        .unwrap()
         .click()
         .await
         .unwrap();
@@ -179,6 +194,7 @@ async fn click_through(client: &Client, url: &str, out: &Path, windowed: &str) {
         .click()
         .await
         .unwrap();
+    wait_for(client, "#diagnose").await;
     client
         .find(Locator::Css("input[name=program]"))
         .await

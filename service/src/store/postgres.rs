@@ -46,6 +46,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
         4,
         include_str!("../../migrations/postgres/0004_proactive.sql"),
     ),
+    (5, include_str!("../../migrations/postgres/0005_webui.sql")),
 ];
 
 /// Key of the advisory lock that serialises instances migrating at once.

@@ -84,13 +84,6 @@ fn now_unix_ns() -> u64 {
 }
 
 impl WebUi {
-    /// The session, or a redirect to the login form.
-    fn session(&self, headers: &HeaderMap) -> Result<Session, Response> {
-        self.sessions
-            .session(headers)
-            .ok_or_else(|| Redirect::to("/login").into_response())
-    }
-
     /// Renders `name` inside the layout: `ctx` plus the session's group,
     /// its CSRF token (for the logout form) and the active tab.
     fn page(&self, name: &str, session: &Session, tab: &str, ctx: minijinja::Value) -> Page {
@@ -117,12 +110,13 @@ impl WebUi {
     }
 }
 
-/// Unwraps the session or returns the login redirect.
+/// The session, or else the handler answers with a redirect to the login
+/// form.
 macro_rules! session_or_login {
     ($web:expr, $headers:expr) => {
-        match $web.session(&$headers) {
-            Ok(s) => s,
-            Err(redirect) => return Ok(redirect),
+        match $web.sessions.session(&$headers) {
+            Some(s) => s,
+            None => return Ok(Redirect::to("/login").into_response()),
         }
     };
 }
