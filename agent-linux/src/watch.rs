@@ -238,16 +238,24 @@ impl Watcher<'_> {
         if self.excluded.contains(&pid) || engine.is_traced(pid) {
             return;
         }
-        // Born under a light run: part of it (whatever its command line).
-        if self.light.open() > 0 && self.light.adopt(pid) {
-            return;
-        }
         let Ok(mut cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
             return;
         };
         for b in &mut cmdline {
             if *b == 0 {
                 *b = b' ';
+            }
+        }
+        // Born under a light run: part of it (whatever its command line);
+        // but a run's root that exec'd into a program a directive asks for
+        // (`ip netns exec ... wget`: the exec event names the same process
+        // the run began with) leaves its light run to be traced fully.
+        if self.light.open() > 0 && self.light.adopt(pid) {
+            let program = process_program(pid);
+            if !(self.directed.would_claim(&program, &cmdline, crate::engine::unix_now_ns())
+                && self.light.give_up_root(pid))
+            {
+                return;
             }
         }
         if !contains(&cmdline, &self.pattern) {

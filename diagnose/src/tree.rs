@@ -248,8 +248,10 @@ struct Candidate {
 }
 
 impl Candidate {
-    fn is_categorical(&self) -> bool {
-        matches!(self.kind, CandidateKind::Categorical { .. })
+    /// A categorical split into two branches: as simple as a numeric
+    /// split, without its free choice of threshold (see [`choose`]).
+    fn is_two_way_categorical(&self) -> bool {
+        matches!(&self.kind, CandidateKind::Categorical { branches } if branches.len() == 2)
     }
 }
 
@@ -570,17 +572,20 @@ const EPS: f64 = 1e-9;
 
 /// Picks the best of one node's candidates: highest gain (or, with gain
 /// ratio, highest ratio among candidates with at least the average gain);
-/// ties go to a categorical split over a numeric one, then to the larger
-/// margin, then to the earlier attribute.
+/// ties go to a two-way categorical split over any other, then to the
+/// larger margin, then to the earlier attribute.
 ///
-/// Why categorical first: a numeric split also chooses its threshold among
+/// Why two-way categorical first: a numeric split also chooses its threshold among
 /// the cuts between distinct values, so at equal gain it fits the runs
 /// with one more free choice (C4.5 Release 8 charges numeric splits
 /// log2(cuts)/runs bits of gain for it; here it only breaks ties, so no
 /// existing choice between numeric splits changes). With few runs this
 /// decides the case that matters: in three runs nearly every statistic
 /// that differs separates them perfectly, and the fact that does too (the
-/// research's VirtualBox adapter) is the simpler explanation.
+/// research's VirtualBox adapter) is the simpler explanation. A split into
+/// more branches is not simpler: a fact naming each client (one value per
+/// device) separates any clustering perfectly and explains nothing, so it
+/// gets no preference.
 fn choose<'a>(
     candidates: impl Iterator<Item = &'a Candidate>,
     params: &TreeParams,
@@ -613,8 +618,8 @@ fn choose<'a>(
                 let (sc, sb) = (score(c), score(b));
                 let better = sc > sb + EPS
                     || ((sc - sb).abs() <= EPS
-                        && (c.is_categorical() && !b.is_categorical()
-                            || (c.is_categorical() == b.is_categorical()
+                        && (c.is_two_way_categorical() && !b.is_two_way_categorical()
+                            || (c.is_two_way_categorical() == b.is_two_way_categorical()
                                 && (c.margin > b.margin + EPS
                                     || ((c.margin - b.margin).abs() <= EPS
                                         && c.attribute < b.attribute)))));

@@ -103,7 +103,7 @@ fn outcome_labels_exit_zero_good_failures_bad_unknown_left_out() {
 /// three runs as well as the adapter does; the rule must name the adapter.
 #[test]
 fn three_runs_by_outcome_give_the_adapter_rule() {
-    let sync = |seed: u8, adapter: &str, reads: u64, exit: Exit| {
+    let sync = |seed: u8, fact: (&str, &str), reads: u64, exit: Exit| {
         let mut b = RunBuilder::default();
         b.call("openat", FdKind::None, [0; 6], 3, 2_000, 1_000);
         for i in 0..reads {
@@ -128,16 +128,16 @@ fn three_runs_by_outcome_give_the_adapter_rule() {
             b.finish(
                 seed,
                 50_000_000 + reads * 100_000,
-                facts("repo", &[("adapter", adapter)]),
+                facts("repo", &[fact]),
             ),
             exit,
         )
     };
     // NAT first, so the adapter's first level is `nat`.
     let runs = vec![
-        sync(1, "nat", 40, Exit::Code(1)),
-        sync(2, "bridged", 200, Exit::Code(0)),
-        sync(3, "nat", 55, Exit::Code(1)),
+        sync(1, ("adapter", "nat"), 40, Exit::Code(1)),
+        sync(2, ("adapter", "bridged"), 200, Exit::Code(0)),
+        sync(3, ("adapter", "nat"), 55, Exit::Code(1)),
     ];
     let d = diagnose_runs(
         runs,
@@ -158,6 +158,26 @@ fn three_runs_by_outcome_give_the_adapter_rule() {
     );
     let json = report::json(&d);
     assert_eq!(json["rules"][0]["attributes"][0], "fact.adapter");
+
+    // A fact naming each client separates them as perfectly, in three
+    // branches: no simpler than a threshold, so it gets no preference and
+    // the rules start from a statistic.
+    let named = vec![
+        sync(1, ("client", "client1"), 40, Exit::Code(1)),
+        sync(2, ("client", "client2"), 200, Exit::Code(0)),
+        sync(3, ("client", "client3"), 55, Exit::Code(1)),
+    ];
+    let d = diagnose_runs(
+        named,
+        &LabelBy::Cluster(ClusterBy::Outcome),
+        &Options::default(),
+    )
+    .unwrap();
+    assert!(
+        !d.rules[0].text.contains("fact.client"),
+        "{:#?}",
+        d.rules.iter().map(|r| &r.text).collect::<Vec<_>>()
+    );
 }
 
 /// A light record: a run noticed without tracing it.

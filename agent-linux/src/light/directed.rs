@@ -78,16 +78,30 @@ impl DirectedRuns {
     /// command line `cmdline` at `now_unix_ns`, counted as taken; `None`:
     /// the run stays light.
     pub fn claim(&mut self, program: &str, cmdline: &[u8], now_unix_ns: u64) -> Option<String> {
-        let d = self.directives.iter().find(|d| {
+        let id = self.first_taker(program, cmdline, now_unix_ns)?.id.clone();
+        *self.taken.entry(id.clone()).or_insert(0) += 1;
+        Some(id)
+    }
+
+    /// Whether [`DirectedRuns::claim`] would take this run (nothing is
+    /// counted).
+    pub fn would_claim(&self, program: &str, cmdline: &[u8], now_unix_ns: u64) -> bool {
+        self.first_taker(program, cmdline, now_unix_ns).is_some()
+    }
+
+    fn first_taker(
+        &self,
+        program: &str,
+        cmdline: &[u8],
+        now_unix_ns: u64,
+    ) -> Option<&DeviceDirective> {
+        self.directives.iter().find(|d| {
             self.open(d, now_unix_ns)
                 && d.program.as_deref().is_none_or(|p| p == program)
                 && d.match_text
                     .as_deref()
                     .is_none_or(|m| contains(cmdline, m.as_bytes()))
-        })?;
-        let id = d.id.clone();
-        *self.taken.entry(id.clone()).or_insert(0) += 1;
-        Some(id)
+        })
     }
 
     /// Gives a claimed run back (its process could not be traced).

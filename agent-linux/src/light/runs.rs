@@ -382,6 +382,29 @@ impl LightRuns {
         }
     }
 
+    /// Drops the run rooted at `pid` when it holds that process alone (no
+    /// child has joined it yet), without a record: the process is to be
+    /// traced fully instead (it exec'd into a program a directive asks
+    /// for). False when `pid` roots no such run.
+    pub fn give_up_root(&mut self, pid: Tid) -> bool {
+        let Some(index) = self
+            .runs
+            .iter()
+            .position(|r| r.root == pid && r.procs.len() == 1 && r.procs.contains_key(&pid))
+        else {
+            return false;
+        };
+        self.runs.swap_remove(index);
+        self.owner.remove(&pid);
+        // The run moved into `index` changes its owner entries.
+        if index < self.runs.len() {
+            for p in self.runs[index].procs.keys() {
+                self.owner.insert(*p, index);
+            }
+        }
+        true
+    }
+
     /// The roots of the open runs.
     pub fn roots(&self) -> Vec<Tid> {
         self.runs.iter().map(|r| r.root).collect()
@@ -432,6 +455,28 @@ mod tests {
             Exit::Signal(11),
             "core dumped"
         );
+    }
+
+    /// A run given up at its root leaves no record and no owner entry;
+    /// another run that moved into its slot keeps its processes.
+    #[test]
+    fn a_run_given_up_at_its_root_leaves_nothing() {
+        let mut a = Command::new("sleep").arg("5").spawn().unwrap();
+        let mut b = Command::new("sleep").arg("5").spawn().unwrap();
+        let (pa, pb) = (a.id() as Tid, b.id() as Tid);
+        let mut runs = LightRuns::new();
+        assert!(runs.start(pa, Facts::new(), Origin::default()));
+        assert!(runs.start(pb, Facts::new(), Origin::default()));
+        assert!(!runs.give_up_root(pb + 100_000), "no such root");
+        assert!(runs.give_up_root(pa));
+        assert!(!runs.contains(pa));
+        assert_eq!(runs.roots(), vec![pb]);
+        assert!(runs.contains(pb));
+        a.kill().unwrap();
+        b.kill().unwrap();
+        let _ = (a.wait(), b.wait());
+        let records = runs.take_open();
+        assert_eq!(records.len(), 1, "only b's run is left");
     }
 
     /// A child that exits with 3 and is reaped late: a scan sees its
