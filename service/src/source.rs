@@ -3,9 +3,10 @@
 
 use std::path::Path;
 
+use anyhow::Context;
 use diagnose::input::{RunFilter as DiagnoseFilter, SummarySource};
 
-use crate::store::{Location, RunFilter};
+use crate::store::{Location, RunFilter, Store};
 
 /// How much start time one query of [`StoreSource::for_each`] covers: a
 /// fleet of 100 devices with 1 s windows has 30 000 windows in it, a few
@@ -58,30 +59,39 @@ impl SummarySource for StoreSource {
     ) -> anyhow::Result<()> {
         let location = Location::parse(db);
         let mut store = location.open_existing()?;
-        let mut summary = agent_core::Summary::empty();
-        let mut chunk = store_filter(filter);
-        let (Some(since), Some(until)) = (filter.since_unix_ns, filter.until_unix_ns) else {
-            for run in store.load(&chunk)? {
-                agent_core::Summary::decode_into(&run.raw, &mut summary).map_err(|e| {
-                    anyhow::anyhow!("a stored run in {location} no longer decodes: {e}")
-                })?;
-                each(&summary);
-            }
-            return Ok(());
-        };
-        let mut from = since;
-        while from < until {
-            let to = from.saturating_add(CHUNK_NS).min(until);
-            chunk.since_unix_ns = Some(from);
-            chunk.until_unix_ns = Some(to);
-            for run in store.load(&chunk)? {
-                agent_core::Summary::decode_into(&run.raw, &mut summary).map_err(|e| {
-                    anyhow::anyhow!("a stored run in {location} no longer decodes: {e}")
-                })?;
-                each(&summary);
-            }
-            from = to;
+        for_each_stored(store.as_mut(), filter, each).with_context(|| format!("reading {location}"))
+    }
+}
+
+/// [`StoreSource::for_each`] on a store already open (the web UI's Peers
+/// page reads through its pooled connection): the range a chunk of start
+/// time at a time. Errors: the store's, or a raw summary that no longer
+/// decodes.
+pub fn for_each_stored(
+    store: &mut dyn Store,
+    filter: &DiagnoseFilter,
+    each: &mut dyn FnMut(&agent_core::Summary),
+) -> anyhow::Result<()> {
+    let mut summary = agent_core::Summary::empty();
+    let mut chunk = store_filter(filter);
+    let mut decode_each = |store: &mut dyn Store, chunk: &RunFilter| -> anyhow::Result<()> {
+        for run in store.load(chunk)? {
+            agent_core::Summary::decode_into(&run.raw, &mut summary)
+                .map_err(|e| anyhow::anyhow!("a stored run no longer decodes: {e}"))?;
+            each(&summary);
         }
         Ok(())
+    };
+    let (Some(since), Some(until)) = (filter.since_unix_ns, filter.until_unix_ns) else {
+        return decode_each(store, &chunk);
+    };
+    let mut from = since;
+    while from < until {
+        let to = from.saturating_add(CHUNK_NS).min(until);
+        chunk.since_unix_ns = Some(from);
+        chunk.until_unix_ns = Some(to);
+        decode_each(store, &chunk)?;
+        from = to;
     }
+    Ok(())
 }

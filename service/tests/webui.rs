@@ -7,6 +7,9 @@ mod common;
 
 use common::webui::{upload_demo, BAD, GOOD, WINDOWS};
 use common::{start, OTHER_TOKEN, TOKEN};
+use diagnose::peers::synth::{Fault, FleetSpec};
+use service::proactive::reports::{self, Report, ReportDevice};
+use service::store::Location;
 
 /// An agent that neither follows redirects nor keeps cookies: each test
 /// sees every Set-Cookie and Location itself.
@@ -336,18 +339,235 @@ fn the_proxy_header_is_trusted_only_when_configured() {
     assert_eq!(r.status, 303);
 }
 
+/// A stored report of the proactive loop for `group`, as the detector's
+/// investigation writes it.
+fn report(group: &str, program: &str, device: u8, headline: &str) -> Report {
+    Report {
+        id: 0,
+        group: group.into(),
+        program: program.into(),
+        trigger: reports::TRIGGER_SLOW.into(),
+        status: reports::STATUS_DIAGNOSED.into(),
+        detected_unix_ns: 1_763_700_000_000_000_000,
+        created_unix_ns: 1_763_700_060_000_000_000,
+        cluster: "3 slow runs of 12".into(),
+        devices: vec![ReportDevice {
+            device: [device; 16],
+            cluster: "slow".into(),
+            directive: 7,
+            runs: 2,
+        }],
+        headline: headline.into(),
+        text: format!("Diagnosis of {program}: {headline} & more"),
+        json: serde_json::Value::Null,
+        // As `diagnose --html` writes it: a whole page, its style in the
+        // head, plots as inline SVG.
+        html: format!(
+            "<!doctype html><html><head><meta charset=\"utf-8\"><style>body{{margin:2em}}</style>\
+             </head><body><h1>Diagnosis</h1><p class=\"stored\">{headline}</p>\
+             <svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\" height=\"10\"></svg></body></html>"
+        ),
+    }
+}
+
 #[test]
-fn peers_and_reports_say_not_available() {
+fn reports_are_listed_and_shown_for_their_group_only() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), &[]);
-    let cookie = login(&server.url, TOKEN);
-    for page in ["/peers", "/reports"] {
-        let r = get(&server.url, page, Some(&cookie));
-        assert_eq!(r.status, 200);
-        assert!(
-            r.body.contains("id=\"not-available\">Not available"),
-            "{}",
-            r.body
-        );
+    let url = &server.url;
+    let phones = login(url, TOKEN);
+    let laptops = login(url, OTHER_TOKEN);
+    let empty = get(url, "/reports", Some(&phones)).body;
+    assert!(empty.contains("id=\"no-reports\""), "{empty}");
+
+    let mut store = Location::parse(&dir.path().join("service.db"))
+        .open_existing()
+        .unwrap();
+    let older = store
+        .add_report(&report("phones", "wget", 0xa1, "if num_read < 120"))
+        .unwrap();
+    let newer = store
+        .add_report(&report("phones", "curl", 0xa2, "if num_connect > 3"))
+        .unwrap();
+    let theirs = store
+        .add_report(&report("laptops", "rsync", 0xb3, "if num_fsync > 9"))
+        .unwrap();
+
+    let list = get(url, "/reports", Some(&phones)).body;
+    assert_eq!(list.matches("class=\"report\"").count(), 2, "{list}");
+    let (at_newer, at_older) = (
+        list.find(&format!("href=\"/reports/{newer}\"")).unwrap(),
+        list.find(&format!("href=\"/reports/{older}\"")).unwrap(),
+    );
+    assert!(at_newer < at_older, "newest first: {list}");
+    assert!(list.contains("if num_read &lt; 120"), "{list}");
+    assert!(list.contains("class=\"trigger\">slow<"));
+    assert!(list.contains("class=\"status\">diagnosed<"));
+    assert!(list.contains("2025-11-21"), "the time: {list}");
+    assert!(
+        !list.contains("rsync") && !list.contains("num_fsync"),
+        "{list}"
+    );
+
+    let one = get(url, &format!("/reports/{older}"), Some(&phones));
+    assert_eq!(one.status, 200, "{}", one.body);
+    // The text, escaped; the device traced; the stored HTML's body
+    // embedded, without its <style> (the CSP would drop it).
+    assert!(
+        one.body
+            .contains("<pre id=\"report-text\">Diagnosis of wget: if num_read &lt; 120 &amp; more"),
+        "{}",
+        one.body
+    );
+    assert!(one.body.contains(&"a1".repeat(16)));
+    assert!(one
+        .body
+        .contains("<p class=\"stored\">if num_read < 120</p>"));
+    assert!(one.body.contains("id=\"report-html\"><h1>Diagnosis</h1>"));
+    assert_eq!(one.body.matches("<svg").count(), 1);
+    assert!(!one.body.contains("<style") && !one.body.contains("<script"));
+
+    // Another group's report is not found, as a missing one; its own group
+    // sees it.
+    for (path, cookie, status) in [
+        (format!("/reports/{theirs}"), &phones, 404),
+        (format!("/reports/{theirs}"), &laptops, 200),
+        (format!("/reports/{older}"), &laptops, 404),
+        ("/reports/99999".to_string(), &phones, 404),
+        ("/reports/x".to_string(), &phones, 404),
+    ] {
+        assert_eq!(get(url, &path, Some(cookie)).status, status, "{path}");
     }
+    let theirs_list = get(url, "/reports", Some(&laptops)).body;
+    assert!(theirs_list.contains("rsync") && !theirs_list.contains("wget"));
+}
+
+/// A synthetic fleet of 4 devices tracing one program, one device's disk
+/// three times slower in windows 50..80 (as tests/peers.rs).
+fn fleet(group: &str, seed: u64, slow: usize) -> FleetSpec {
+    FleetSpec {
+        group: group.into(),
+        seed,
+        faults: vec![Fault::Disk {
+            device: slow,
+            from: 50,
+            until: 80,
+            factor: 3.0,
+        }],
+        ..FleetSpec::new(4, 80)
+    }
+}
+
+fn post_fleet(url: &str, token: &str, spec: &FleetSpec) {
+    let mut buf = vec![0u8; agent_core::MAX_ENCODED_LEN];
+    let items: Vec<Vec<u8>> = spec
+        .summaries()
+        .map(|mut s| s.encode(&mut buf).unwrap().to_vec())
+        .collect();
+    for chunk in items.chunks(100) {
+        let (status, _, json) = common::post(
+            url,
+            Some(token),
+            Some(common::CONTENT_TYPE),
+            &common::body(chunk.iter().map(Vec::as_slice)),
+        );
+        assert_eq!(status, 200, "{json}");
+    }
+}
+
+#[test]
+fn peers_page_names_the_slow_device_of_the_group_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let url = &server.url;
+    let phones_fleet = fleet("phones", 1, 3);
+    let laptops_fleet = fleet("laptops", 2, 1);
+    post_fleet(url, TOKEN, &phones_fleet);
+    post_fleet(url, OTHER_TOKEN, &laptops_fleet);
+    let phones = login(url, TOKEN);
+    let laptops = login(url, OTHER_TOKEN);
+    let secs = |w: u64| (phones_fleet.window_start(w) / 1_000_000_000).to_string();
+    // Training windows 0..40 (RFC 3339), diagnosis 40..80 (Unix seconds).
+    let query = format!(
+        "/peers?program=&train_since=2025-11-21T04:40:00Z&train_until={}&since={}&until={}&method=median",
+        secs(40),
+        secs(40),
+        secs(80)
+    );
+
+    let form = get(url, "/peers", Some(&phones)).body;
+    assert!(form.contains("name=\"train_since\"") && !form.contains("id=\"findings\""));
+
+    let page = get(url, &query, Some(&phones));
+    assert_eq!(page.status, 200, "{}", page.body);
+    let p = &page.body;
+    assert!(p.contains("<strong id=\"device-count\">4</strong>"), "{p}");
+    let slow = common::hex(&phones_fleet.device_id(3));
+    let rows: Vec<&str> = p.split("<tr class=\"finding\">").skip(1).collect();
+    assert!(!rows.is_empty(), "{p}");
+    assert!(
+        rows.iter()
+            .any(|r| r.contains("<td class=\"metric\">dread</td>")),
+        "{p}"
+    );
+    for row in &rows {
+        assert!(
+            row.contains(&slow),
+            "only the slow device is flagged: {row}"
+        );
+        assert!(row.contains("<td class=\"cause\">disk</td>"), "{row}");
+        assert!(row.contains("<td class=\"method\">median</td>"), "{row}");
+    }
+    // The per-metric time series, as `peers --html` draws them: the slow
+    // device in red.
+    let plots = p.matches("<figure class=\"series\"><svg").count();
+    assert!(plots >= 2, "{p}");
+    assert!(p.contains("#d73027"), "{p}");
+    // Not one of the laptops' devices, though they trace the same program
+    // in the same windows.
+    for d in 0..4 {
+        let id = common::hex(&laptops_fleet.device_id(d));
+        assert!(!p.contains(&id[..16]), "phones' page shows laptops' {id}");
+    }
+    // The laptops' page flags their own slow device.
+    let theirs = get(url, &query, Some(&laptops)).body;
+    assert!(
+        theirs.contains(&common::hex(&laptops_fleet.device_id(1))),
+        "{theirs}"
+    );
+    assert!(!theirs.contains(&slow));
+
+    // Clear errors: a bad time, overlapping ranges, an unknown method,
+    // too few devices.
+    for (q, said) in [
+        (
+            "train_since=yesterday&train_until=1&since=2",
+            "--train-since: time",
+        ),
+        (
+            "train_since=1763700000&train_until=1763700060&since=1763700030",
+            "overlaps",
+        ),
+        (
+            "train_since=1763700000&train_until=1763700040&since=1763700040&method=kmeans",
+            "unknown method",
+        ),
+    ] {
+        let r = get(url, &format!("/peers?{q}"), Some(&phones)).body;
+        assert!(r.contains("id=\"peers-error\""), "{q}: {r}");
+        assert!(r.contains(said), "{q}: {r}");
+    }
+    let dir2 = tempfile::tempdir().unwrap();
+    let small = start(dir2.path(), &[]);
+    post_fleet(
+        &small.url,
+        TOKEN,
+        &FleetSpec {
+            group: "phones".into(),
+            ..FleetSpec::new(2, 80)
+        },
+    );
+    let cookie = login(&small.url, TOKEN);
+    let r = get(&small.url, &query, Some(&cookie)).body;
+    assert!(r.contains("fewer than 3 devices"), "{r}");
 }

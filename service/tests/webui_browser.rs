@@ -1,7 +1,8 @@
 //! The web UI in a real browser: Debian's headless Chromium driven over
 //! WebDriver (chromium-driver, installed by scripts/deps.d/webui.sh) from
 //! fantoccini, clicking login → devices → a run → diagnosis on the demo's
-//! data uploaded through ingest, asserting on what the pages show, and
+//! data uploaded through ingest, then peers (on a synthetic fleet) →
+//! reports → a report, asserting on what the pages show, and
 //! saving a screenshot of each page into the test's output folder
 //! (`$CARGO_TARGET_TMPDIR/webui-browser/`).
 
@@ -13,8 +14,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::webui::{upload_demo, BAD, GOOD, WINDOWS};
-use common::{start, TOKEN};
+use common::{bin, start, TOKEN};
+use diagnose::peers::synth::{Fault, FleetSpec};
 use fantoccini::{Client, ClientBuilder, Locator};
+use service::proactive::reports::{self, Report, ReportDevice};
+use service::store::Location;
 
 /// chromedriver, killed when dropped.
 struct Driver {
@@ -234,6 +238,162 @@ async fn click_through(client: &Client, url: &str, out: &Path, windowed: &str) {
     shot(client, out, "5-diagnosis.png").await;
 }
 
+/// The fleet the Peers page analyses: 4 devices, device 3's disk three
+/// times slower in windows 50..80 (as tests/peers.rs).
+fn peers_fleet() -> FleetSpec {
+    FleetSpec {
+        group: "phones".into(),
+        faults: vec![Fault::Disk {
+            device: 3,
+            from: 50,
+            until: 80,
+            factor: 3.0,
+        }],
+        ..FleetSpec::new(4, 80)
+    }
+}
+
+/// After the first pages: uploads the peers fleet, and stores a report of
+/// the proactive loop whose HTML is `diagnose --html`'s on the demo's runs
+/// (the report the detector would store).
+fn add_peers_and_report(url: &str, dir: &Path) -> String {
+    let mut buf = vec![0u8; agent_core::MAX_ENCODED_LEN];
+    let items: Vec<Vec<u8>> = peers_fleet()
+        .summaries()
+        .map(|mut s| s.encode(&mut buf).unwrap().to_vec())
+        .collect();
+    for chunk in items.chunks(100) {
+        let (status, json) = common::post_items(url, chunk);
+        assert_eq!(status, 200, "{json}");
+    }
+    let db = dir.join("service.db");
+    let html = dir.join("report.html");
+    let out = Command::new(bin())
+        .args([
+            "diagnose",
+            "--group",
+            "phones",
+            "--program",
+            "wget",
+            "--since",
+            "1d",
+        ])
+        .arg("--db")
+        .arg(&db)
+        .arg("--html")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut store = Location::parse(&db).open_existing().unwrap();
+    store
+        .add_report(&Report {
+            id: 0,
+            group: "phones".into(),
+            program: "wget".into(),
+            trigger: reports::TRIGGER_SLOW.into(),
+            status: reports::STATUS_DIAGNOSED.into(),
+            detected_unix_ns: 1_763_700_000_000_000_000,
+            created_unix_ns: 1_763_700_060_000_000_000,
+            cluster: format!("{BAD} slow runs of {}", GOOD + BAD),
+            devices: vec![ReportDevice {
+                device: [3; 16],
+                cluster: "slow".into(),
+                directive: 1,
+                runs: 2,
+            }],
+            headline: "if num_read < 120 then good".into(),
+            text: String::from_utf8_lossy(&out.stdout).into_owned(),
+            json: serde_json::Value::Null,
+            html: std::fs::read_to_string(&html).unwrap(),
+        })
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+async fn fill(client: &Client, name: &str, value: &str) {
+    client
+        .find(Locator::Css(&format!("[name={name}]")))
+        .await
+        .unwrap()
+        .send_keys(value)
+        .await
+        .unwrap();
+}
+
+/// The Peers page on the fleet, then the Reports page and the report
+/// whose text is `report_text`.
+async fn click_peers_and_reports(client: &Client, out: &Path, report_text: &str) {
+    let fleet = peers_fleet();
+    let secs = |w: u64| (fleet.window_start(w) / 1_000_000_000).to_string();
+    client
+        .find(Locator::LinkText("Peers"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(client, "#analyse").await;
+    fill(client, "train_since", "2025-11-21T04:40:00Z").await;
+    fill(client, "train_until", &secs(40)).await;
+    fill(client, "since", &secs(40)).await;
+    fill(client, "until", &secs(80)).await;
+    client
+        .find(Locator::Css("select[name=method] option[value=median]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    client
+        .find(Locator::Id("analyse"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(text(client, "#device-count").await, "4");
+    let slow = common::hex(&fleet.device_id(3));
+    assert_eq!(text(client, "#findings .device").await, slow);
+    assert_eq!(text(client, "#findings .cause").await, "disk");
+    assert!(count(client, "#findings tr.finding").await >= 1);
+    assert!(count(client, "#series svg").await >= 2);
+    shot(client, out, "6-peers.png").await;
+
+    client
+        .find(Locator::LinkText("Reports"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(count(client, "#reports tr.report").await, 1);
+    assert_eq!(text(client, "#reports .trigger").await, "slow");
+    shot(client, out, "7-reports.png").await;
+    wait_for(client, "a.report-link")
+        .await
+        .click()
+        .await
+        .unwrap();
+    let first_line = report_text.lines().next().unwrap();
+    let shown = text(client, "#report-text").await;
+    assert!(shown.starts_with(first_line), "{first_line:?} / {shown:?}");
+    // The stored `diagnose --html` report, embedded under the CSP: its
+    // heading, its rules and their plots are there.
+    let embedded = text(client, "#report-html").await;
+    assert!(
+        embedded.starts_with(&format!("Diagnosis of {} runs", GOOD + BAD)),
+        "{embedded}"
+    );
+    assert!(count(client, "#report-html h2 code").await >= 1);
+    assert!(count(client, "#report-html svg").await >= 2);
+    shot(client, out, "8-report.png").await;
+}
+
 #[test]
 fn login_devices_run_diagnosis_in_chromium() {
     if !on_path("chromedriver") || !Path::new("/usr/bin/chromium").is_file() {
@@ -261,7 +421,16 @@ fn login_devices_run_diagnosis_in_chromium() {
             let url = server.url.clone();
             let out = out.clone();
             let windowed = up.windowed.clone();
-            async move { click_through(&client, &url, &out, &windowed).await }
+            let data = dir.path().to_path_buf();
+            async move {
+                click_through(&client, &url, &out, &windowed).await;
+                let prepared = url.clone();
+                let report_text =
+                    tokio::task::spawn_blocking(move || add_peers_and_report(&prepared, &data))
+                        .await
+                        .unwrap();
+                click_peers_and_reports(&client, &out, &report_text).await;
+            }
         })
         .await;
         let _ = client.close().await;

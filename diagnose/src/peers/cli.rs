@@ -112,18 +112,37 @@ fn range(since: u64, until: u64, what: &str) -> anyhow::Result<Range> {
 
 /// The training and diagnosis ranges the arguments give.
 fn ranges(args: &PeersArgs, now: u64) -> anyhow::Result<(Range, Range)> {
+    parse_ranges(
+        &args.train_since,
+        &args.train_until,
+        &args.since,
+        args.until.as_deref(),
+        now,
+    )
+}
+
+/// The training and diagnosis ranges of `peers` from their times (see
+/// [`parse_time`]; `until` defaults to `now`). Errors name the flag of the
+/// time that does not parse, an empty range, or ranges that overlap.
+pub fn parse_ranges(
+    train_since: &str,
+    train_until: &str,
+    since: &str,
+    until: Option<&str>,
+    now: u64,
+) -> anyhow::Result<(Range, Range)> {
     let t = |s: &str, flag: &str| parse_time(s, now).with_context(|| flag.to_string());
     let training = range(
-        t(&args.train_since, "--train-since")?,
-        t(&args.train_until, "--train-until")?,
+        t(train_since, "--train-since")?,
+        t(train_until, "--train-until")?,
         "training (--train-since .. --train-until)",
     )?;
-    let until = match &args.until {
+    let until = match until {
         Some(u) => t(u, "--until")?,
         None => now,
     };
     let diagnosis = range(
-        t(&args.since, "--since")?,
+        t(since, "--since")?,
         until,
         "diagnosis (--since .. --until)",
     )?;

@@ -4,13 +4,14 @@
 //! ([`session`]); forms that change something carry a CSRF token. No
 //! script and no outside asset: every response carries a strict
 //! Content-Security-Policy, and the plots are inline SVG ([`plots`], and
-//! the diagnosis report's own, [`diagnosis`]). The peers' and the proactive
-//! loop's pages ask [`seams`].
+//! the diagnosis report's own, [`diagnosis`]; the peers analysis' own,
+//! [`peers`]). The proactive loop's reports are listed by [`reports`].
 
 pub mod diagnosis;
 mod pages;
+pub mod peers;
 pub mod plots;
-pub mod seams;
+pub mod reports;
 pub mod session;
 mod templates;
 
@@ -61,6 +62,7 @@ pub fn router(app: Arc<App>, sessions: SessionConfig) -> anyhow::Result<Router> 
         )
         .route("/peers", get(pages::peers))
         .route("/reports", get(pages::reports))
+        .route("/reports/{id}", get(pages::report))
         .route("/style.css", get(pages::style))
         .layer(middleware::from_fn(security_headers))
         .with_state(web))

@@ -12,8 +12,9 @@ use minijinja::context;
 use serde::{Deserialize, Serialize};
 
 use super::diagnosis::{self, DiagnosisQuery};
+use super::peers::{self, PeersQuery};
 use super::plots::{time_series_svg, Series};
-use super::seams::{self, Section};
+use super::reports;
 use super::session::Session;
 use super::templates::STYLE;
 use super::WebUi;
@@ -636,28 +637,61 @@ pub(super) async fn edit_directive(
     }
 }
 
-async fn findings(
-    web: Arc<WebUi>,
+pub(super) async fn peers(
+    State(web): State<Arc<WebUi>>,
     headers: HeaderMap,
-    tab: &'static str,
-    title: &'static str,
-    ask: fn(&mut dyn Store, &str) -> Result<Section, StoreError>,
+    query: Result<Query<PeersQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Page {
     let session = session_or_login!(web, headers);
+    let Query(q) = query.map_err(|e| bad_request(e.body_text()))?;
     let group = session.group.clone();
-    let section = web.read(move |store| ask(store, &group)).await?;
+    let now = now_unix_ns();
+    let query = q.clone();
+    let outcome = if q.asked() {
+        Some(
+            web.read(move |store| peers::run(store, &group, &query, now))
+                .await?,
+        )
+    } else {
+        None
+    };
+    let (result, error) = match outcome {
+        Some(Ok(view)) => (Some(view), None),
+        Some(Err(message)) => (None, Some(message)),
+        None => (None, None),
+    };
     web.page(
-        "findings.html",
+        "peers.html",
         &session,
-        tab,
-        context! { title => title, section => section },
+        "peers",
+        context! { q => q, p => result, error => error },
     )
 }
 
-pub(super) async fn peers(State(web): State<Arc<WebUi>>, headers: HeaderMap) -> Page {
-    findings(web, headers, "peers", "Peers", seams::peers_findings).await
+pub(super) async fn reports(State(web): State<Arc<WebUi>>, headers: HeaderMap) -> Page {
+    let session = session_or_login!(web, headers);
+    let group = session.group.clone();
+    let rows = web.read(move |store| reports::list(store, &group)).await?;
+    web.page(
+        "reports.html",
+        &session,
+        "reports",
+        context! { reports => rows },
+    )
 }
 
-pub(super) async fn reports(State(web): State<Arc<WebUi>>, headers: HeaderMap) -> Page {
-    findings(web, headers, "reports", "Reports", seams::proactive_reports).await
+pub(super) async fn report(
+    State(web): State<Arc<WebUi>>,
+    headers: HeaderMap,
+    Path(id_text): Path<String>,
+) -> Page {
+    let session = session_or_login!(web, headers);
+    let not_found = || PageError::new(StatusCode::NOT_FOUND, format!("no report {id_text}"));
+    let id: i64 = id_text.parse().map_err(|_| not_found())?;
+    let group = session.group.clone();
+    let found = web
+        .read(move |store| reports::one(store, &group, id))
+        .await?;
+    let view = found.ok_or_else(not_found)?;
+    web.page("report.html", &session, "reports", context! { r => view })
 }

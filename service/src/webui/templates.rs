@@ -15,7 +15,9 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("diagnosis.html", include_str!("templates/diagnosis.html")),
     ("directives.html", include_str!("templates/directives.html")),
     ("confirm.html", include_str!("templates/confirm.html")),
-    ("findings.html", include_str!("templates/findings.html")),
+    ("peers.html", include_str!("templates/peers.html")),
+    ("reports.html", include_str!("templates/reports.html")),
+    ("report.html", include_str!("templates/report.html")),
 ];
 
 /// The stylesheet, served at `/style.css`.

@@ -57,7 +57,10 @@ pub fn upload_demo(url: &str) -> Uploaded {
     for i in 0..(GOOD + BAD) as u64 {
         let bad = i % 3 == 2;
         let mut device = [0u8; 16];
-        device[0] = (i % 6) as u8 + 1;
+        // Every device has good and bad runs (4 and 2): the `client` fact
+        // (client<device>) must not separate the classes, or, facts being
+        // attributes, the first rule is about the client, not num_read.
+        device[0] = ((i / 3) % 6) as u8 + 1;
         device[15] = 0xde;
         let run = sample::demo_run(i, bad, device, now - hour + i * 60_000_000_000);
         let id = summary_view::id_hex(&run.id);

@@ -15,7 +15,12 @@ const CULPRIT: &str = "#d73027";
 /// Colour of the other devices.
 const PEER: &str = "#9fb3c8";
 
-fn series_svg(d: &PeerDiagnosis, s: &Series) -> String {
+/// One metric's time series as a standalone SVG (no script, no style
+/// attribute, every text escaped): each device's mean service time per
+/// window, the median dashed, a flagged device in red with its threshold
+/// dotted and its flagged windows shaded. The web UI's Peers page draws it
+/// too.
+pub fn series_svg(d: &PeerDiagnosis, s: &Series) -> String {
     let (w, h, left, right, bottom, top) = (760.0, 260.0, 80.0, 10.0, 30.0, 12.0);
     let culprits: Vec<(usize, &crate::peers::Finding)> = d
         .findings

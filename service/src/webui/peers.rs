@@ -1,0 +1,201 @@
+//! The Peers page's work: the peers analysis (`edge-service peers`,
+//! `diagnose::peers`) on the session's group's stored windows, read as the
+//! CLI reads them (`source::for_each_stored`, a chunk of start time at a
+//! time), and turned into what the template shows: the findings and the
+//! per-metric time series `peers --html` draws.
+
+use diagnose::input::RunFilter as DiagnoseFilter;
+use diagnose::peers::fleet::{Fleet, Range};
+use diagnose::peers::histogram::HistogramParams;
+use diagnose::peers::median::MedianParams;
+use diagnose::peers::{self, report, Options};
+use serde::{Deserialize, Serialize};
+use summary_view::observe::time_text;
+
+use crate::source::for_each_stored;
+use crate::store::{Store, StoreError};
+
+/// Windows per histogram slice (`peers --slice`'s default).
+const SLICE_WINDOWS: u64 = 10;
+
+/// The form's fields (all optional: an empty form shows only the form).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub struct PeersQuery {
+    /// Only windows of this program (else every peer set of the group).
+    #[serde(default)]
+    pub program: String,
+    /// The fault-free training range (`peers --train-since/--train-until`).
+    #[serde(default)]
+    pub train_since: String,
+    #[serde(default)]
+    pub train_until: String,
+    /// The range to diagnose (`--since/--until`; until defaults to now).
+    #[serde(default)]
+    pub since: String,
+    #[serde(default)]
+    pub until: String,
+    /// `median`, `histogram` or `all` (default).
+    #[serde(default)]
+    pub method: String,
+}
+
+impl PeersQuery {
+    /// Whether the form was sent (else the page shows only the form).
+    pub fn asked(&self) -> bool {
+        !(self.train_since.trim().is_empty()
+            && self.train_until.trim().is_empty()
+            && self.since.trim().is_empty())
+    }
+}
+
+/// A finding as the page shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct FindingView {
+    pub device: String,
+    pub program: String,
+    pub method: String,
+    pub cause: String,
+    pub metric: String,
+    pub first: String,
+    pub last: String,
+    /// Two decimals, as the text report prints it.
+    pub score: String,
+    pub evidence: String,
+}
+
+/// One metric's time series: its title and SVG.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlotView {
+    pub program: String,
+    pub metric: String,
+    pub devices: usize,
+    pub svg: String,
+}
+
+/// Everything the page shows of one analysis.
+#[derive(Debug, Clone, Serialize)]
+pub struct PeersView {
+    pub devices: usize,
+    /// (program, devices) of each peer set judged.
+    pub sets: Vec<(String, usize)>,
+    pub findings: Vec<FindingView>,
+    pub plots: Vec<PlotView>,
+    pub notes: Vec<String>,
+    /// What was read and left out, in words.
+    pub tally: String,
+}
+
+/// Runs the analysis for `group`. The outer error is the store's; the
+/// inner one a message for the form (a bad time, an empty or overlapping
+/// range, no windows, too few devices).
+pub fn run(
+    store: &mut dyn Store,
+    group: &str,
+    q: &PeersQuery,
+    now_unix_ns: u64,
+) -> Result<Result<PeersView, String>, StoreError> {
+    let options = match options(&q.method) {
+        Ok(o) => o,
+        Err(e) => return Ok(Err(e)),
+    };
+    let until = Some(q.until.trim()).filter(|u| !u.is_empty());
+    let (training, diagnosis) = match peers::cli::parse_ranges(
+        q.train_since.trim(),
+        q.train_until.trim(),
+        q.since.trim(),
+        until,
+        now_unix_ns,
+    ) {
+        Ok(r) => r,
+        Err(e) => return Ok(Err(format!("{e:#}"))),
+    };
+    let program = Some(q.program.trim().to_string()).filter(|p| !p.is_empty());
+    let mut fleet = Fleet::new(training, diagnosis, SLICE_WINDOWS);
+    for range in [training, diagnosis] {
+        for_each_stored(store, &filter(group, &program, range), &mut |s| {
+            fleet.add(s)
+        })
+        .map_err(|e| StoreError::Failed(format!("{e:#}")))?;
+    }
+    if fleet.devices.is_empty() {
+        return Ok(Err(format!(
+            "no window summaries of group {group:?}{} with a device id in the ranges ({})",
+            program
+                .as_ref()
+                .map(|p| format!(" and program {p:?}"))
+                .unwrap_or_default(),
+            peers::tally_text(&fleet.tally)
+        )));
+    }
+    let d = match peers::analyse(&fleet, &options) {
+        Ok(d) => d,
+        Err(e) => return Ok(Err(format!("{e:#}"))),
+    };
+    Ok(Ok(view(&d)))
+}
+
+fn options(method: &str) -> Result<Options, String> {
+    let (median, histogram) = match method.trim() {
+        "" | "all" => (true, true),
+        "median" => (true, false),
+        "histogram" => (false, true),
+        other => {
+            return Err(format!(
+                "unknown method `{other}` (median, histogram or all)"
+            ))
+        }
+    };
+    Ok(Options {
+        median,
+        histogram,
+        median_params: MedianParams::default(),
+        histogram_params: HistogramParams::default(),
+    })
+}
+
+fn filter(group: &str, program: &Option<String>, r: Range) -> DiagnoseFilter {
+    DiagnoseFilter {
+        group: Some(group.to_string()),
+        program: program.clone(),
+        since_unix_ns: Some(r.since),
+        until_unix_ns: Some(r.until),
+    }
+}
+
+fn view(d: &peers::PeerDiagnosis) -> PeersView {
+    PeersView {
+        devices: d.devices.len(),
+        sets: d
+            .sets
+            .iter()
+            .map(|s| (s.program.clone(), s.devices.len()))
+            .collect(),
+        findings: d
+            .findings
+            .iter()
+            .map(|f| FindingView {
+                device: summary_view::id_hex(&d.devices[f.device].id),
+                program: d.devices[f.device].program().to_string(),
+                method: f.method.name().to_string(),
+                cause: f.cause.name().to_string(),
+                metric: f.metric.clone(),
+                first: time_text(f.first_window_unix_ns),
+                last: time_text(f.last_window_unix_ns),
+                score: format!("{:.2}", f.score),
+                evidence: f.evidence.clone(),
+            })
+            .collect(),
+        plots: d
+            .series
+            .iter()
+            .map(|s| PlotView {
+                program: s.program.clone(),
+                metric: s.metric.clone(),
+                devices: s.devices.len(),
+                svg: report::series_svg(d, s),
+            })
+            .collect(),
+        notes: d.notes.clone(),
+        tally: peers::tally_text(&d.tally),
+    }
+}
