@@ -247,31 +247,19 @@ pub fn spawn_fetcher(
     every: Duration,
     device_hex: Option<String>,
 ) -> std::io::Result<std::sync::mpsc::Receiver<Vec<u8>>> {
-    use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
     let (tx, rx) = std::sync::mpsc::channel();
-    let mut blocked = SigSet::empty();
-    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGALRM] {
-        blocked.add(sig);
-    }
-    // The new thread inherits the mask of the thread that creates it:
-    // block, spawn, restore, so it never runs with them unblocked.
-    let mut old = SigSet::empty();
-    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&blocked), Some(&mut old))?;
-    let spawned = std::thread::Builder::new()
-        .name("directives".into())
-        .spawn(move || loop {
-            match client.fetch_directives_for(device_hex.as_deref()) {
-                Ok(json) => {
-                    if tx.send(json).is_err() {
-                        return;
-                    }
+    crate::signals::spawn_quiet_thread("directives", move || loop {
+        match client.fetch_directives_for(device_hex.as_deref()) {
+            Ok(json) => {
+                if tx.send(json).is_err() {
+                    return;
                 }
-                Err(e) => eprintln!("edge-agent: directives not updated: {e}"),
             }
-            std::thread::sleep(every);
-        });
-    pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None)?;
-    spawned.map(|_| rx)
+            Err(e) => eprintln!("edge-agent: directives not updated: {e}"),
+        }
+        std::thread::sleep(every);
+    })
+    .map(|_| rx)
 }
 
 /// Most time between two directive fetches accepted on the command line.

@@ -252,7 +252,9 @@ impl Watcher<'_> {
         // the run began with) leaves its light run to be traced fully.
         if self.light.open() > 0 && self.light.adopt(pid) {
             let program = process_program(pid);
-            if !(self.directed.would_claim(&program, &cmdline, crate::engine::unix_now_ns())
+            if !(self
+                .directed
+                .would_claim(&program, &cmdline, crate::engine::unix_now_ns())
                 && self.light.give_up_root(pid))
             {
                 return;

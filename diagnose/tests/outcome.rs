@@ -125,11 +125,7 @@ fn three_runs_by_outcome_give_the_adapter_rule() {
             );
         }
         with_exit(
-            b.finish(
-                seed,
-                50_000_000 + reads * 100_000,
-                facts("repo", &[fact]),
-            ),
+            b.finish(seed, 50_000_000 + reads * 100_000, facts("repo", &[fact])),
             exit,
         )
     };
