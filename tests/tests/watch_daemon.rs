@@ -7,7 +7,7 @@
 
 mod tracer_support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -122,40 +122,6 @@ fn start_watch(marker: &str, out: &Path, id_file: &Path, extra: &[&str]) -> (Kil
         .unwrap();
     let lines = Lines::collect(child.stderr.take().unwrap());
     (Killed(child), lines)
-}
-
-/// The agent's stderr lines, gathered by a thread.
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<String>>>);
-
-impl Lines {
-    fn collect(from: impl Read + Send + 'static) -> Lines {
-        let lines = Lines::default();
-        let shared = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(from).lines().map_while(Result::ok) {
-                shared.0.lock().unwrap().push(line);
-            }
-        });
-        lines
-    }
-
-    fn text(&self) -> String {
-        self.0.lock().unwrap().join("\n")
-    }
-
-    /// Waits until a line contains `what`.
-    fn wait_for(&self, what: &str, secs: u64) {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        while !self.0.lock().unwrap().iter().any(|l| l.contains(what)) {
-            assert!(
-                Instant::now() < deadline,
-                "no {what:?} from the agent:\n{}",
-                self.text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
 }
 
 /// Runs `sh -c SCRIPT ARG0` to its end: `ARG0` is in its command line.

@@ -9,7 +9,7 @@
 
 mod tracer_support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -26,39 +26,6 @@ impl Drop for Killed {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-    }
-}
-
-/// The agent's stderr lines, gathered by a thread.
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<String>>>);
-
-impl Lines {
-    fn collect(from: impl Read + Send + 'static) -> Lines {
-        let lines = Lines::default();
-        let shared = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(from).lines().map_while(Result::ok) {
-                shared.0.lock().unwrap().push(line);
-            }
-        });
-        lines
-    }
-
-    fn text(&self) -> String {
-        self.0.lock().unwrap().join("\n")
-    }
-
-    fn wait_for(&self, what: &str, secs: u64) {
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        while !self.0.lock().unwrap().iter().any(|l| l.contains(what)) {
-            assert!(
-                Instant::now() < deadline,
-                "no {what:?} from the agent:\n{}",
-                self.text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
     }
 }
 

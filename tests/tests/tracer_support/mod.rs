@@ -4,8 +4,10 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agent_core::Summary;
@@ -245,4 +247,38 @@ pub fn ebpf_available(test: &str) -> bool {
         ),
     );
     false
+}
+
+/// A process's stderr lines (the agent's), gathered by a thread.
+#[derive(Clone, Default)]
+pub struct Lines(Arc<Mutex<Vec<String>>>);
+
+impl Lines {
+    pub fn collect(from: impl Read + Send + 'static) -> Lines {
+        let lines = Lines::default();
+        let shared = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(from).lines().map_while(Result::ok) {
+                shared.0.lock().unwrap().push(line);
+            }
+        });
+        lines
+    }
+
+    pub fn text(&self) -> String {
+        self.0.lock().unwrap().join("\n")
+    }
+
+    /// Waits until a line contains `what`.
+    pub fn wait_for(&self, what: &str, secs: u64) {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while !self.0.lock().unwrap().iter().any(|l| l.contains(what)) {
+            assert!(
+                Instant::now() < deadline,
+                "no {what:?} from the agent:\n{}",
+                self.text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
