@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use agent_core::Summary;
 use anyhow::{bail, Context};
@@ -32,7 +32,7 @@ use diagnose::rpca::{self, RpcaOptions};
 
 use crate::http::{FileServer, FILE_PATH, HTTP_PORT};
 use crate::netns::{Namespaces, SERVER_IP};
-use crate::procs::{find_agent, healthy, is_root, Service};
+use crate::procs::{find_agent, is_root, Service};
 
 /// `edge-service demo`: the TCP-memory case study end to end (needs root).
 #[derive(clap::Args, Debug, Clone)]
@@ -268,38 +268,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
         // A free loopback port for the service.
         let addr = TcpListener::bind("127.0.0.1:0")?.local_addr()?;
         println!("\nStarting {} serve on {addr}", service.display());
-        let log = std::fs::File::create(work.join("serve.log"))?;
-        let child = Command::new(&service)
-            .arg("serve")
-            .arg("--listen")
-            .arg(addr.to_string())
-            .arg("--db")
-            .arg(&db)
-            .arg("--tokens")
-            .arg(&tokens)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("cannot start {} serve", service.display()))?;
-        let mut serve = Service(child);
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while !healthy(addr) {
-            if let Ok(Some(status)) = serve.0.try_wait() {
-                bail!(
-                    "{} serve exited ({status}); its log: {}",
-                    service.display(),
-                    std::fs::read_to_string(work.join("serve.log")).unwrap_or_default()
-                );
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "{} serve did not answer /healthz within 15 s",
-                    service.display()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let serve = Service::start(&service, addr, &db, &tokens, &[], &work.join("serve.log"))?;
         println!(
             "Uploading each client's spool with {} upload --now --once",
             agent.display()

@@ -21,7 +21,7 @@ use serde_json::Value;
 use crate::demo::DemoArgs;
 use crate::http::{FILE_PATH, HTTP_PORT};
 use crate::netns::{Namespaces, SERVER_IP};
-use crate::procs::{healthy, Service};
+use crate::procs::Service;
 
 /// The ingest token of the demo's local service.
 const TOKEN: &str = "edge-demo-token-0123456789abcdef";
@@ -126,32 +126,7 @@ pub fn run(
         service.display()
     );
     let serve_log = work.join("serve.log");
-    let log = std::fs::File::create(&serve_log)?;
-    let child = Command::new(service)
-        .args(["serve", "--listen", &addr.to_string(), "--db"])
-        .arg(&db)
-        .arg("--tokens")
-        .arg(&tokens)
-        .args(AUTO)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .spawn()
-        .with_context(|| format!("cannot start {} serve", service.display()))?;
-    let mut serve = Service(child);
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !healthy(addr) {
-        if let Ok(Some(status)) = serve.0.try_wait() {
-            bail!(
-                "serve exited ({status}); its log: {}",
-                std::fs::read_to_string(&serve_log).unwrap_or_default()
-            );
-        }
-        if Instant::now() > deadline {
-            bail!("serve did not answer /healthz within 15 s");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let serve = Service::start(service, addr, &db, &tokens, AUTO, &serve_log)?;
 
     println!(
         "Watching every client with {} watch --light (one device id each, directives read every second)",

@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
@@ -42,6 +42,55 @@ pub fn sh(program: &str, args: &[&str]) -> anyhow::Result<String> {
 /// A child process killed on drop.
 #[derive(Debug)]
 pub struct Service(pub Child);
+
+impl Service {
+    /// Starts `SERVICE serve --listen ADDR --db DB --tokens TOKENS EXTRA...`
+    /// with its output in `log`, and waits until it answers `/healthz`
+    /// (at most 15 s); fails with its log if it exits first.
+    pub fn start(
+        service: &Path,
+        addr: SocketAddr,
+        db: &Path,
+        tokens: &Path,
+        extra: &[&str],
+        log: &Path,
+    ) -> anyhow::Result<Service> {
+        let file = std::fs::File::create(log)?;
+        let child = Command::new(service)
+            .arg("serve")
+            .arg("--listen")
+            .arg(addr.to_string())
+            .arg("--db")
+            .arg(db)
+            .arg("--tokens")
+            .arg(tokens)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .spawn()
+            .with_context(|| format!("cannot start {} serve", service.display()))?;
+        let mut serve = Service(child);
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !healthy(addr) {
+            if let Ok(Some(status)) = serve.0.try_wait() {
+                bail!(
+                    "{} serve exited ({status}); its log: {}",
+                    service.display(),
+                    std::fs::read_to_string(log).unwrap_or_default()
+                );
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "{} serve did not answer /healthz within 15 s",
+                    service.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(serve)
+    }
+}
 
 impl Drop for Service {
     fn drop(&mut self) {
