@@ -6,7 +6,12 @@
 //!
 //! The program is not stopped meanwhile: the calls it makes between its
 //! exec and the tracer's seize are missed (docs/edge-agent.md gives the
-//! measured count), but none after.
+//! measured count), but none after. So that a loaded machine does not make
+//! the agent late for a 10 ms program, the reader and the tracer thread run
+//! in the lowest real-time class (`sys::become_realtime`): each wakes, does
+//! microseconds of work and sleeps (the reader per exec, the tracer per
+//! tracee stop), so they take no more CPU than before, only sooner; a
+//! traced program's stops are served at once too.
 //!
 //! Asked to (`watch --light`), it also queues each process's exit (its
 //! wait status and when), which light runs take at the tracer's next tick:
@@ -55,16 +60,20 @@ pub struct ExecFeed {
 
 impl ExecFeed {
     /// Subscribes (failing with [`ProcEvents::subscribe`]'s reason) and
-    /// starts the reader; the calling thread is the one woken. `exits`:
-    /// also queue every process's exit for [`ExecFeed::take_exits`].
+    /// starts the reader; the calling thread is the one woken, and both
+    /// run in the real-time class from here on (where the agent may).
+    /// `exits`: also queue every process's exit for
+    /// [`ExecFeed::take_exits`].
     pub fn start(exits: bool) -> anyhow::Result<ExecFeed> {
         let mut events = ProcEvents::subscribe()?;
+        realtime("tracer");
         let tracer = sys::current_thread();
         let shared = Arc::new(Shared::default());
         let (tx, execs) = mpsc::channel();
         let (exits_tx, exits_rx) = mpsc::channel();
         let flags = Arc::clone(&shared);
         let reader = crate::signals::spawn_quiet_thread("edge-agent-execs", move || {
+            realtime("exec reader");
             while !flags.stop.load(Ordering::SeqCst) {
                 let event = match events.next(READ_TIMEOUT) {
                     Ok(Some(e)) => e,
@@ -160,6 +169,15 @@ impl ExecFeed {
                 None
             }
         }
+    }
+}
+
+/// Puts the calling thread in the real-time class, or says it cannot.
+fn realtime(which: &str) {
+    if let Err(e) = sys::become_realtime() {
+        eprintln!(
+            "edge-agent: the {which} keeps an ordinary priority ({e}: SCHED_FIFO needs CAP_SYS_NICE); on a loaded machine a short run may be missed or lose its first calls"
+        );
     }
 }
 

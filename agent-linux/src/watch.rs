@@ -439,6 +439,12 @@ pub fn watch_steered(
     }
     // The first directives, if already fetched, before the first scan.
     watcher.take_change();
+    let mut engine = Engine::new(None, false);
+    engine.set_wait_policy(opts.wait);
+    // The processes running now, at once rather than after the first tick.
+    watcher.scan(&mut engine);
+    // Said once ready: subscribed to the execs and past the first scan
+    // (a run that starts from here on is not missed for the start-up).
     eprintln!(
         "edge-agent: watching for {:?}{}",
         opts.pattern,
@@ -448,10 +454,6 @@ pub fn watch_steered(
             ""
         }
     );
-    let mut engine = Engine::new(None, false);
-    engine.set_wait_policy(opts.wait);
-    // The processes running now, at once rather than after the first tick.
-    watcher.scan(&mut engine);
     crate::signals::tick_every(opts.scan_interval.as_micros().max(1) as u64);
     let result = engine.run(&mut watcher);
     crate::signals::quiet();

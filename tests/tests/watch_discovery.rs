@@ -20,6 +20,8 @@ use agent_core::Summary;
 use tracer_support::*;
 
 const RUNS: usize = 20;
+/// Calls a connector-found run may lose before the seize.
+const MAX_MISSED: u64 = 100;
 
 /// One test at a time: each starts 20 short programs and the connector's
 /// figures measure how soon the agent gets a CPU; the others' runs, watch
@@ -99,8 +101,18 @@ impl Watch {
             .stderr(err)
             .spawn()
             .unwrap();
-        // Its subscription or first scan.
-        std::thread::sleep(Duration::from_millis(500));
+        // Ready once it says what it watches for: subscribed to the
+        // connector and past its first scan by then (a fixed sleep let a
+        // loaded machine start the first run before that).
+        let err_path = out.with_file_name("watch.err");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !std::fs::read_to_string(&err_path)
+            .unwrap_or_default()
+            .contains("edge-agent: watching for")
+        {
+            assert!(Instant::now() < deadline, "watch did not start within 30 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
         Watch(child)
     }
 
@@ -115,6 +127,41 @@ impl Drop for Watch {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// Two spinning threads per CPU until dropped: a machine whose every CPU
+/// is taken when a new program starts.
+struct BusyLoops {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl BusyLoops {
+    fn start() -> BusyLoops {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let threads = (0..2 * cpus)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        BusyLoops { stop, threads }
+    }
+}
+
+impl Drop for BusyLoops {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
     }
 }
 
@@ -194,20 +241,24 @@ fn twenty_runs_as_root_are_all_traced_through_the_connector() {
     let marker = data.file_name().unwrap().to_str().unwrap().to_string();
     let out = dir.path().join("out");
     let watch = Watch::start(&marker, &out, "connector");
+    // On a loaded machine, as a server or a laptop mid-build is: the agent
+    // must not wait for a CPU longer than a 10 ms program lives.
+    let load = BusyLoops::start();
     for _ in 0..RUNS {
         let run = output_timeout(Command::new("md5sum").arg(&data), 60);
         assert!(run.status.success());
     }
+    drop(load);
     let got = summaries(&out, RUNS, 20);
     watch.stop();
     let err = std::fs::read_to_string(out.with_file_name("watch.err")).unwrap_or_default();
     println!("connector: {} of {RUNS} runs traced", got.len());
-    // Not every one: the attach races the 10 ms program, and a run that
-    // ends before the agent gets a CPU is missed (19 of 20 in a fresh check
-    // on a quiet machine, 17 of 20 at load average 25). The scan catches 1
-    // to 3 of 20, so this still fails without the connector.
-    assert!(
-        got.len() >= RUNS - 2,
+    // Every one: the connector's reader and the tracer run in the real-time
+    // class, so a loaded machine does not make the agent later than a
+    // 10 ms program (the scan catches 1 to 3 of 20).
+    assert_eq!(
+        got.len(),
+        RUNS,
         "{} of {RUNS} runs traced; watch said: {err}",
         got.len()
     );
@@ -232,6 +283,14 @@ fn twenty_runs_as_root_are_all_traced_through_the_connector() {
         missed.len(),
         missed[missed.len() / 2],
         missed[missed.len() - 1]
+    );
+    // And each soon after its exec (a call or two on a quiet machine, a few
+    // dozen at most under the busy loops). At an ordinary priority, under
+    // the same loops, a quarter of the runs lost 200 to all 370 of their
+    // calls to the wait for a CPU.
+    assert!(
+        missed[missed.len() - 1] <= MAX_MISSED,
+        "a run lost more than {MAX_MISSED} calls to the attach: {missed:?}"
     );
 }
 

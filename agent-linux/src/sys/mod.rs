@@ -12,6 +12,7 @@
 //! - `poll`: waiting for an fd to be readable (the eBPF ring buffer).
 //! - `netlink`: netlink sockets to the kernel (the process-events
 //!   connector).
+//! - `sched`: the scheduling priority of the agent's own threads.
 //!
 //! Calls go through `nix` where it has a safe wrapper that fits; each file
 //! says why the rest stay on raw `libc`. The callers use the flat paths
@@ -26,6 +27,7 @@ mod host;
 mod netlink;
 mod poll;
 mod ptrace;
+mod sched;
 mod signal;
 mod spawn;
 mod wait;
@@ -44,6 +46,7 @@ pub use ptrace::{
     PTRACE_O_TRACESECCOMP, PTRACE_O_TRACESYSGOOD, PTRACE_O_TRACEVFORK, SYSCALL_INFO_ENTRY,
     SYSCALL_INFO_EXIT, SYSCALL_INFO_SECCOMP,
 };
+pub use sched::become_realtime;
 pub use signal::{
     alarm_thread, current_thread, die_of_signal, kill, set_handler, set_timer, ThreadHandle,
 };
