@@ -192,7 +192,11 @@ pub fn diagnose(
         .iter()
         .map(|s| s.run.duration_ns as f64 / 1e9)
         .collect();
-    let time_gap = time_gap::rank(&profiles, &durations_s, &labelling.labels, k);
+    let floors_ns: Vec<u64> = summaries
+        .iter()
+        .map(|s| time_gap::tracer_floor_ns(s))
+        .collect();
+    let time_gap = time_gap::rank(&profiles, &durations_s, &floors_ns, &labelling.labels, k);
     let (common, outside) = intersection::intersect(&profiles, &labelling.labels, k);
     let columns = attributes::columns(&profiles, &common);
     let dataset = Dataset::new(columns, labelling.labels.clone(), labelling.classes.clone())?;

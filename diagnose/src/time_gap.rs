@@ -12,10 +12,38 @@
 //! Entries overlap by design: `read` is the sum of every `read@<kind>`. The
 //! time in calls is summed over threads, so with several threads the shares
 //! can add up to more than 1.
+//!
+//! The time counted is each call's time beyond the tracer's own cost. A
+//! ptrace-traced call's time runs from its entry stop to its exit stop, so
+//! it holds two context switches through the tracer as well as the kernel's
+//! work: tens of microseconds in every call, whatever it does. Left in, that
+//! fixed cost ranks entries by how many calls they make rather than by how
+//! long the calls wait (the demo's bad wget runs make eight times as many
+//! small writes to the output file, and their writes then topped the reads
+//! they wait in). Each run's floor is its fastest call ([`tracer_floor_ns`]),
+//! and every call of the run counts its time above that floor, as `strace
+//! -c` subtracts its measured overhead. Under eBPF the floor is a few
+//! hundred nanoseconds and changes nothing that matters.
 
 use std::collections::BTreeMap;
 
+use agent_core::Summary;
+
 use crate::attributes::RunProfile;
+
+/// The tracer's cost in each call of `summary`'s run: its fastest call's
+/// time, ns (0 when it made none). Some call in every traced run does
+/// almost nothing in the kernel (a `getpid`, a failing `access`), so its
+/// time is the stops around it.
+pub fn tracer_floor_ns(summary: &Summary) -> u64 {
+    summary
+        .syscalls
+        .iter()
+        .filter(|s| s.count > 0)
+        .map(|s| s.spread.map_or(s.total_ns, |spread| spread.min_ns))
+        .min()
+        .unwrap_or(0)
+}
 
 /// One syscall entry's time in each class.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,27 +81,38 @@ pub struct TimeGaps {
 
 /// Ranks the entries of `profiles` (one per run) by the extra time runs of
 /// class 1 (bad) spend in them over runs of class 0 (good). `durations_s`
-/// are the runs' durations. `None` unless there are exactly two classes,
-/// each with a run: "extra time of the bad runs" means nothing otherwise.
+/// are the runs' durations, `floors_ns` the tracer's cost per call in each
+/// ([`tracer_floor_ns`]), taken off every call. `None` unless there are
+/// exactly two classes, each with a run: "extra time of the bad runs" means
+/// nothing otherwise.
 pub fn rank(
     profiles: &[RunProfile],
     durations_s: &[f64],
+    floors_ns: &[u64],
     labels: &[u32],
     classes: usize,
 ) -> Option<TimeGaps> {
-    if classes != 2 || profiles.len() != labels.len() || durations_s.len() != labels.len() {
+    if classes != 2
+        || profiles.len() != labels.len()
+        || durations_s.len() != labels.len()
+        || floors_ns.len() != labels.len()
+    {
         return None;
     }
     let mut runs = [0usize; 2];
     let mut duration_sum = [0.0f64; 2];
     // Entry -> seconds summed over the runs of each class.
     let mut time_sum: BTreeMap<&str, [f64; 2]> = BTreeMap::new();
-    for ((profile, &duration), &label) in profiles.iter().zip(durations_s).zip(labels) {
+    for (((profile, &duration), &floor_ns), &label) in
+        profiles.iter().zip(durations_s).zip(floors_ns).zip(labels)
+    {
         let class = usize::from(label != 0);
         runs[class] += 1;
         duration_sum[class] += duration;
         for (name, stats) in &profile.entries {
-            time_sum.entry(name.as_str()).or_default()[class] += stats.total_ns as f64 / 1e9;
+            let tracer_ns = stats.count.saturating_mul(floor_ns);
+            let own_ns = stats.total_ns.saturating_sub(tracer_ns);
+            time_sum.entry(name.as_str()).or_default()[class] += own_ns as f64 / 1e9;
         }
     }
     if runs.contains(&0) {
