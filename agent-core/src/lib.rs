@@ -21,6 +21,7 @@ pub mod event;
 pub mod facts;
 pub mod framing;
 pub mod histogram;
+pub mod program;
 pub mod stats;
 pub mod summary;
 pub mod syscall;
@@ -30,6 +31,7 @@ pub use collector::Collector;
 pub use event::{FdKind, SyscallEvent};
 pub use facts::{Fact, FactError, Facts};
 pub use histogram::Histogram;
+pub use program::{valid_program_name, MAX_PROGRAM_NAME_LEN, PROGRAM_NAME_RULE};
 pub use summary::{
     Coverage, CpuTime, DecodeError, EncodeError, Exit, InFlight, InFlightCall, IoBytes, Kind,
     LastCall, Origin, Overflow, Peer, PeerAddr, PeerIp, PeerRest, Peers, RunRecord, Summary,

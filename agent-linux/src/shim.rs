@@ -179,16 +179,12 @@ fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> anyhow::Result<()> 
 
 /// Checks a program name: a bare file name a shell would look up in PATH.
 fn check_name(name: &str) -> anyhow::Result<()> {
-    let ok = !name.is_empty()
-        && name != "."
-        && name != ".."
-        && name != DIRECTIVE_FILE
-        && !name.starts_with('.')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b));
-    if !ok {
-        bail!("{name:?} is not a program name (letters, digits, . _ + -; no /)");
+    // The service checks a directive's `programs` by the same rule.
+    if !agent_core::valid_program_name(name) {
+        bail!(
+            "{name:?} is not a program name ({})",
+            agent_core::PROGRAM_NAME_RULE
+        );
     }
     Ok(())
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
-use crate::directive::Directive;
+use crate::directive::{Directive, DirectiveText};
 use crate::proactive::detector::Thresholds;
 use crate::proactive::directives::DeviceDirective;
 use crate::serve::{serve, ServeOptions};
@@ -367,6 +367,10 @@ pub struct DirectiveSetArgs {
     /// Upload only in this daily window, `HH:MM-HH:MM`.
     #[arg(long)]
     pub window: Option<String>,
+    /// Shim these programs, comma-separated (`md5sum,curl`), on devices
+    /// that opted in (`edge-agent watch --server URL --shim-dir DIR`).
+    #[arg(long, value_name = "NAMES")]
+    pub programs: Option<String>,
 }
 
 /// Runs the command line.
@@ -455,9 +459,12 @@ fn directive(cmd: DirectiveCommand) -> anyhow::Result<ExitCode> {
         DirectiveCommand::Set(a) => {
             let d = Directive::parse(
                 &a.group,
-                a.match_text.as_deref(),
-                a.only.as_deref(),
-                a.window.as_deref(),
+                DirectiveText {
+                    match_text: a.match_text.as_deref(),
+                    only: a.only.as_deref(),
+                    window: a.window.as_deref(),
+                    programs: a.programs.as_deref(),
+                },
             )?;
             open(&a.db)?
                 .set_directive(&d)

@@ -17,6 +17,28 @@ pub struct Directive {
     pub only: Option<Vec<String>>,
     /// Upload only inside this daily window, `HH:MM-HH:MM` (device local time).
     pub window: Option<String>,
+    /// Programs to shim, on devices that opted in (`edge-agent watch
+    /// --shim-dir DIR`): each gets a shim in DIR, so its runs are traced
+    /// from their first syscall.
+    pub programs: Option<Vec<String>>,
+}
+
+/// The most programs one directive may name: each is a file on every
+/// device of the group.
+pub const MAX_PROGRAMS: usize = 64;
+
+/// The operator's words for a directive (`None`: leave the device's own
+/// setting alone), as `directive set` and the web UI's form take them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DirectiveText<'a> {
+    /// `--match`: text the command line contains.
+    pub match_text: Option<&'a str>,
+    /// `--only`: syscall names, comma-separated.
+    pub only: Option<&'a str>,
+    /// `--window`: `HH:MM-HH:MM`.
+    pub window: Option<&'a str>,
+    /// `--programs`: program names, comma-separated.
+    pub programs: Option<&'a str>,
 }
 
 impl Directive {
@@ -28,16 +50,27 @@ impl Directive {
             match_text: None,
             only: None,
             window: None,
+            programs: None,
         }
     }
 
+    /// Whether the directive leaves everything to the device (storing it
+    /// is the same as clearing it).
+    pub fn is_empty(&self) -> bool {
+        self.match_text.is_none()
+            && self.only.is_none()
+            && self.window.is_none()
+            && self.programs.is_none()
+    }
+
     /// Builds a directive from the operator's words, validating each.
-    pub fn parse(
-        group: &str,
-        match_text: Option<&str>,
-        only: Option<&str>,
-        window: Option<&str>,
-    ) -> anyhow::Result<Directive> {
+    pub fn parse(group: &str, text: DirectiveText<'_>) -> anyhow::Result<Directive> {
+        let DirectiveText {
+            match_text,
+            only,
+            window,
+            programs,
+        } = text;
         if !crate::tokens::valid_group(group) {
             bail!(
                 "group `{group}` cannot be named by any token: {}",
@@ -80,8 +113,42 @@ impl Directive {
             match_text: match_text.map(str::to_string),
             only,
             window: window.map(str::to_string),
+            programs: programs.map(parse_programs).transpose()?,
         })
     }
+}
+
+/// Parses `--programs`: comma-separated program names (blanks around a
+/// name ignored, a repeated one kept once), each by the agent's own rule
+/// for a shim's name ([`agent_core::valid_program_name`]), so that every
+/// device can shim every name; at least one, at most [`MAX_PROGRAMS`].
+pub fn parse_programs(list: &str) -> anyhow::Result<Vec<String>> {
+    let mut names: Vec<String> = Vec::new();
+    for name in list.split(',').map(str::trim) {
+        if name.is_empty() {
+            // `md5sum,,curl` or a trailing comma: nothing named there.
+            continue;
+        }
+        if !agent_core::valid_program_name(name) {
+            bail!(
+                "--programs: {name:?} is not a program name ({}); name programs as PATH finds them, e.g. md5sum,curl",
+                agent_core::PROGRAM_NAME_RULE
+            );
+        }
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+    }
+    if names.is_empty() {
+        bail!("--programs needs at least one program name (e.g. md5sum,curl)");
+    }
+    if names.len() > MAX_PROGRAMS {
+        bail!(
+            "--programs names {} programs; at most {MAX_PROGRAMS}",
+            names.len()
+        );
+    }
+    Ok(names)
 }
 
 /// Parses `HH:MM-HH:MM` into minutes since midnight (start, end); the window
@@ -115,9 +182,37 @@ fn parse_hhmm(text: &str) -> anyhow::Result<u16> {
 mod tests {
     use super::*;
 
+    /// `Directive::parse` of a group's match, only and window words.
+    fn parse(
+        group: &str,
+        match_text: Option<&str>,
+        only: Option<&str>,
+        window: Option<&str>,
+    ) -> anyhow::Result<Directive> {
+        Directive::parse(
+            group,
+            DirectiveText {
+                match_text,
+                only,
+                window,
+                programs: None,
+            },
+        )
+    }
+
+    fn with_programs(programs: &str) -> anyhow::Result<Directive> {
+        Directive::parse(
+            "g",
+            DirectiveText {
+                programs: Some(programs),
+                ..DirectiveText::default()
+            },
+        )
+    }
+
     #[test]
     fn parses_valid_directives() {
-        let d = Directive::parse(
+        let d = parse(
             "phones",
             Some("curl"),
             Some("read, write,openat"),
@@ -133,41 +228,88 @@ mod tests {
         assert_eq!(json["match"], "curl");
         assert_eq!(
             serde_json::to_value(Directive::empty("g")).unwrap(),
-            serde_json::json!({"group": "g", "match": null, "only": null, "window": null})
+            serde_json::json!({"group": "g", "match": null, "only": null, "window": null, "programs": null})
         );
     }
 
     #[test]
     fn refuses_bad_directives() {
         let err = |r: anyhow::Result<Directive>| format!("{:#}", r.unwrap_err());
-        assert!(
-            err(Directive::parse("g", None, Some("read,notacall"), None))
-                .contains("unknown syscall `notacall`")
-        );
-        assert!(err(Directive::parse("g", None, Some(" , "), None)).contains("at least one"));
-        assert!(err(Directive::parse("g", None, None, Some("24:00-01:00"))).contains("bad start"));
-        assert!(err(Directive::parse("g", None, None, Some("0100-0200")))
+        assert!(err(parse("g", None, Some("read,notacall"), None))
+            .contains("unknown syscall `notacall`"));
+        assert!(err(parse("g", None, Some(" , "), None)).contains("at least one"));
+        assert!(err(parse("g", None, None, Some("24:00-01:00"))).contains("bad start"));
+        assert!(err(parse("g", None, None, Some("0100-0200")))
             .contains("bad start `0100`: expected HH:MM"));
-        assert!(
-            err(Directive::parse("g", None, None, Some("01:00"))).contains("must be HH:MM-HH:MM")
-        );
-        assert!(err(Directive::parse("g", None, None, Some("01:00-01:00"))).contains("empty"));
-        assert!(err(Directive::parse("", None, None, None)).contains("group"));
+        assert!(err(parse("g", None, None, Some("01:00"))).contains("must be HH:MM-HH:MM"));
+        assert!(err(parse("g", None, None, Some("01:00-01:00"))).contains("empty"));
+        assert!(err(parse("", None, None, None)).contains("group"));
         for bad_group in ["al pha", "a#b", "x\ty"] {
             assert!(
-                err(Directive::parse(bad_group, None, None, None))
-                    .contains(crate::tokens::GROUP_RULE),
+                err(parse(bad_group, None, None, None)).contains(crate::tokens::GROUP_RULE),
                 "{bad_group:?}"
             );
         }
         for bad in ["<other>", "<unknown>", "read,<other>"] {
             assert!(
-                err(Directive::parse("g", None, Some(bad), None)).contains("unknown syscall"),
+                err(parse("g", None, Some(bad), None)).contains("unknown syscall"),
                 "{bad}"
             );
         }
-        assert!(err(Directive::parse("g", None, Some(""), None)).contains("at least one"));
-        let d = Directive::parse("g", None, Some("read,write,read"), None).unwrap();
+        assert!(err(parse("g", None, Some(""), None)).contains("at least one"));
+        let d = parse("g", None, Some("read,write,read"), None).unwrap();
         assert_eq!(d.only.unwrap(), ["read", "write"]);
+    }
+
+    #[test]
+    fn programs_are_plain_names_listed_once() {
+        let d = with_programs(" md5sum, curl,,md5sum ,g++ ").unwrap();
+        assert_eq!(d.programs.as_deref().unwrap(), ["md5sum", "curl", "g++"]);
+        assert!(!d.is_empty());
+        // The JSON devices fetch (`edge-agent watch --shim-dir` reads it).
+        assert_eq!(
+            serde_json::to_value(&d).unwrap()["programs"],
+            serde_json::json!(["md5sum", "curl", "g++"])
+        );
+        assert!(Directive::empty("g").is_empty());
+    }
+
+    #[test]
+    fn refuses_programs_that_are_not_plain_names() {
+        let err = |list: &str| format!("{:#}", with_programs(list).unwrap_err());
+        for (list, bad) in [
+            ("md5sum,/usr/bin/curl", "\"/usr/bin/curl\""),
+            ("bin/curl", "\"bin/curl\""),
+            ("md5 sum", "\"md5 sum\""),
+            ("tab\there", "\"tab\\there\""),
+            ("n\nl", "\"n\\nl\""),
+            ("bell\u{7}", "\"bell\\u{7}\""),
+            ("..", "\"..\""),
+            (".profile", "\".profile\""),
+            ("directive.json", "\"directive.json\""),
+            ("rm;reboot", "\"rm;reboot\""),
+        ] {
+            let e = err(list);
+            assert!(
+                e.contains(&format!("--programs: {bad} is not a program name")),
+                "{list:?}: {e}"
+            );
+            assert!(e.contains(agent_core::PROGRAM_NAME_RULE), "{e}");
+        }
+        let long = "x".repeat(agent_core::MAX_PROGRAM_NAME_LEN + 1);
+        assert!(err(&format!("ok,{long}")).contains("is not a program name"));
+        assert!(with_programs(&long[1..]).is_ok());
+        for empty in ["", " , ", ","] {
+            assert!(
+                err(empty).contains("--programs needs at least one program name"),
+                "{empty:?}"
+            );
+        }
+        let many: Vec<String> = (0..=MAX_PROGRAMS).map(|i| format!("p{i}")).collect();
+        assert!(err(&many.join(",")).contains(&format!(
+            "names {} programs; at most {MAX_PROGRAMS}",
+            MAX_PROGRAMS + 1
+        )));
+        assert!(with_programs(&many[1..].join(",")).is_ok());
     }
 }

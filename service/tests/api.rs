@@ -312,6 +312,8 @@ fn directives_set_by_the_operator_reach_the_group() {
         "read,write,connect",
         "--window",
         "22:00-06:00",
+        "--programs",
+        "md5sum,curl",
     ]);
     assert!(
         out.status.success(),
@@ -329,18 +331,23 @@ fn directives_set_by_the_operator_reach_the_group() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown syscall `nosuchcall`"));
     let out = run(&["directive", "show"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("\"match\":\"curl\""));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("\"match\":\"curl\""), "{shown}");
+    assert!(
+        shown.contains("\"programs\":[\"md5sum\",\"curl\"]"),
+        "{shown}"
+    );
 
     let (status, d) = get(&server.url, "/v1/directives", Some(TOKEN));
     assert_eq!(status, 200);
     assert_eq!(
         d,
-        serde_json::json!({"group": "phones", "match": "curl", "only": ["read", "write", "connect"], "window": "22:00-06:00", "device_directives": []})
+        serde_json::json!({"group": "phones", "match": "curl", "only": ["read", "write", "connect"], "window": "22:00-06:00", "programs": ["md5sum", "curl"], "device_directives": []})
     );
     let (_, d) = get(&server.url, "/v1/directives", Some(OTHER_TOKEN));
     assert_eq!(
         d,
-        serde_json::json!({"group": "laptops", "match": null, "only": null, "window": null, "device_directives": []})
+        serde_json::json!({"group": "laptops", "match": null, "only": null, "window": null, "programs": null, "device_directives": []})
     );
     let (status, _) = get(&server.url, "/v1/directives", None);
     assert_eq!(status, 401);
@@ -489,8 +496,18 @@ fn directive_refuses_a_missing_database_and_sets_no_device_could_use() {
             "--only {only:?}: {err}"
         );
     }
+    // Programs a device could not shim: paths, blanks, hidden names.
+    for programs in ["", ",", "/bin/sh", "md5sum,bin/curl", "md5 sum", ".profile"] {
+        let (code, err) = set(&["--group", "phones", "--programs", programs]);
+        assert_eq!(code, Some(2), "--programs {programs:?}: {err}");
+        assert!(
+            err.contains("is not a program name") || err.contains("at least one program name"),
+            "--programs {programs:?}: {err}"
+        );
+    }
     let (_, d) = get(&server.url, "/v1/directives", Some(TOKEN));
     assert_eq!(d["only"], serde_json::Value::Null, "{d}");
+    assert_eq!(d["programs"], serde_json::Value::Null, "{d}");
     // Repeats are sent once.
     let (code, err) = set(&["--group", "phones", "--only", "read,write,read"]);
     assert_eq!(code, Some(0), "{err}");

@@ -81,6 +81,27 @@ impl Backend {
         }
     }
 
+    /// Runs `sql`, one or more statements returning nothing.
+    fn exec(&self, sql: &str) {
+        match self {
+            Backend::Sqlite { db, .. } => rusqlite::Connection::open(db)
+                .unwrap()
+                .execute_batch(sql)
+                .unwrap(),
+            Backend::Postgres { url } => {
+                pg::psql(url, sql);
+            }
+        }
+    }
+
+    /// The schema version the database records.
+    fn schema_version(&self) -> String {
+        match self {
+            Backend::Sqlite { .. } => self.one("PRAGMA user_version"),
+            Backend::Postgres { .. } => self.one("SELECT version FROM edge_service_schema"),
+        }
+    }
+
     fn one(&self, sql: &str) -> String {
         let rows = self.rows(sql);
         assert_eq!(rows.len(), 1, "{sql}: {rows:?}");
@@ -112,6 +133,7 @@ on_both_backends!(
     origin_cpu_in_flight_peers_and_devices_are_stored,
     connections_inserting_the_same_ids_at_once_store_each_once,
     directives_are_set_replaced_and_cleared,
+    a_version_5_store_keeps_its_directives_and_gains_programs,
     pruning_goes_in_batches_and_can_keep_the_raw_summaries,
     device_directives_count_their_runs_and_reports_are_kept,
 );
@@ -398,28 +420,108 @@ fn pruning_goes_in_batches_and_can_keep_the_raw_summaries(backend: &Backend) {
 }
 
 fn directives_are_set_replaced_and_cleared(backend: &Backend) {
-    use service::directive::Directive;
+    use service::directive::{Directive, DirectiveText};
     let mut store = backend.open();
     assert_eq!(store.directive("phones").unwrap(), None);
     let d = Directive::parse(
         "phones",
-        Some("curl"),
-        Some("read,write"),
-        Some("22:00-06:00"),
+        DirectiveText {
+            match_text: Some("curl"),
+            only: Some("read,write"),
+            window: Some("22:00-06:00"),
+            programs: Some("md5sum,curl"),
+        },
     )
     .unwrap();
     store.set_directive(&d).unwrap();
-    let replaced = Directive::parse("phones", None, Some("connect"), None).unwrap();
+    assert_eq!(backend.open().directive("phones").unwrap(), Some(d.clone()));
+    let replaced = Directive::parse(
+        "phones",
+        DirectiveText {
+            only: Some("connect"),
+            ..DirectiveText::default()
+        },
+    )
+    .unwrap();
     store.set_directive(&replaced).unwrap();
-    let other = Directive::parse("laptops", Some("wget"), None, None).unwrap();
+    let other = Directive::parse(
+        "laptops",
+        DirectiveText {
+            match_text: Some("wget"),
+            programs: Some("wget"),
+            ..DirectiveText::default()
+        },
+    )
+    .unwrap();
     store.set_directive(&other).unwrap();
-    // Seen from another connection.
+    // Seen from another connection; replacing drops the programs too.
     let mut reader = backend.open();
     assert_eq!(reader.directive("phones").unwrap(), Some(replaced.clone()));
+    assert_eq!(reader.directive("phones").unwrap().unwrap().programs, None);
+    assert_eq!(
+        reader.directive("laptops").unwrap().unwrap().programs,
+        Some(vec!["wget".to_string()])
+    );
     assert_eq!(reader.directives().unwrap(), vec![other, replaced]);
+    // Stored as a JSON array of names, like `only_list`.
+    assert_eq!(
+        backend.one("SELECT programs FROM directives WHERE group_name = 'laptops'"),
+        r#"["wget"]"#
+    );
     assert!(store.clear_directive("phones").unwrap());
     assert!(!store.clear_directive("phones").unwrap());
     assert_eq!(reader.directive("phones").unwrap(), None);
+}
+
+/// A store of schema version 5 (directives without `programs`) is brought
+/// to version 6 when opened: its directives stay, naming no programs, and
+/// programs can be set from then on.
+fn a_version_5_store_keeps_its_directives_and_gains_programs(backend: &Backend) {
+    use service::directive::{Directive, DirectiveText};
+    drop(backend.open());
+    // Back to version 5 as that build left it: the directives table of
+    // version 1, holding one group's directive.
+    let set_version = match backend {
+        Backend::Sqlite { .. } => "PRAGMA user_version = 5;",
+        Backend::Postgres { .. } => "UPDATE edge_service_schema SET version = 5;",
+    };
+    backend.exec(&format!(
+        "ALTER TABLE directives DROP COLUMN programs; \
+         INSERT INTO directives (group_name, match_text, only_list, time_window) \
+         VALUES ('phones', 'curl', '[\"read\"]', '22:00-06:00'); {set_version}"
+    ));
+    assert_eq!(backend.schema_version(), "5");
+
+    let mut store = backend.open();
+    assert_eq!(
+        backend.schema_version(),
+        service::store::SCHEMA_VERSION.to_string()
+    );
+    let kept = Directive::parse(
+        "phones",
+        DirectiveText {
+            match_text: Some("curl"),
+            only: Some("read"),
+            window: Some("22:00-06:00"),
+            programs: None,
+        },
+    )
+    .unwrap();
+    assert_eq!(store.directive("phones").unwrap(), Some(kept));
+    let with_programs = Directive::parse(
+        "phones",
+        DirectiveText {
+            match_text: Some("curl"),
+            programs: Some("curl"),
+            ..DirectiveText::default()
+        },
+    )
+    .unwrap();
+    store.set_directive(&with_programs).unwrap();
+    assert_eq!(
+        backend.open().directive("phones").unwrap(),
+        Some(with_programs)
+    );
 }
 
 /// A run with a device, a stream, CPU time, a call in flight and two peers.

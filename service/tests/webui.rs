@@ -280,6 +280,7 @@ fn directives_change_only_with_confirmation_and_the_csrf_token() {
                 ("match_text", "wget"),
                 ("only", "read,write"),
                 ("window", "22:00-06:00"),
+                ("programs", "md5sum,curl"),
             ],
         )
     };
@@ -295,6 +296,17 @@ fn directives_change_only_with_confirmation_and_the_csrf_token() {
     let preview = form(&csrf, "preview");
     assert_eq!(preview.status, 200);
     assert!(preview.body.contains("id=\"confirm\""));
+    // The review shows the programs and carries them to the confirmation.
+    assert!(
+        preview
+            .body
+            .contains("<tr><td>programs</td><td>—</td><td>md5sum,curl</td></tr>"),
+        "{}",
+        preview.body
+    );
+    assert!(preview
+        .body
+        .contains("<input type=\"hidden\" name=\"programs\" value=\"md5sum,curl\">"));
     let (_, json) = common::get(url, "/v1/directives", Some(TOKEN));
     assert_eq!(json["match"], serde_json::Value::Null);
     // Confirming stores it, for this group only.
@@ -304,6 +316,18 @@ fn directives_change_only_with_confirmation_and_the_csrf_token() {
     assert_eq!(json["match"], "wget");
     assert_eq!(json["only"], serde_json::json!(["read", "write"]));
     assert_eq!(json["window"], "22:00-06:00");
+    assert_eq!(json["programs"], serde_json::json!(["md5sum", "curl"]));
+    // The edit page and the devices page show them.
+    let page = get(url, "/directives", Some(&cookie)).body;
+    assert!(
+        page.contains("name=\"programs\" id=\"programs\" value=\"md5sum,curl\""),
+        "{page}"
+    );
+    let devices = get(url, "/devices", Some(&cookie)).body;
+    assert!(
+        devices.contains("shims for <code>md5sum,curl</code>"),
+        "{devices}"
+    );
     let (_, json) = common::get(url, "/v1/directives", Some(OTHER_TOKEN));
     assert_eq!(json["match"], serde_json::Value::Null);
     // A bad value is refused with the validator's words.
@@ -319,6 +343,20 @@ fn directives_change_only_with_confirmation_and_the_csrf_token() {
     );
     assert_eq!(bad.status, 400);
     assert!(bad.body.contains("unknown syscall `notacall`"));
+    let bad = post_form(
+        url,
+        "/directives",
+        Some(&cookie),
+        &[
+            ("csrf", &csrf),
+            ("action", "apply"),
+            ("programs", "md5sum,/bin/sh"),
+        ],
+    );
+    assert_eq!(bad.status, 400);
+    assert!(bad.body.contains("is not a program name"), "{}", bad.body);
+    let (_, json) = common::get(url, "/v1/directives", Some(TOKEN));
+    assert_eq!(json["programs"], serde_json::json!(["md5sum", "curl"]));
 }
 
 #[test]

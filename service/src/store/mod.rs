@@ -23,7 +23,7 @@ pub use sqlite::SqliteStore;
 /// version names one set of tables and columns. A database of an older
 /// version is brought up to it when opened (each backend's `MIGRATIONS`);
 /// a newer one is refused.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 use crate::directive::Directive;
 use crate::proactive::directives::DeviceDirective;

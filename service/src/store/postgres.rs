@@ -47,6 +47,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
         include_str!("../../migrations/postgres/0004_proactive.sql"),
     ),
     (5, include_str!("../../migrations/postgres/0005_webui.sql")),
+    (
+        6,
+        include_str!("../../migrations/postgres/0006_directive_programs.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises instances migrating at once.
@@ -62,6 +66,9 @@ const RUN_COLUMNS: &str = "id, group_name, program, start_unix_ns, duration_ns, 
 
 const DIRECTIVE_COLUMNS: &str = "id, group_name, device, program, match_text, runs, received, \
     created_unix_ns, expires_unix_ns, issuer";
+
+/// A group directive's columns, in the order [`directive_row`] reads them.
+const GROUP_DIRECTIVE_COLUMNS: &str = "group_name, match_text, only_list, time_window, programs";
 
 const REPORT_SUMMARY_COLUMNS: &str = "id, group_name, program, trigger_kind, status, \
     detected_unix_ns, created_unix_ns, cluster, devices, headline";
@@ -1057,11 +1064,13 @@ fn stored_run(row: &Row) -> Result<StoredRun, StoreError> {
 
 fn directive_row(row: &Row) -> Result<Directive, StoreError> {
     let only: Option<String> = row.try_get(2).map_err(pg_error)?;
+    let programs: Option<String> = row.try_get(4).map_err(pg_error)?;
     Ok(Directive {
         group: row.try_get(0).map_err(pg_error)?,
         match_text: row.try_get(1).map_err(pg_error)?,
         only: only.and_then(|o| serde_json::from_str(&o).ok()),
         window: row.try_get(3).map_err(pg_error)?,
+        programs: programs.and_then(|p| serde_json::from_str(&p).ok()),
     })
 }
 
@@ -1124,8 +1133,7 @@ impl Store for PgStore {
 
     fn directive(&mut self, group: &str) -> Result<Option<Directive>, StoreError> {
         self.query(
-            "SELECT group_name, match_text, only_list, time_window FROM directives \
-             WHERE group_name = $1",
+            &format!("SELECT {GROUP_DIRECTIVE_COLUMNS} FROM directives WHERE group_name = $1"),
             &[&group],
         )?
         .first()
@@ -1135,8 +1143,7 @@ impl Store for PgStore {
 
     fn directives(&mut self) -> Result<Vec<Directive>, StoreError> {
         self.query(
-            "SELECT group_name, match_text, only_list, time_window FROM directives \
-             ORDER BY group_name",
+            &format!("SELECT {GROUP_DIRECTIVE_COLUMNS} FROM directives ORDER BY group_name"),
             &[],
         )?
         .iter()
@@ -1149,12 +1156,16 @@ impl Store for PgStore {
             .only
             .as_ref()
             .map(|o| serde_json::to_string(o).unwrap_or_default());
+        let programs = d
+            .programs
+            .as_ref()
+            .map(|p| serde_json::to_string(p).unwrap_or_default());
         self.execute(
-            "INSERT INTO directives (group_name, match_text, only_list, time_window) \
-             VALUES ($1, $2, $3, $4) ON CONFLICT (group_name) DO UPDATE SET \
+            "INSERT INTO directives (group_name, match_text, only_list, time_window, programs) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (group_name) DO UPDATE SET \
              match_text = excluded.match_text, only_list = excluded.only_list, \
-             time_window = excluded.time_window",
-            &[&d.group, &d.match_text, &only, &d.window],
+             time_window = excluded.time_window, programs = excluded.programs",
+            &[&d.group, &d.match_text, &only, &d.window, &programs],
         )
         .map(|_| ())
     }

@@ -177,8 +177,24 @@ const MIGRATE_TO_5: &str = "
 CREATE INDEX runs_by_group_program ON runs (group_name, program, start_unix_ns);
 ";
 
+/// Version 6: a group's directive may name programs to shim on the
+/// devices that opted in (`edge-agent watch --shim-dir`). Directives stored
+/// before name none (`NULL`).
+const MIGRATE_TO_6: &str = "
+ALTER TABLE directives ADD COLUMN programs TEXT;  -- JSON array of program names
+";
+
 /// `MIGRATIONS[i]` takes a file from version `i + 1` to `i + 2`.
-const MIGRATIONS: &[&str] = &[MIGRATE_TO_2, MIGRATE_TO_3, MIGRATE_TO_4, MIGRATE_TO_5];
+const MIGRATIONS: &[&str] = &[
+    MIGRATE_TO_2,
+    MIGRATE_TO_3,
+    MIGRATE_TO_4,
+    MIGRATE_TO_5,
+    MIGRATE_TO_6,
+];
+
+/// A group directive's columns, in the order [`directive_row`] reads them.
+const GROUP_DIRECTIVE_COLUMNS: &str = "group_name, match_text, only_list, time_window, programs";
 
 const RUN_COLUMNS: &str = "id, group_name, program, start_unix_ns, duration_ns, exit_kind, \
     exit_value, arch, processes, threads, events, window_index, spool_dropped, truncated, \
@@ -672,11 +688,13 @@ fn device_row(row: &Row<'_>) -> rusqlite::Result<DeviceRow> {
 
 fn directive_row(row: &Row<'_>) -> rusqlite::Result<Directive> {
     let only: Option<String> = row.get(2)?;
+    let programs: Option<String> = row.get(4)?;
     Ok(Directive {
         group: row.get(0)?,
         match_text: row.get(1)?,
         only: only.and_then(|o| serde_json::from_str(&o).ok()),
         window: row.get(3)?,
+        programs: programs.and_then(|p| serde_json::from_str(&p).ok()),
     })
 }
 
@@ -748,20 +766,18 @@ impl Store for SqliteStore {
 
     fn directive(&mut self, group: &str) -> Result<Option<Directive>, StoreError> {
         self.conn
-            .prepare_cached(
-                "SELECT group_name, match_text, only_list, time_window FROM directives \
-                 WHERE group_name = ?1",
-            )
+            .prepare_cached(&format!(
+                "SELECT {GROUP_DIRECTIVE_COLUMNS} FROM directives WHERE group_name = ?1"
+            ))
             .and_then(|mut s| s.query_row([group], directive_row).optional())
             .map_err(store_error)
     }
 
     fn directives(&mut self) -> Result<Vec<Directive>, StoreError> {
         self.conn
-            .prepare_cached(
-                "SELECT group_name, match_text, only_list, time_window FROM directives \
-                 ORDER BY group_name",
-            )
+            .prepare_cached(&format!(
+                "SELECT {GROUP_DIRECTIVE_COLUMNS} FROM directives ORDER BY group_name"
+            ))
             .and_then(|mut s| s.query_map([], directive_row)?.collect())
             .map_err(store_error)
     }
@@ -771,13 +787,17 @@ impl Store for SqliteStore {
             .only
             .as_ref()
             .map(|o| serde_json::to_string(o).unwrap_or_default());
+        let programs = d
+            .programs
+            .as_ref()
+            .map(|p| serde_json::to_string(p).unwrap_or_default());
         self.conn
             .execute(
-                "INSERT INTO directives (group_name, match_text, only_list, time_window) \
-                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (group_name) DO UPDATE SET \
+                "INSERT INTO directives (group_name, match_text, only_list, time_window, programs) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (group_name) DO UPDATE SET \
                  match_text = excluded.match_text, only_list = excluded.only_list, \
-                 time_window = excluded.time_window",
-                params![d.group, d.match_text, only, d.window],
+                 time_window = excluded.time_window, programs = excluded.programs",
+                params![d.group, d.match_text, only, d.window, programs],
             )
             .map(|_| ())
             .map_err(store_error)

@@ -18,7 +18,7 @@ use super::reports;
 use super::session::Session;
 use super::templates::STYLE;
 use super::WebUi;
-use crate::directive::Directive;
+use crate::directive::{Directive, DirectiveText};
 use crate::store::{DeviceFilter, RunFilter, RunRow, Store, StoreError};
 use agent_core::Summary;
 use summary_view::observe::time_text;
@@ -236,7 +236,8 @@ fn directive_view(d: &Directive) -> minijinja::Value {
         match_text => d.match_text.clone().unwrap_or_default(),
         only => d.only.as_ref().map(|o| o.join(",")).unwrap_or_default(),
         window => d.window.clone().unwrap_or_default(),
-        empty => d.match_text.is_none() && d.only.is_none() && d.window.is_none(),
+        programs => d.programs.as_ref().map(|p| p.join(",")).unwrap_or_default(),
+        empty => d.is_empty(),
     }
 }
 
@@ -582,6 +583,8 @@ pub(super) struct DirectiveForm {
     only: String,
     #[serde(default)]
     window: String,
+    #[serde(default)]
+    programs: String,
 }
 
 fn non_empty(text: &str) -> Option<&str> {
@@ -603,9 +606,12 @@ pub(super) async fn edit_directive(
     }
     let new = Directive::parse(
         &session.group,
-        non_empty(&form.match_text),
-        non_empty(&form.only),
-        non_empty(&form.window),
+        DirectiveText {
+            match_text: non_empty(&form.match_text),
+            only: non_empty(&form.only),
+            window: non_empty(&form.window),
+            programs: non_empty(&form.programs),
+        },
     )
     .map_err(|e| bad_request(format!("{e:#}")))?;
     let group = session.group.clone();
@@ -624,7 +630,7 @@ pub(super) async fn edit_directive(
         }
         "apply" => {
             web.read(move |store| {
-                if new.match_text.is_none() && new.only.is_none() && new.window.is_none() {
+                if new.is_empty() {
                     store.clear_directive(&group).map(|_| ())
                 } else {
                     store.set_directive(&new)
