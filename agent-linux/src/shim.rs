@@ -316,15 +316,22 @@ pub fn steer(dir: &Path, agent: &Path, body: &[u8]) -> anyhow::Result<Option<Str
 }
 
 /// Whether `path` is one of our scripts.
-fn is_shim(path: &Path) -> bool {
-    std::fs::read(path)
-        .map(|b| {
-            b.split(|c| *c == b'\n')
-                .take(3)
-                .any(|l| l == MARKER.as_bytes())
-        })
-        .unwrap_or(false)
+pub fn is_shim(path: &Path) -> bool {
+    use std::io::Read;
+    // The marker is on the script's first lines: a bounded read, as the
+    // path may be any file (`watch` asks of a process's first argument).
+    let mut head = Vec::with_capacity(HEAD_BYTES);
+    let read =
+        std::fs::File::open(path).and_then(|f| f.take(HEAD_BYTES as u64).read_to_end(&mut head));
+    read.is_ok()
+        && head
+            .split(|c| *c == b'\n')
+            .take(3)
+            .any(|l| l == MARKER.as_bytes())
 }
+
+/// How much of a file [`is_shim`] reads.
+const HEAD_BYTES: usize = 512;
 
 /// The first executable `name` on `path_var` outside `dir`: what a shim
 /// in `dir` would run.

@@ -103,6 +103,12 @@ struct Watcher<'a> {
     /// harness): their command lines often name the text, and tracing
     /// them would trace the agent's own supervisor.
     excluded: HashSet<Tid>,
+    /// The agent's own binary (device, inode): another process running it
+    /// (`edge-agent shim exec`, `edge-agent run`) traces its program
+    /// itself, and its command line holds the program's. Traced by watch,
+    /// its child would be watch's and the shim's tracer refused; so are the
+    /// shim scripts that start it.
+    own_binary: Option<(u64, u64)>,
     changes: &'a mut dyn FnMut() -> Update,
     on_summary: &'a mut dyn FnMut(Summary),
     /// `--light`: runs not taken by a directive get light records.
@@ -113,6 +119,14 @@ struct Watcher<'a> {
     execs: Option<ExecFeed>,
     /// How long to wait for news when nothing is traced.
     idle_wait: Duration,
+}
+
+/// The (device, inode) of the file process `pid` runs; `None` when it is
+/// gone or not ours to look at.
+fn binary_of(pid: Tid) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(format!("/proc/{pid}/exe")).ok()?;
+    Some((m.dev(), m.ino()))
 }
 
 /// The pids in /proc.
@@ -232,8 +246,25 @@ impl Watcher<'_> {
         }
     }
 
+    /// Whether `pid` is another edge-agent (`shim exec`, `run`), or a shim
+    /// script about to become one (`/bin/sh SHIM ARGS`, `first_arg` the
+    /// script): those trace their program from its first call, and their
+    /// command lines hold the program's.
+    fn has_own_tracer(&self, pid: Tid, first_arg: &[u8]) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        if self.own_binary.is_some() && binary_of(pid) == self.own_binary {
+            return true;
+        }
+        if first_arg.is_empty() {
+            return false;
+        }
+        // A relative script path is the process's, not ours.
+        let script = std::path::Path::new(std::ffi::OsStr::from_bytes(first_arg));
+        crate::shim::is_shim(&std::path::Path::new(&format!("/proc/{pid}/cwd")).join(script))
+    }
+
     /// Traces `pid` if its command line matches (and it is not the agent,
-    /// an ancestor, or traced already).
+    /// an ancestor, another agent or a shim, or traced already).
     fn consider(&mut self, engine: &mut Engine, pid: Tid) {
         if self.excluded.contains(&pid) || engine.is_traced(pid) {
             return;
@@ -241,6 +272,11 @@ impl Watcher<'_> {
         let Ok(mut cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
             return;
         };
+        let first_arg: Vec<u8> = cmdline
+            .split(|b| *b == 0)
+            .nth(1)
+            .unwrap_or_default()
+            .to_vec();
         for b in &mut cmdline {
             if *b == 0 {
                 *b = b' ';
@@ -261,6 +297,9 @@ impl Watcher<'_> {
             }
         }
         if !contains(&cmdline, &self.pattern) {
+            return;
+        }
+        if self.has_own_tracer(pid, &first_arg) {
             return;
         }
         let program = process_program(pid);
@@ -428,6 +467,7 @@ pub fn watch_steered(
         device: opts.device,
         seen: HashSet::new(),
         excluded: self_and_ancestors(sys::getpid()),
+        own_binary: binary_of(sys::getpid()),
         changes,
         on_summary,
         light_mode: opts.light,

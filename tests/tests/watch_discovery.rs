@@ -226,6 +226,70 @@ fn twenty_shimmed_runs_count_what_strace_counts() {
     }
 }
 
+/// A shimmed run while a watch looks for the same text: the shim's agent
+/// traces it (from its first call), and watch leaves that agent alone
+/// (tracing it, watch would own its child and the shim's tracer would be
+/// refused: the program then ran untraced by the shim).
+#[test]
+fn watch_leaves_a_shimmed_run_to_its_shim() {
+    let _alone = alone();
+    if !is_root() {
+        edge_tests::skip(
+            "watch_leaves_a_shimmed_run_to_its_shim",
+            "the process-events connector needs root",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_file(dir.path());
+    let marker = data.file_name().unwrap().to_str().unwrap().to_string();
+    let (shims, shim_out) = (dir.path().join("shims"), dir.path().join("shim-out"));
+    std::fs::create_dir_all(&shim_out).unwrap();
+    let install = output_timeout(
+        Command::new(agent())
+            .args(["shim", "install", "--match", &marker])
+            .arg("--dir")
+            .arg(&shims)
+            .arg("--out-dir")
+            .arg(&shim_out)
+            .arg("md5sum"),
+        60,
+    );
+    assert!(install.status.success(), "{install:?}");
+    let watch_out = dir.path().join("watch-out");
+    let watch = Watch::start(&marker, &watch_out, "connector");
+    let run = output_timeout(
+        Command::new("md5sum")
+            .arg(&data)
+            .env("PATH", path_with(&shims)),
+        60,
+    );
+    assert!(run.status.success(), "{run:?}");
+    let by_shim = summaries(&shim_out, 1, 10);
+    // Time for watch to have written one, had it traced anything.
+    std::thread::sleep(Duration::from_secs(1));
+    watch.stop();
+    let by_watch = summaries(&watch_out, 0, 0);
+    let err = std::fs::read_to_string(watch_out.with_file_name("watch.err")).unwrap_or_default();
+    assert_eq!(
+        by_shim.len(),
+        1,
+        "the shim traced nothing; watch said: {err}"
+    );
+    assert_eq!(by_shim[0].facts.program, "md5sum");
+    assert_eq!(by_shim[0].coverage.began_late(), Some(false));
+    let (_, strace) = strace_counts(dir.path(), &[], &["md5sum", data.to_str().unwrap()]);
+    assert_same_counts(&summary_counts(&by_shim[0]), &strace, &[]);
+    assert!(
+        by_watch.is_empty(),
+        "watch traced the shimmed run too: {:?}; it said: {err}",
+        by_watch
+            .iter()
+            .map(|s| s.facts.program.as_str())
+            .collect::<Vec<_>>()
+    );
+}
+
 #[test]
 fn twenty_runs_as_root_are_all_traced_through_the_connector() {
     let _alone = alone();
