@@ -67,6 +67,14 @@
 #define COMPAT_X86_TS_COMPAT 1	/* thread_info.status & TS_COMPAT */
 #define COMPAT_ARM64_TIF_32BIT 2 /* thread_info.flags bit TIF_32BIT */
 
+/* The cost breakdown (scripts/bench-tracer builds each, the backend is the
+ * default): STAGE 0 empty sys_enter/sys_exit programs; 1 + the traced-set
+ * filter; 2 + the per-thread call state (number, entry time); 3 + the
+ * arguments and the fd kind; 4 + the per-call record (everything). */
+#ifndef STAGE
+#define STAGE 4
+#endif
+
 /* Syscall numbers below this have an entry in FD_ARG. */
 #define MAX_NR 1024
 
@@ -245,8 +253,12 @@ static __always_inline __u64 read_arg(void *regs, __u32 abi, int i)
 SEC("raw_tracepoint/sys_enter")
 int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 {
+	if (STAGE < 1)
+		return 0;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	if (!traced(pid_tgid >> 32))
+		return 0;
+	if (STAGE < 2)
 		return 0;
 	__u32 tid = (__u32)pid_tgid;
 	void *regs = (void *)ctx->args[0];
@@ -255,9 +267,10 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	call.nr = (__u32)ctx->args[1];
 	call.compat = is_compat(task);
 	__u32 abi = call.compat ? 1 : 0;
-	for (int i = 0; i < 6; i++)
-		call.args[i] = read_arg(regs, abi, i);
-	if (call.nr < MAX_NR) {
+	if (STAGE >= 3)
+		for (int i = 0; i < 6; i++)
+			call.args[i] = read_arg(regs, abi, i);
+	if (STAGE >= 3 && call.nr < MAX_NR) {
 		__u32 key = abi * MAX_NR + call.nr;
 		__u8 *slot = bpf_map_lookup_elem(&FD_ARG, &key);
 		__u32 idx = slot ? (__u32)*slot - 1 : 6;
@@ -276,9 +289,15 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 SEC("raw_tracepoint/sys_exit")
 int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
+	if (STAGE < 1)
+		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
+	if (STAGE < 2) {
+		traced(pid_tgid >> 32);
+		return 0;
+	}
 	struct inflight *call = bpf_map_lookup_elem(&INFLIGHT, &tid);
 	if (!call)
 		return 0;
@@ -292,6 +311,10 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	sigset_t pending;
 	BPF_CORE_READ_INTO(&pending, task, pending.signal);
 	if (pending.sig[0] & (1UL << (SIGKILL - 1))) {
+		bpf_map_delete_elem(&INFLIGHT, &tid);
+		return 0;
+	}
+	if (STAGE < 4) {
 		bpf_map_delete_elem(&INFLIGHT, &tid);
 		return 0;
 	}

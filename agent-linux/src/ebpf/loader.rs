@@ -97,12 +97,19 @@ impl Probe {
     /// Loads and attaches the program; `ring_bytes` sizes the ring buffer
     /// (a power of two of at least a page).
     pub fn load(ring_bytes: u32) -> anyhow::Result<Probe> {
+        Probe::load_object(OBJECT, ring_bytes)
+    }
+
+    /// Loads and attaches another build of `bpf/syscalls.bpf.c` (the
+    /// cost breakdown's `-DSTAGE=N` builds, `examples/ebpf_stages.rs`):
+    /// the same programs, maps and globals.
+    pub fn load_object(object: &[u8], ring_bytes: u32) -> anyhow::Result<Probe> {
         precheck().map_err(|e| anyhow!(e))?;
         let mut ebpf = EbpfLoader::new()
             .set_global("compat_probe", &host::COMPAT_PROBE, true)
             .set_global("arg_off", &host::ARG_OFF, true)
             .set_max_entries("EVENTS", ring_bytes)
-            .load(OBJECT)
+            .load(object)
             .context("the kernel refused the BPF program")?;
         fill_fd_args(&mut ebpf)?;
         for (prog, tracepoint) in ATTACH {
