@@ -10,6 +10,7 @@
 //! - `runner`: the loop, `run` and `attach` on this backend.
 //! - here: choosing the backend (`--backend ptrace|ebpf|auto`).
 
+pub mod aggregate;
 pub mod events;
 
 #[cfg(all(
