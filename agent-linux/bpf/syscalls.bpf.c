@@ -139,7 +139,8 @@ struct thread {
 	__u16 id;           /* the call in flight */
 	__u16 last_id;      /* the previous call; ID_NONE before the first */
 	__u8 fd_kind;
-	__u8 pad[3];
+	__u8 compat;        /* made through the compat ABI */
+	__u8 pad[2];
 };
 
 /* What agent_core::KeyStats holds, for one CPU (src/ebpf/aggregate.rs
@@ -384,6 +385,7 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		info = bpf_map_lookup_elem(&SYSINFO, &key);
 	}
 	t->id = info ? info->id : ID_UNKNOWN;
+	t->compat = abi;
 	t->fd_kind = FD_NONE;
 	t->size = 0;
 	if (STAGE >= 3 && info) {
@@ -502,7 +504,7 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	}
 	__s64 ret = (__s64)ctx->args[1];
-	if (is_compat(task))
+	if (t->compat)
 		ret = (__s64)(__s32)ret;
 	__u32 zero = 0;
 	__u64 *control = bpf_map_lookup_elem(&CONTROL, &zero);
@@ -516,10 +518,12 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	__u32 id = t->id;
 	__u32 kind = t->fd_kind;
 	__u32 key = id << 16 | kind << 8 | gen;
-	struct agg *init = bpf_map_lookup_elem(&ZERO, &zero);
-	if (!init)
-		return 0;
-	struct agg *a = slot(&AGG, &key, init);
+	struct agg *a = bpf_map_lookup_elem(&AGG, &key);
+	if (!a) {
+		struct agg *init = bpf_map_lookup_elem(&ZERO, &zero);
+		if (init)
+			a = slot(&AGG, &key, init);
+	}
 	if (a) {
 		if (a->count == 0 || d < a->min_ns)
 			a->min_ns = d;

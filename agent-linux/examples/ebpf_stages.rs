@@ -5,11 +5,13 @@
 //! full). `scripts/bench-tracer` builds the stages and runs each beside
 //! `edge-agent run --backend ebpf` (the same with the agent's consumer).
 //!
-//! Usage: `ebpf_stages OBJECT [--drain] CMD [ARGS...]`. With `--drain`
-//! the ring buffer is read as the agent reads it (same poll timeout) and
-//! its records only counted: the cost of the consumer's wakeups without
-//! its statistics. Prints what it read on stderr; exits with the
-//! command's status. Needs root (or CAP_BPF and CAP_PERFMON). x86_64 and
+//! Usage: `ebpf_stages OBJECT [--drain] [--cost] CMD [ARGS...]`. With
+//! `--drain` the ring buffer is read as the agent reads it (same poll
+//! timeout) and its records only counted. With `--cost` the kernel's BPF
+//! run-time statistics are on for the run (BPF_ENABLE_STATS, off again
+//! when this exits) and the syscall programs' runs and mean run time are
+//! printed: their in-kernel cost, free of the wall clock's noise. Prints
+//! what it read on stderr; exits with the command's status. Needs root (or CAP_BPF and CAP_PERFMON). x86_64 and
 //! aarch64 Linux only.
 
 #[cfg(all(
@@ -56,10 +58,19 @@ mod stages {
         let object = std::fs::read(&args[0])
             .with_context(|| format!("cannot read {}", args[0].to_string_lossy()))?;
         args.remove(0);
-        let drain = args.first().is_some_and(|a| a == "--drain");
-        if drain {
-            args.remove(0);
-        }
+        let mut flag = |name: &str| {
+            let given = args.first().is_some_and(|a| a == name);
+            if given {
+                args.remove(0);
+            }
+            given
+        };
+        let drain = flag("--drain");
+        let cost = flag("--cost");
+        let _stats = cost
+            .then(|| aya::sys::enable_stats(aya::sys::Stats::RunTime))
+            .transpose()
+            .context("cannot turn the BPF run-time statistics on")?;
         let Some(arg0) = args.first() else {
             bail!("no command given");
         };
@@ -107,6 +118,12 @@ mod stages {
             }
         };
         eprintln!("ebpf_stages: records={records} lost={}", probe.lost());
+        if cost {
+            for (name, runs, time) in probe.run_stats() {
+                let mean = time.as_nanos() as f64 / runs.max(1) as f64;
+                eprintln!("ebpf_stages: {name} runs={runs} mean_ns={mean:.0}");
+            }
+        }
         std::process::exit(code);
     }
 }

@@ -202,6 +202,20 @@ impl Probe {
         taken
     }
 
+    /// Per syscall program (`on_sys_enter`, `on_sys_exit`): how many
+    /// times it ran and its total run time, as the kernel counts them
+    /// while its BPF statistics are on (`aya::sys::enable_stats`; zero
+    /// otherwise). The bench's in-kernel cost per call.
+    pub fn run_stats(&self) -> Vec<(&'static str, u64, std::time::Duration)> {
+        ATTACH[..2]
+            .iter()
+            .filter_map(|(name, _)| {
+                let info = self._ebpf.program(name)?.info().ok()?;
+                Some((*name, info.run_count(), info.run_time()))
+            })
+            .collect()
+    }
+
     /// When the first traced call came (monotonic ns), if one did.
     pub fn first_call_ns(&self) -> Option<u64> {
         self.first
