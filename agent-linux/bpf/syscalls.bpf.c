@@ -271,15 +271,16 @@ static __always_inline void count_lost(__u32 slot)
 		*lost += 1; /* per CPU: no other writer */
 }
 
+/* `task`: from bpf_get_current_task_btf() (plain loads, see fd_kind). */
 static __always_inline int is_compat(struct task_struct *task)
 {
 	if (compat_probe == COMPAT_X86_TS_COMPAT) {
 		if (!bpf_core_field_exists(task->thread_info.status))
 			return 0;
-		return (BPF_CORE_READ(task, thread_info.status) & 0x2) != 0;
+		return (task->thread_info.status & 0x2) != 0;
 	}
 	if (compat_probe == COMPAT_ARM64_TIF_32BIT)
-		return (BPF_CORE_READ(task, thread_info.flags) >> 22) & 1;
+		return (task->thread_info.flags >> 22) & 1;
 	return 0;
 }
 
@@ -305,17 +306,24 @@ static __always_inline __u8 socket_kind(struct file *file)
 	return FD_SOCKET;
 }
 
-/* The kind of the current task's fd `fd`, read from its file table. */
+/* The kind of the current task's fd `fd`, read from its file table.
+ * `task` comes from bpf_get_current_task_btf(): the verifier knows its
+ * type, so the chain is read with plain loads (checked, fault-safe)
+ * rather than a helper call per field, which is most of this function's
+ * cost otherwise. Only the variable index into the fd array needs one. */
 static __always_inline __u8 fd_kind(struct task_struct *task, __s64 fd)
 {
 	if (fd < 0)
 		return FD_NONE;
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct files_struct *files = task->files;
+	if (!files)
+		return FD_NONE;
+	struct fdtable *fdt = files->fdt;
 	if (!fdt)
 		return FD_NONE;
-	if ((__u64)fd >= BPF_CORE_READ(fdt, max_fds))
+	if ((__u64)fd >= fdt->max_fds)
 		return FD_NONE;
-	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file **fds = fdt->fd;
 	struct file *file = 0;
 	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
 	if (!file)
@@ -376,7 +384,7 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		if (first && !*first)
 			*first = bpf_ktime_get_ns();
 	}
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct task_struct *task = bpf_get_current_task_btf();
 	__u32 nr = (__u32)ctx->args[1];
 	__u32 abi = is_compat(task) ? 1 : 0;
 	struct sysinfo *info = 0;
@@ -474,7 +482,6 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
 	if (STAGE < 1)
 		return 0;
-	__u64 now = bpf_ktime_get_ns();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
 	if (STAGE < 2) {
@@ -484,16 +491,17 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	struct thread *t = bpf_map_lookup_elem(&THREADS, &tid);
 	if (!t || !t->entry_ns)
 		return 0;
+	/* After the lookup: the untraced rest of the system does not pay
+	 * for the clock. */
+	__u64 now = bpf_ktime_get_ns();
 	/* A call cut short by the thread's death never returns to the
 	 * program: every way a thread is killed (SIGKILL, a fatal signal to
 	 * its group, exit_group or an exec in another thread) queues SIGKILL
 	 * to the thread itself, and ptrace then sees no exit stop for the call
 	 * (ptrace_stop skips a task with a fatal signal pending). Not a
 	 * completed call here either. */
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	sigset_t pending;
-	BPF_CORE_READ_INTO(&pending, task, pending.signal);
-	if (pending.sig[0] & (1UL << (SIGKILL - 1))) {
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (task->pending.signal.sig[0] & (1UL << (SIGKILL - 1))) {
 		t->entry_ns = 0;
 		return 0;
 	}

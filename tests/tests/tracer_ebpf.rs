@@ -322,6 +322,15 @@ fn a_program_under_ebpf_is_never_stopped_and_outlives_a_killed_agent() {
     let mut loaded = loaded_programs("on_sys_enter");
     loaded.retain(|id| !before.contains(id));
     assert!(!loaded.is_empty(), "the agent's BPF program is not loaded");
+    // The agent forks the command stopped before its exec and lets it go
+    // once it is in the traced set: sample from the exec on (on a loaded
+    // machine the first look can come before the SIGCONT).
+    let exec_deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read(format!("/proc/{shell}/cmdline")).map_or(true, |c| !c.starts_with(b"sh\0"))
+    {
+        assert!(Instant::now() < exec_deadline, "the program never ran sh");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     // Sampled for a while: never stopped (T/t), never traced.
     for _ in 0..50 {
         let (state, tracer) = state_and_tracer(shell).expect("the program runs");

@@ -276,7 +276,20 @@ impl Runner {
         let end = if detached { now } else { self.session.end_ns };
         self.cut(end, &[]);
         self.emit(on_window);
-        self.merge(None);
+        if detached {
+            // The programs run on until the probe is dropped: freeze
+            // the current generation at `now` (later calls go to the
+            // other, never read), so that its keys, errnos and
+            // transitions are read as one consistent set.
+            if let Err(e) = self.probe.set_cut(now, self.generation) {
+                eprintln!("edge-agent: {e:#}");
+            }
+            wait_until(now.saturating_add(CUT_GRACE_NS));
+            self.merge(Some(self.generation));
+        } else {
+            // Every traced process has ended: nothing writes any more.
+            self.merge(None);
+        }
         for tgid in self.session.cpu_live_processes() {
             self.read_cpu(tgid);
         }
