@@ -50,6 +50,11 @@ impl TransitionStats {
         self.count = self.count.saturating_add(1);
         self.gap_sum_ns = self.gap_sum_ns.saturating_add(gap_ns);
     }
+
+    fn merge(&mut self, other: &TransitionStats) {
+        self.count = self.count.saturating_add(other.count);
+        self.gap_sum_ns = self.gap_sum_ns.saturating_add(other.gap_sum_ns);
+    }
 }
 
 const INDEX_LEN: usize = SyscallId::COUNT * FdKind::COUNT;
@@ -310,6 +315,97 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
     /// Syscalls recorded so far.
     pub fn events(&self) -> u64 {
         self.events
+    }
+
+    /// The run's start on the events' clock, the origin of
+    /// [`KeyStats`]' failure times.
+    pub fn start_ns(&self) -> u64 {
+        self.start_ns
+    }
+
+    // Merging statistics aggregated elsewhere (the eBPF backend's kernel
+    // maps) as if each of their calls had been recorded here: the same
+    // tables, the same "other" entries and overflow counts when they are
+    // full. Merge a window's keys first, then their failures' errnos
+    // ([`Collector::merge_errno`] finds the key where
+    // [`Collector::merge_key`] put it), in any order otherwise.
+
+    /// Adds `stats`, the calls of `key` counted elsewhere (`has_param` and
+    /// `errno_untracked` are set here: from the syscall and from the
+    /// errno table), failure times since [`Collector::start_ns`].
+    pub fn merge_key(&mut self, key: Key, stats: &KeyStats) {
+        if stats.count == 0 {
+            return;
+        }
+        self.events = self.events.saturating_add(stats.count);
+        let mut add = *stats;
+        add.has_param = key.id.size_arg().is_some();
+        if !add.has_param {
+            add.param_sum = 0;
+        }
+        add.errno_untracked = 0;
+        match self.slot(key) {
+            Some(i) => self.keys[i].1.merge(&add),
+            None => {
+                // `slot` counted one overflow; the calls are `count`.
+                self.overflow.keys = self.overflow.keys.saturating_add(stats.count - 1);
+                self.other.merge(&add);
+            }
+        }
+    }
+
+    /// Adds `failures` calls of `key` that failed with `errno` (after
+    /// their [`Collector::merge_key`]).
+    pub fn merge_errno(&mut self, key: Key, errno: u16, failures: u64) {
+        if failures == 0 {
+            return;
+        }
+        let index = key.id.0 as usize * FdKind::COUNT + key.fd_kind as usize;
+        let slot = match self.index.get(index).copied() {
+            Some(pos) if pos != 0 => Some(pos as usize - 1),
+            _ => None,
+        };
+        let key = if slot.is_some() { key } else { Key::OTHER };
+        let k = ((key.packed() as u64) << 16) | errno as u64;
+        if let Some(n) = self.errnos.get_mut(&k) {
+            *n = n.saturating_add(failures);
+            return;
+        }
+        if self.errnos.len() < usable(ERRNOS) && self.errnos.insert(k, failures).is_ok() {
+            return;
+        }
+        self.overflow.errnos = self.overflow.errnos.saturating_add(failures);
+        let stats = match slot {
+            Some(i) => &mut self.keys[i].1,
+            None => &mut self.other,
+        };
+        stats.errno_untracked = stats.errno_untracked.saturating_add(failures);
+    }
+
+    /// Adds `count` transitions from `from` to `to` on one thread, their
+    /// gaps summing to `gap_sum_ns`.
+    pub fn merge_transition(
+        &mut self,
+        from: SyscallId,
+        to: SyscallId,
+        count: u64,
+        gap_sum_ns: u64,
+    ) {
+        if count == 0 {
+            return;
+        }
+        let add = TransitionStats { count, gap_sum_ns };
+        let pair = ((from.0 as u32) << 16) | to.0 as u32;
+        if let Some(t) = self.transitions.get_mut(&pair) {
+            t.merge(&add);
+            return;
+        }
+        if self.transitions.len() >= usable(TRANSITIONS)
+            || self.transitions.insert(pair, add).is_err()
+        {
+            self.transition_other.merge(&add);
+            self.overflow.transitions = self.overflow.transitions.saturating_add(count);
+        }
     }
 
     /// Updates the thread's last syscall; returns the gap when this call

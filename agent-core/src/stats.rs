@@ -107,6 +107,38 @@ impl KeyStats {
         self.has_param = true;
         self.param_sum = self.param_sum.saturating_add(size as u128);
     }
+
+    /// Adds the calls `other` counted (of the same key, failure times on
+    /// the same origin): the statistics of both sets of calls together,
+    /// as if each had been added here.
+    pub fn merge(&mut self, other: &KeyStats) {
+        if other.count == 0 {
+            return;
+        }
+        self.count = self.count.saturating_add(other.count);
+        self.total_ns = self.total_ns.saturating_add(other.total_ns);
+        self.sum_sq_ns = self.sum_sq_ns.saturating_add(other.sum_sq_ns);
+        self.min_ns = self.min_ns.min(other.min_ns);
+        self.max_ns = self.max_ns.max(other.max_ns);
+        self.histogram.merge(&other.histogram);
+        self.consecutive = self.consecutive.saturating_add(other.consecutive);
+        self.consecutive_gap_ns = self
+            .consecutive_gap_ns
+            .saturating_add(other.consecutive_gap_ns);
+        if other.errors > 0 {
+            self.first_failure_ns = if self.errors == 0 {
+                other.first_failure_ns
+            } else {
+                self.first_failure_ns.min(other.first_failure_ns)
+            };
+            self.last_failure_ns = self.last_failure_ns.max(other.last_failure_ns);
+        }
+        self.errors = self.errors.saturating_add(other.errors);
+        self.result_sum = self.result_sum.saturating_add(other.result_sum);
+        self.has_param |= other.has_param;
+        self.param_sum = self.param_sum.saturating_add(other.param_sum);
+        self.errno_untracked = self.errno_untracked.saturating_add(other.errno_untracked);
+    }
 }
 
 impl Default for KeyStats {

@@ -588,3 +588,80 @@ proptest! {
         prop_assert_eq!(transitions, want_transitions);
     }
 }
+
+/// What a per-CPU aggregator (the eBPF backend's kernel maps) holds for
+/// one CPU: per key the statistics, per (key, errno) the failures, per
+/// transition the count and gap sum. Built here call by call, with its own
+/// per-thread previous call.
+#[derive(Default)]
+struct Partial {
+    keys: HashMap<Key, agent_core::stats::KeyStats>,
+    errnos: HashMap<(Key, u16), u64>,
+    transitions: HashMap<(SyscallId, SyscallId), (u64, u64)>,
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Statistics aggregated elsewhere on several CPUs and merged with
+    /// `merge_key`, `merge_errno` and `merge_transition` give the summary
+    /// recording each call gives (tables large enough that the order of
+    /// first appearance cannot matter).
+    #[test]
+    fn merged_partials_equal_recorded_calls(
+        raw in proptest::collection::vec(event_strategy(), 0..600),
+        cpus in proptest::collection::vec(0usize..3, 600),
+    ) {
+        let events = to_events(&raw);
+        let mut recorded: Box<Collector<120, 256, 64, 2048>> = Box::new(Collector::new(0));
+        for ev in &events {
+            recorded.record(ev);
+        }
+        let mut partials: Vec<Partial> = (0..3).map(|_| Partial::default()).collect();
+        let mut last: HashMap<u32, (SyscallId, u64)> = HashMap::new();
+        for (ev, cpu) in events.iter().zip(&cpus) {
+            let p = &mut partials[*cpu];
+            let id = SyscallId::from_raw(ev.arch, ev.nr);
+            let key = Key { id, fd_kind: ev.fd_kind };
+            let s = p.keys.entry(key).or_default();
+            s.add_call(ev.duration_ns());
+            if let Some((prev, prev_exit)) = last.insert(ev.tid, (id, ev.exit_ns)) {
+                let gap = ev.entry_ns.saturating_sub(prev_exit);
+                if prev == id {
+                    s.add_consecutive(gap);
+                }
+                let t = p.transitions.entry((prev, id)).or_default();
+                t.0 += 1;
+                t.1 += gap;
+            }
+            match ev.errno() {
+                Some(e) => {
+                    s.add_failure(ev.exit_ns);
+                    *p.errnos.entry((key, e)).or_default() += 1;
+                }
+                None => s.add_result(ev.ret),
+            }
+            // The aggregator sums the size argument of every call; the
+            // merge keeps it for the syscalls that have one.
+            s.add_param(ev.args[2]);
+        }
+        let mut merged: Box<Collector<120, 256, 64, 2048>> = Box::new(Collector::new(0));
+        for p in &partials {
+            for (key, s) in &p.keys {
+                merged.merge_key(*key, s);
+            }
+        }
+        for p in &partials {
+            for ((key, errno), n) in &p.errnos {
+                merged.merge_errno(*key, *errno, *n);
+            }
+            for ((from, to), (n, gap)) in &p.transitions {
+                merged.merge_transition(*from, *to, *n, *gap);
+            }
+        }
+        prop_assert_eq!(
+            merged.summarize([1; 16], run_record(), Facts::new()),
+            recorded.summarize([1; 16], run_record(), Facts::new())
+        );
+    }
+}

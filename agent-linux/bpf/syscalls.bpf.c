@@ -1,22 +1,32 @@
 // SPDX-License-Identifier: GPL-2.0
-/* agent-linux's eBPF backend, in the kernel: one record per completed
- * syscall of the traced processes, through a ring buffer, for the same
- * agent_core::Collector the ptrace backend feeds (src/ebpf/).
+/* agent-linux's eBPF backend, in the kernel: the statistics of the traced
+ * processes' syscalls, aggregated here per CPU, merged by the agent into
+ * the same agent_core::Collector the ptrace backend feeds (src/ebpf/).
  *
- * - on_exec moves a call in flight to the new tid when a non-leader thread
- *   execs (it takes the leader's tid).
  * - TRACED holds the traced processes' tgids: the agent puts the root in,
  *   sched_process_fork adds the children of traced processes (threads need
  *   nothing: the filter is on the tgid), sched_process_exit removes a
  *   process when its last thread ends.
- * - sys_enter keeps the call per thread in INFLIGHT (number, six args,
- *   entry time, the fd argument's kind resolved now, as ptrace does at
- *   entry: after close the fd is gone); sys_exit completes it and sends it.
+ * - THREADS keeps per thread the call in flight (its id, entry time, the
+ *   fd argument's kind resolved at entry as ptrace does: after close the
+ *   fd is gone, the size argument) and the previous completed call (for
+ *   consecutive calls and transitions). Only the thread itself writes its
+ *   entry, so a plain hash is safe.
+ * - sys_exit folds the completed call into per-CPU hashes (no other
+ *   writer, no atomics): AGG per (syscall id, fd kind) what
+ *   agent_core::KeyStats holds, ERRNOS per (id, fd kind, errno) the
+ *   failures, TRANS per (previous id, id) count and gap sum. Each key
+ *   carries a generation bit: calls ending before CONTROL's cut go to
+ *   its generation, later ones to the other, so the agent reads and
+ *   clears one window while the kernel fills the next.
+ * - The ring buffer carries what is rare: a new task, a task's end, and a
+ *   call in flight across a cut (for the window's in-flight list).
+ *   Records lost to a full ring, and calls the full maps could not hold,
+ *   are counted per CPU in LOST.
  * - Raw tracepoints: attached by name (no tracefs needed) and cheaper than
  *   the classic ones. Their `regs` is the user register set; the loader
  *   gives the offsets of the six argument registers of the host's native
  *   and compat ABIs (ARG_OFF), so one object serves x86_64 and aarch64.
- * - Records lost to a full ring buffer are counted per CPU in LOST.
  *
  * Rebuild with scripts/build-bpf (the object and its hash are committed).
  */
@@ -28,6 +38,7 @@
 #define KIND_SYSCALL 0
 #define KIND_FORK 1
 #define KIND_EXIT 2
+#define KIND_CROSSED 3
 
 /* agent_core::FdKind values. */
 #define FD_NONE 0
@@ -67,34 +78,93 @@
 #define COMPAT_X86_TS_COMPAT 1	/* thread_info.status & TS_COMPAT */
 #define COMPAT_ARM64_TIF_32BIT 2 /* thread_info.flags bit TIF_32BIT */
 
-/* Syscall numbers below this have an entry in FD_ARG. */
+/* The cost breakdown (scripts/bench-tracer builds each; the backend is the
+ * default): STAGE 0 empty sys_enter/sys_exit programs; 1 + the traced-set
+ * filter; 2 + the per-thread call state (id, entry time); 3 + the fd kind
+ * and the size argument; 4 + the aggregation (everything). */
+#ifndef STAGE
+#define STAGE 4
+#endif
+
+/* Syscall numbers below this have an entry in SYSINFO. */
 #define MAX_NR 1024
+
+/* agent_core::SyscallId of a number with no entry; "no previous call". */
+#define ID_UNKNOWN 1
+#define ID_NONE 0xffff
+
+/* agent_core::histogram::BUCKETS */
+#define BUCKETS 26
+
+/* Per-CPU map entries: two generations of the keys a window uses. */
+#define AGG_KEYS 4096
+#define ERRNO_KEYS 4096
+#define TRANS_KEYS 8192
+
+/* LOST slots. */
+#define LOST_RING 0
+#define LOST_MAPS 1
 
 struct event {
 	__u32 kind;
 	__u32 tid;
 	__u32 tgid;
-	/* KIND_SYSCALL: the raw number; KIND_FORK: the parent's tid;
-	 * KIND_EXIT: the task's exit code (a wait status). */
+	/* KIND_FORK: the parent's tid; KIND_EXIT: the task's exit code (a
+	 * wait status); KIND_CROSSED: the call's syscall id. */
 	__u32 nr;
-	__u64 args[6];
-	__s64 ret;
-	__u64 entry_ns;
-	__u64 exit_ns;
+	/* KIND_CROSSED: when the call entered; else when the task event
+	 * happened (monotonic ns). */
+	__u64 at_ns;
+	/* KIND_CROSSED: the cut it crossed. */
+	__u64 cut_ns;
 	__u8 fd_kind;
-	/* KIND_SYSCALL: 1 for a compat-ABI call; KIND_FORK: 1 for a new
-	 * process (not a thread); KIND_EXIT: 1 when the process ended. */
+	/* KIND_FORK: 1 for a new process (not a thread); KIND_EXIT: 1 when
+	 * the process ended. */
 	__u8 flag;
 	__u8 pad[6];
 };
 
-struct inflight {
-	__u64 args[6];
-	__u64 entry_ns;
-	__u32 nr;
+/* Per ABI (0 native, 1 compat) and syscall number, from agent-core and
+ * agent-linux's fd roles (set by the loader). */
+struct sysinfo {
+	__u16 id;      /* agent_core::SyscallId */
+	__u8 fd_arg;   /* 1 + the index of the fd argument, 0 none */
+	__u8 size_arg; /* 1 + the index of the size argument, 0 none */
+};
+
+struct thread {
+	__u64 entry_ns;     /* the call in flight's entry; 0: none */
+	__u64 size;         /* its size argument */
+	__u64 last_exit_ns; /* when the previous call ended */
+	__u16 id;           /* the call in flight */
+	__u16 last_id;      /* the previous call; ID_NONE before the first */
 	__u8 fd_kind;
-	__u8 compat;
+	__u8 compat;        /* made through the compat ABI */
 	__u8 pad[2];
+};
+
+/* What agent_core::KeyStats holds, for one CPU (src/ebpf/aggregate.rs
+ * mirrors this layout). */
+struct agg {
+	__u64 count;
+	__u64 errors;
+	__u64 total_ns;
+	__u64 sum_sq_lo;
+	__u64 sum_sq_hi;
+	__u64 min_ns;
+	__u64 max_ns;
+	__u64 consecutive;
+	__u64 consecutive_gap_ns;
+	__s64 result_sum;
+	__u64 param_sum;
+	__u64 first_failure_ns; /* monotonic */
+	__u64 last_failure_ns;
+	__u64 histogram[BUCKETS];
+};
+
+struct trans {
+	__u64 count;
+	__u64 gap_sum_ns;
 };
 
 /* Set by the loader before load. */
@@ -114,26 +184,77 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u32);
-	__type(value, struct inflight);
-} INFLIGHT SEC(".maps");
+	__type(value, struct thread);
+} THREADS SEC(".maps");
 
-/* Per ABI (0 native, 1 compat) and syscall number: 1 + the index of the
- * fd argument, 0 when the call takes none (from agent-linux's fd roles). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 2 * MAX_NR);
 	__type(key, __u32);
-	__type(value, __u8);
-} FD_ARG SEC(".maps");
+	__type(value, struct sysinfo);
+} SYSINFO SEC(".maps");
+
+/* Key: id << 16 | fd_kind << 8 | generation. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, AGG_KEYS);
+	__type(key, __u32);
+	__type(value, struct agg);
+} AGG SEC(".maps");
+
+/* Key: id << 32 | fd_kind << 24 | generation << 16 | errno. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, ERRNO_KEYS);
+	__type(key, __u64);
+	__type(value, __u64);
+} ERRNOS SEC(".maps");
+
+/* Key: previous id << 32 | id << 16 | generation. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, TRANS_KEYS);
+	__type(key, __u64);
+	__type(value, struct trans);
+} TRANS SEC(".maps");
+
+/* [0]: the next cut (monotonic ns, even) | the generation before it;
+ * set by the agent. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} CONTROL SEC(".maps");
+
+/* When this CPU first saw a traced thread's first call (monotonic ns; 0:
+ * never): the earliest over CPUs is the trace's first call. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} FIRST SEC(".maps");
+
+/* An all-zero struct agg, the initial value of a new AGG key (too big
+ * for the stack beside the rest). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct agg);
+} ZERO SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 8 << 20);
 } EVENTS SEC(".maps");
 
+/* [LOST_RING]: records the full ring could not take; [LOST_MAPS]: calls
+ * a full AGG, ERRNOS or TRANS could not hold. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, __u64);
 } LOST SEC(".maps");
@@ -143,33 +264,23 @@ static __always_inline int traced(__u32 tgid)
 	return bpf_map_lookup_elem(&TRACED, &tgid) != 0;
 }
 
-static __always_inline void count_lost(void)
+static __always_inline void count_lost(__u32 slot)
 {
-	__u32 zero = 0;
-	__u64 *lost = bpf_map_lookup_elem(&LOST, &zero);
+	__u64 *lost = bpf_map_lookup_elem(&LOST, &slot);
 	if (lost)
 		*lost += 1; /* per CPU: no other writer */
 }
 
-/* Wake the reader only when a quarter of the ring is full: it polls with
- * a short timeout anyway, and a wakeup per record would cost more than
- * the record. */
-static __always_inline __u64 wakeup_flag(void)
-{
-	__u64 avail = bpf_ringbuf_query(&EVENTS, BPF_RB_AVAIL_DATA);
-	__u64 size = bpf_ringbuf_query(&EVENTS, BPF_RB_RING_SIZE);
-	return avail > size / 4 ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
-}
-
+/* `task`: from bpf_get_current_task_btf() (plain loads, see fd_kind). */
 static __always_inline int is_compat(struct task_struct *task)
 {
 	if (compat_probe == COMPAT_X86_TS_COMPAT) {
 		if (!bpf_core_field_exists(task->thread_info.status))
 			return 0;
-		return (BPF_CORE_READ(task, thread_info.status) & 0x2) != 0;
+		return (task->thread_info.status & 0x2) != 0;
 	}
 	if (compat_probe == COMPAT_ARM64_TIF_32BIT)
-		return (BPF_CORE_READ(task, thread_info.flags) >> 22) & 1;
+		return (task->thread_info.flags >> 22) & 1;
 	return 0;
 }
 
@@ -195,17 +306,24 @@ static __always_inline __u8 socket_kind(struct file *file)
 	return FD_SOCKET;
 }
 
-/* The kind of the current task's fd `fd`, read from its file table. */
+/* The kind of the current task's fd `fd`, read from its file table.
+ * `task` comes from bpf_get_current_task_btf(): the verifier knows its
+ * type, so the chain is read with plain loads (checked, fault-safe)
+ * rather than a helper call per field, which is most of this function's
+ * cost otherwise. Only the variable index into the fd array needs one. */
 static __always_inline __u8 fd_kind(struct task_struct *task, __s64 fd)
 {
 	if (fd < 0)
 		return FD_NONE;
-	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct files_struct *files = task->files;
+	if (!files)
+		return FD_NONE;
+	struct fdtable *fdt = files->fdt;
 	if (!fdt)
 		return FD_NONE;
-	if ((__u64)fd >= BPF_CORE_READ(fdt, max_fds))
+	if ((__u64)fd >= fdt->max_fds)
 		return FD_NONE;
-	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file **fds = fdt->fd;
 	struct file *file = 0;
 	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
 	if (!file)
@@ -231,7 +349,7 @@ static __always_inline __u8 fd_kind(struct task_struct *task, __s64 fd)
 	return FD_FILE;
 }
 
-static __always_inline __u64 read_arg(void *regs, __u32 abi, int i)
+static __always_inline __u64 read_arg(void *regs, __u32 abi, __u32 i)
 {
 	__u64 v = 0;
 	__u32 off = arg_off[abi][i];
@@ -245,75 +363,224 @@ static __always_inline __u64 read_arg(void *regs, __u32 abi, int i)
 SEC("raw_tracepoint/sys_enter")
 int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 {
+	if (STAGE < 1)
+		return 0;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	if (!traced(pid_tgid >> 32))
 		return 0;
+	if (STAGE < 2)
+		return 0;
 	__u32 tid = (__u32)pid_tgid;
-	void *regs = (void *)ctx->args[0];
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	struct inflight call = {};
-	call.nr = (__u32)ctx->args[1];
-	call.compat = is_compat(task);
-	__u32 abi = call.compat ? 1 : 0;
-	for (int i = 0; i < 6; i++)
-		call.args[i] = read_arg(regs, abi, i);
-	if (call.nr < MAX_NR) {
-		__u32 key = abi * MAX_NR + call.nr;
-		__u8 *slot = bpf_map_lookup_elem(&FD_ARG, &key);
-		__u32 idx = slot ? (__u32)*slot - 1 : 6;
-		if (idx < 6) {
-			__u64 raw = call.args[idx];
-			__s64 fd = call.compat ? (__s64)(__s32)raw : (__s64)raw;
-			call.fd_kind = fd_kind(task, fd);
-		}
+	struct thread *t = bpf_map_lookup_elem(&THREADS, &tid);
+	if (!t) {
+		struct thread fresh = {};
+		fresh.last_id = ID_NONE;
+		bpf_map_update_elem(&THREADS, &tid, &fresh, BPF_ANY);
+		t = bpf_map_lookup_elem(&THREADS, &tid);
+		if (!t)
+			return 0;
+		__u32 zero = 0;
+		__u64 *first = bpf_map_lookup_elem(&FIRST, &zero);
+		if (first && !*first)
+			*first = bpf_ktime_get_ns();
 	}
-	call.entry_ns = bpf_ktime_get_ns();
-	bpf_map_update_elem(&INFLIGHT, &tid, &call, BPF_ANY);
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 nr = (__u32)ctx->args[1];
+	__u32 abi = is_compat(task) ? 1 : 0;
+	struct sysinfo *info = 0;
+	if (nr < MAX_NR) {
+		__u32 key = abi * MAX_NR + nr;
+		info = bpf_map_lookup_elem(&SYSINFO, &key);
+	}
+	t->id = info ? info->id : ID_UNKNOWN;
+	t->compat = abi;
+	t->fd_kind = FD_NONE;
+	t->size = 0;
+	if (STAGE >= 3 && info) {
+		void *regs = (void *)ctx->args[0];
+		__u32 fd_idx = (__u32)info->fd_arg - 1;
+		if (fd_idx < 6) {
+			__u64 raw = read_arg(regs, abi, fd_idx);
+			__s64 fd = abi ? (__s64)(__s32)raw : (__s64)raw;
+			t->fd_kind = fd_kind(task, fd);
+		}
+		__u32 size_idx = (__u32)info->size_arg - 1;
+		if (size_idx < 6)
+			t->size = read_arg(regs, abi, size_idx);
+	}
+	t->entry_ns = bpf_ktime_get_ns();
 	return 0;
+}
+
+/* 64 x 64 -> 128-bit square, added to (lo, hi). */
+static __always_inline void add_square(struct agg *a, __u64 d)
+{
+	__u64 lo32 = d & 0xffffffff, hi32 = d >> 32;
+	__u64 ll = lo32 * lo32, lh = lo32 * hi32, hh = hi32 * hi32;
+	/* d^2 = hh << 64 + 2 lh << 32 + ll */
+	__u64 mid_lo = lh << 33;
+	__u64 mid_hi = lh >> 31;
+	__u64 lo = ll + mid_lo;
+	__u64 hi = hh + mid_hi + (lo < ll);
+	__u64 sum_lo = a->sum_sq_lo + lo;
+	a->sum_sq_hi += hi + (sum_lo < lo);
+	a->sum_sq_lo = sum_lo;
+}
+
+/* agent_core::histogram::bucket_of: the bit length of the duration in
+ * microseconds, capped at BUCKETS - 1. */
+static __always_inline __u32 bucket_of(__u64 ns)
+{
+	__u64 us = ns / 1000;
+	__u32 b = 0;
+	if (us >> 32) { b += 32; us >>= 32; }
+	if (us >> 16) { b += 16; us >>= 16; }
+	if (us >> 8) { b += 8; us >>= 8; }
+	if (us >> 4) { b += 4; us >>= 4; }
+	if (us >> 2) { b += 2; us >>= 2; }
+	if (us >> 1) { b += 1; us >>= 1; }
+	b += us; /* us is 0 or 1 now */
+	return b < BUCKETS ? b : BUCKETS - 1;
+}
+
+/* The per-CPU value of `key` in `map`, created from `init` when new
+ * (BPF_NOEXIST: another CPU creating it at the same moment must not wipe
+ * what this one adds). */
+static __always_inline void *slot(void *map, void *key, void *init)
+{
+	void *v = bpf_map_lookup_elem(map, key);
+	if (v)
+		return v;
+	bpf_map_update_elem(map, key, init, BPF_NOEXIST);
+	v = bpf_map_lookup_elem(map, key);
+	if (!v)
+		count_lost(LOST_MAPS);
+	return v;
+}
+
+static __always_inline void send_crossed(__u32 tid, __u32 tgid, struct thread *t, __u64 cut)
+{
+	struct event *e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RING);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->kind = KIND_CROSSED;
+	e->tid = tid;
+	e->tgid = tgid;
+	e->nr = t->id;
+	e->at_ns = t->entry_ns;
+	e->cut_ns = cut;
+	e->fd_kind = t->fd_kind;
+	bpf_ringbuf_submit(e, 0);
 }
 
 /* sys_exit(struct pt_regs *regs, long ret) */
 SEC("raw_tracepoint/sys_exit")
 int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
-	__u64 now = bpf_ktime_get_ns();
+	if (STAGE < 1)
+		return 0;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
-	struct inflight *call = bpf_map_lookup_elem(&INFLIGHT, &tid);
-	if (!call)
+	if (STAGE < 2) {
+		traced(pid_tgid >> 32);
 		return 0;
+	}
+	struct thread *t = bpf_map_lookup_elem(&THREADS, &tid);
+	if (!t || !t->entry_ns)
+		return 0;
+	/* After the lookup: the untraced rest of the system does not pay
+	 * for the clock. */
+	__u64 now = bpf_ktime_get_ns();
 	/* A call cut short by the thread's death never returns to the
 	 * program: every way a thread is killed (SIGKILL, a fatal signal to
 	 * its group, exit_group or an exec in another thread) queues SIGKILL
 	 * to the thread itself, and ptrace then sees no exit stop for the call
 	 * (ptrace_stop skips a task with a fatal signal pending). Not a
 	 * completed call here either. */
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	sigset_t pending;
-	BPF_CORE_READ_INTO(&pending, task, pending.signal);
-	if (pending.sig[0] & (1UL << (SIGKILL - 1))) {
-		bpf_map_delete_elem(&INFLIGHT, &tid);
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (task->pending.signal.sig[0] & (1UL << (SIGKILL - 1))) {
+		t->entry_ns = 0;
 		return 0;
 	}
-	struct event *e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
-	if (!e) {
-		count_lost();
-		bpf_map_delete_elem(&INFLIGHT, &tid);
+	if (STAGE < 4) {
+		t->last_id = t->id;
+		t->last_exit_ns = now;
+		t->entry_ns = 0;
 		return 0;
 	}
-	e->kind = KIND_SYSCALL;
-	e->tid = tid;
-	e->tgid = pid_tgid >> 32;
-	e->nr = call->nr;
-	for (int i = 0; i < 6; i++)
-		e->args[i] = call->args[i];
-	e->ret = (__s64)ctx->args[1];
-	e->entry_ns = call->entry_ns;
-	e->exit_ns = now;
-	e->fd_kind = call->fd_kind;
-	e->flag = call->compat;
-	bpf_map_delete_elem(&INFLIGHT, &tid);
-	bpf_ringbuf_submit(e, wakeup_flag());
+	__s64 ret = (__s64)ctx->args[1];
+	if (t->compat)
+		ret = (__s64)(__s32)ret;
+	__u32 zero = 0;
+	__u64 *control = bpf_map_lookup_elem(&CONTROL, &zero);
+	__u64 c = control ? *control : ~0ULL;
+	__u64 cut = c & ~1ULL;
+	__u32 gen = (c & 1) ^ (now >= cut);
+	if (t->entry_ns < cut && now >= cut)
+		send_crossed(tid, pid_tgid >> 32, t, cut);
+
+	__u64 d = now > t->entry_ns ? now - t->entry_ns : 0;
+	__u32 id = t->id;
+	__u32 kind = t->fd_kind;
+	__u32 key = id << 16 | kind << 8 | gen;
+	struct agg *a = bpf_map_lookup_elem(&AGG, &key);
+	if (!a) {
+		struct agg *init = bpf_map_lookup_elem(&ZERO, &zero);
+		if (init)
+			a = slot(&AGG, &key, init);
+	}
+	if (a) {
+		if (a->count == 0 || d < a->min_ns)
+			a->min_ns = d;
+		if (d > a->max_ns)
+			a->max_ns = d;
+		a->count += 1;
+		a->total_ns += d;
+		add_square(a, d);
+		__u32 b = bucket_of(d);
+		/* Keep the check: the compiler knows b < BUCKETS and would
+		 * drop it, the verifier does not. */
+		barrier_var(b);
+		if (b < BUCKETS)
+			a->histogram[b] += 1;
+	}
+	if (t->last_id != ID_NONE) {
+		__u64 gap = t->entry_ns > t->last_exit_ns ? t->entry_ns - t->last_exit_ns : 0;
+		if (a && t->last_id == id) {
+			a->consecutive += 1;
+			a->consecutive_gap_ns += gap;
+		}
+		__u64 tkey = (__u64)t->last_id << 32 | id << 16 | gen;
+		struct trans tzero = {};
+		struct trans *tr = slot(&TRANS, &tkey, &tzero);
+		if (tr) {
+			tr->count += 1;
+			tr->gap_sum_ns += gap;
+		}
+	}
+	if (a) {
+		if (ret < 0 && ret >= -4095) {
+			if (a->errors == 0 || now < a->first_failure_ns)
+				a->first_failure_ns = now;
+			if (now > a->last_failure_ns)
+				a->last_failure_ns = now;
+			a->errors += 1;
+			__u64 ekey = (__u64)id << 32 | kind << 24 | gen << 16 | (__u64)(-ret);
+			__u64 ezero = 0;
+			__u64 *n = slot(&ERRNOS, &ekey, &ezero);
+			if (n)
+				*n += 1;
+		} else {
+			a->result_sum += ret;
+		}
+		a->param_sum += t->size;
+	}
+	t->last_id = id;
+	t->last_exit_ns = now;
+	t->entry_ns = 0;
 	return 0;
 }
 
@@ -321,7 +588,7 @@ static __always_inline void send_task_event(__u32 kind, __u32 tid, __u32 tgid, _
 {
 	struct event *e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
 	if (!e) {
-		count_lost();
+		count_lost(LOST_RING);
 		return;
 	}
 	__builtin_memset(e, 0, sizeof(*e));
@@ -329,7 +596,7 @@ static __always_inline void send_task_event(__u32 kind, __u32 tid, __u32 tgid, _
 	e->tid = tid;
 	e->tgid = tgid;
 	e->nr = nr;
-	e->exit_ns = bpf_ktime_get_ns(); /* when it happened */
+	e->at_ns = bpf_ktime_get_ns(); /* when it happened */
 	e->flag = flag;
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
@@ -356,7 +623,8 @@ int on_fork(struct bpf_raw_tracepoint_args *ctx)
 
 /* sched_process_exec(struct task_struct *p, pid_t old_pid, ...): a thread
  * other than the leader that execs takes the leader's tid; its execve
- * completes under the new tid. */
+ * completes under the new tid, as the first call known of that tid (the
+ * leader's state went with the leader, as the collector forgets it). */
 SEC("raw_tracepoint/sched_process_exec")
 int on_exec(struct bpf_raw_tracepoint_args *ctx)
 {
@@ -368,12 +636,13 @@ int on_exec(struct bpf_raw_tracepoint_args *ctx)
 	__u32 tid = BPF_CORE_READ(task, pid);
 	if (tid == old_tid)
 		return 0;
-	struct inflight *call = bpf_map_lookup_elem(&INFLIGHT, &old_tid);
-	if (!call)
+	struct thread *t = bpf_map_lookup_elem(&THREADS, &old_tid);
+	if (!t)
 		return 0;
-	struct inflight moved = *call;
-	bpf_map_update_elem(&INFLIGHT, &tid, &moved, BPF_ANY);
-	bpf_map_delete_elem(&INFLIGHT, &old_tid);
+	struct thread moved = *t;
+	moved.last_id = ID_NONE;
+	bpf_map_update_elem(&THREADS, &tid, &moved, BPF_ANY);
+	bpf_map_delete_elem(&THREADS, &old_tid);
 	return 0;
 }
 
@@ -386,8 +655,9 @@ int on_exit(struct bpf_raw_tracepoint_args *ctx)
 	if (!traced(tgid))
 		return 0;
 	__u32 tid = BPF_CORE_READ(task, pid);
-	/* A call that never returns (exit, exit_group) stays unfinished. */
-	bpf_map_delete_elem(&INFLIGHT, &tid);
+	/* A call that never returns (exit, exit_group) stays unfinished; the
+	 * thread's previous call is forgotten with it. */
+	bpf_map_delete_elem(&THREADS, &tid);
 	/* do_exit decrements signal->live before this tracepoint: zero means
 	 * this was the process's last thread. */
 	__u8 group_dead = BPF_CORE_READ(task, signal, live.counter) == 0;

@@ -5,9 +5,10 @@
 //! `scripts/bench-tracer` compiles the program (`bpf/count_floor.bpf.c`)
 //! and compares `edge-agent run --backend ebpf` against this.
 //!
-//! Usage: `ebpf_floor OBJECT [--exit] CMD [ARGS...]`: counts at
+//! Usage: `ebpf_floor OBJECT [--exit] [--cost] CMD [ARGS...]`: counts at
 //! `sys_enter`, and with `--exit` at `sys_exit` too (the backend uses
-//! both). Prints the counts on stderr; exits with the command's status.
+//! both); `--cost` as in `ebpf_stages` (the programs' mean in-kernel run
+//! time, BPF statistics on for the run). Prints the counts on stderr; exits with the command's status.
 //! Needs root (or CAP_BPF and CAP_PERFMON). x86_64 and aarch64 Linux only.
 
 #[cfg(all(
@@ -53,10 +54,19 @@ mod floor {
         let object = std::fs::read(&args[0])
             .with_context(|| format!("cannot read {}", args[0].to_string_lossy()))?;
         args.remove(0);
-        let at_exit = args.first().is_some_and(|a| a == "--exit");
-        if at_exit {
-            args.remove(0);
-        }
+        let mut flag = |name: &str| {
+            let given = args.first().is_some_and(|a| a == name);
+            if given {
+                args.remove(0);
+            }
+            given
+        };
+        let at_exit = flag("--exit");
+        let cost = flag("--cost");
+        let _stats = cost
+            .then(|| aya::sys::enable_stats(aya::sys::Stats::RunTime))
+            .transpose()
+            .context("cannot turn the BPF run-time statistics on")?;
         let Some(arg0) = args.first() else {
             bail!("no command given");
         };
@@ -125,6 +135,17 @@ mod floor {
                 .unwrap_or(0)
         };
         eprintln!("ebpf_floor: sys_enter={} sys_exit={}", sum(0), sum(1));
+        if cost {
+            for name in ["floor_enter", "floor_exit"] {
+                if let Some(info) = ebpf.program(name).and_then(|p| p.info().ok()) {
+                    let mean = info.run_time().as_nanos() as f64 / info.run_count().max(1) as f64;
+                    eprintln!(
+                        "ebpf_floor: {name} runs={} mean_ns={mean:.0}",
+                        info.run_count()
+                    );
+                }
+            }
+        }
         std::process::exit(code);
     }
 }

@@ -954,9 +954,10 @@ fn trace_and_save_ebpf(
 
 fn print_ebpf_stats(s: &ebpf::runner::RunnerStats) {
     eprintln!(
-        "edge-agent stats: backend=ebpf syscalls={} lost={} unreadable={} polls={} max_rss_kib={} cpu_ms={}",
+        "edge-agent stats: backend=ebpf syscalls={} lost={} uncounted={} unreadable={} polls={} max_rss_kib={} cpu_ms={}",
         s.syscalls,
         s.lost,
+        s.uncounted,
         s.unreadable,
         s.polls,
         sys::max_rss_kib(),

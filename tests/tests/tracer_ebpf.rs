@@ -160,9 +160,11 @@ int main(void) {
 }
 "#;
 
-type Stats = BTreeMap<(String, String), (u64, u64, u64)>;
+type Stats = BTreeMap<(String, String), (u64, u64, u64, Option<u128>)>;
 
-/// Count, errors and consecutive count per (syscall, fd kind).
+/// Count, errors, consecutive count and the sum of the size arguments
+/// (read/write family, on files: what goes to the stderr pipe carries
+/// timings) per (syscall, fd kind).
 fn per_key(s: &Summary) -> Stats {
     s.syscalls
         .iter()
@@ -176,6 +178,7 @@ fn per_key(s: &Summary) -> Stats {
                     e.count,
                     e.failures.as_ref().map_or(0, |f| f.errors),
                     e.consecutive.map_or(0, |c| c.count),
+                    e.param_sum.filter(|_| e.key.fd_kind.name() == "file"),
                 ),
             )
         })
@@ -205,6 +208,7 @@ fn both_backends_agree_on_counts_errors_fd_kinds_runs_and_transitions() {
     let dir = tempfile::tempdir().unwrap();
     let mixed = compile_c(dir.path(), "mixed", MIXED);
     let chain = compile_c(dir.path(), "chain", CHAIN);
+    let threads = compile_c(dir.path(), "threads", THREADS);
     for cmd in [
         vec![mixed.to_str().unwrap()],
         vec![chain.to_str().unwrap(), "2"],
@@ -217,7 +221,7 @@ fn both_backends_agree_on_counts_errors_fd_kinds_runs_and_transitions() {
         assert_eq!(
             per_key(&p),
             per_key(&e),
-            "{cmd:?}: (count, errors, consecutive) per key"
+            "{cmd:?}: (count, errors, consecutive, size sum) per key"
         );
         assert_eq!(transitions(&p), transitions(&e), "{cmd:?}: transitions");
         assert_eq!(
@@ -226,6 +230,24 @@ fn both_backends_agree_on_counts_errors_fd_kinds_runs_and_transitions() {
             "{cmd:?}"
         );
     }
+    // Four threads writing at once (the kernel's per-thread state and
+    // per-CPU sums): whether pthread_join waits on a futex depends on
+    // timing, so futex calls (and the transitions around them) are left
+    // out.
+    let cmd = [threads.to_str().unwrap()];
+    let (_, p) = agent_run(dir.path(), PTRACE, &cmd);
+    let (_, e) = agent_run(dir.path(), EBPF, &cmd);
+    let no_futex = |s: &Summary| {
+        let mut k = per_key(s);
+        k.retain(|(name, _), _| name != "futex");
+        k
+    };
+    assert_eq!(no_futex(&p), no_futex(&e), "threads: per key, futex aside");
+    assert_eq!(no_futex(&e)[&("write".into(), "file".into())].0, 2000);
+    assert_eq!(
+        (p.run.processes, p.run.threads),
+        (e.run.processes, e.run.threads)
+    );
     // The mixed program did reach every kind it meant to.
     let (_, e) = agent_run(dir.path(), EBPF, &[mixed.to_str().unwrap()]);
     let kinds: std::collections::BTreeSet<String> =
@@ -249,10 +271,20 @@ fn state_and_tracer(pid: u32) -> Option<(String, u32)> {
 
 /// The ids of loaded BPF programs with this name (`bpftool prog list`).
 fn loaded_programs(name: &str) -> Vec<String> {
-    let out = Command::new("bpftool")
-        .args(["prog", "list"])
-        .output()
-        .expect("bpftool (scripts/deps.d/ebpf.sh installs it)");
+    // bpftool gives up when a program it lists is unloaded meanwhile
+    // (other tests' agents come and go): ask again.
+    let mut tries = 0;
+    let out = loop {
+        let out = Command::new("bpftool")
+            .args(["prog", "list"])
+            .output()
+            .expect("bpftool (scripts/deps.d/ebpf.sh installs it)");
+        tries += 1;
+        if out.status.success() || tries == 20 {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| l.contains(&format!("name {name} ")))
@@ -290,6 +322,15 @@ fn a_program_under_ebpf_is_never_stopped_and_outlives_a_killed_agent() {
     let mut loaded = loaded_programs("on_sys_enter");
     loaded.retain(|id| !before.contains(id));
     assert!(!loaded.is_empty(), "the agent's BPF program is not loaded");
+    // The agent forks the command stopped before its exec and lets it go
+    // once it is in the traced set: sample from the exec on (on a loaded
+    // machine the first look can come before the SIGCONT).
+    let exec_deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read(format!("/proc/{shell}/cmdline")).map_or(true, |c| !c.starts_with(b"sh\0"))
+    {
+        assert!(Instant::now() < exec_deadline, "the program never ran sh");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     // Sampled for a while: never stopped (T/t), never traced.
     for _ in 0..50 {
         let (state, tracer) = state_and_tracer(shell).expect("the program runs");

@@ -1,7 +1,7 @@
 //! Loading the BPF program (`bpf/syscalls.bpf.o`, committed, rebuilt by
 //! `scripts/build-bpf`) with aya, telling it the host's register layout,
-//! giving it the fd roles, attaching its five raw tracepoints, and
-//! reading what it writes. Dropping the [`Probe`] closes its fds, which
+//! giving it each syscall's id, fd and size arguments, attaching its five
+//! raw tracepoints, and reading (and clearing) what it writes. Dropping the [`Probe`] closes its fds, which
 //! detaches the programs: nothing is left in the kernel, even after
 //! `kill -9` of the agent.
 
@@ -9,11 +9,14 @@ use std::os::fd::AsRawFd;
 
 use agent_core::{Arch, SyscallId};
 use anyhow::{anyhow, Context};
-use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
+use aya::maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf};
 use aya::programs::RawTracePoint;
 use aya::{Ebpf, EbpfLoader};
 
-use super::events::{Pending, Record, PENDING_LEN};
+use super::aggregate::{
+    agg_generation, errno_generation, transition_generation, Generation, AGG_LEN, TRANS_LEN,
+};
+use super::events::{Pending, Record, THREAD_LEN};
 use crate::arch::{Abi, Native};
 use crate::fd::FdRoles;
 use crate::sys;
@@ -21,7 +24,7 @@ use crate::sys;
 /// The compiled program, aligned as the ELF parser wants it.
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/syscalls.bpf.o");
 
-/// Syscall numbers below this have an fd-argument entry (`MAX_NR` in the C
+/// Syscall numbers below this have a SYSINFO entry (`MAX_NR` in the C
 /// program).
 const MAX_NR: u32 = 1024;
 
@@ -57,10 +60,15 @@ pub struct Probe {
     /// Owns the programs and their links: dropping it detaches them.
     _ebpf: Ebpf,
     traced: HashMap<MapData, u32, u8>,
-    /// The calls entered and not yet left, per tid.
-    inflight: HashMap<MapData, u32, [u8; PENDING_LEN]>,
+    /// Per tid: the call in flight, the previous call.
+    threads: HashMap<MapData, u32, [u8; THREAD_LEN]>,
     events: RingBuf<MapData>,
     lost: PerCpuArray<MapData, u64>,
+    agg: PerCpuHashMap<MapData, u32, [u8; AGG_LEN]>,
+    errnos: PerCpuHashMap<MapData, u64, u64>,
+    transitions: PerCpuHashMap<MapData, u64, [u8; TRANS_LEN]>,
+    control: Array<MapData, u64>,
+    first: PerCpuArray<MapData, u64>,
 }
 
 impl std::fmt::Debug for Probe {
@@ -97,14 +105,21 @@ impl Probe {
     /// Loads and attaches the program; `ring_bytes` sizes the ring buffer
     /// (a power of two of at least a page).
     pub fn load(ring_bytes: u32) -> anyhow::Result<Probe> {
+        Probe::load_object(OBJECT, ring_bytes)
+    }
+
+    /// Loads and attaches another build of `bpf/syscalls.bpf.c` (the
+    /// cost breakdown's `-DSTAGE=N` builds, `examples/ebpf_stages.rs`):
+    /// the same programs, maps and globals.
+    pub fn load_object(object: &[u8], ring_bytes: u32) -> anyhow::Result<Probe> {
         precheck().map_err(|e| anyhow!(e))?;
         let mut ebpf = EbpfLoader::new()
             .set_global("compat_probe", &host::COMPAT_PROBE, true)
             .set_global("arg_off", &host::ARG_OFF, true)
             .set_max_entries("EVENTS", ring_bytes)
-            .load(OBJECT)
+            .load(object)
             .context("the kernel refused the BPF program")?;
-        fill_fd_args(&mut ebpf)?;
+        fill_sysinfo(&mut ebpf)?;
         for (prog, tracepoint) in ATTACH {
             let p: &mut RawTracePoint = ebpf
                 .program_mut(prog)
@@ -117,16 +132,99 @@ impl Probe {
                 .with_context(|| format!("cannot attach to the tracepoint {tracepoint}"))?;
         }
         let traced = HashMap::try_from(take_map(&mut ebpf, "TRACED")?)?;
-        let inflight = HashMap::try_from(take_map(&mut ebpf, "INFLIGHT")?)?;
+        let threads = HashMap::try_from(take_map(&mut ebpf, "THREADS")?)?;
         let events = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;
         let lost = PerCpuArray::try_from(take_map(&mut ebpf, "LOST")?)?;
-        Ok(Probe {
+        let agg = PerCpuHashMap::try_from(take_map(&mut ebpf, "AGG")?)?;
+        let errnos = PerCpuHashMap::try_from(take_map(&mut ebpf, "ERRNOS")?)?;
+        let transitions = PerCpuHashMap::try_from(take_map(&mut ebpf, "TRANS")?)?;
+        let control = Array::try_from(take_map(&mut ebpf, "CONTROL")?)?;
+        let first = PerCpuArray::try_from(take_map(&mut ebpf, "FIRST")?)?;
+        let mut probe = Probe {
             _ebpf: ebpf,
             traced,
-            inflight,
+            threads,
             events,
             lost,
-        })
+            agg,
+            errnos,
+            transitions,
+            control,
+            first,
+        };
+        // No cut until the caller sets one.
+        probe.set_cut(u64::MAX, 0)?;
+        Ok(probe)
+    }
+
+    /// Tells the program the next window cut (`u64::MAX`: none): calls
+    /// ending before it go to generation `generation`, later ones to the
+    /// other.
+    pub fn set_cut(&mut self, cut_ns: u64, generation: u8) -> anyhow::Result<()> {
+        let value = (cut_ns & !1) | (generation & 1) as u64;
+        self.control
+            .set(0, value, 0)
+            .context("cannot set the program's next cut")
+    }
+
+    /// Takes generation `generation` out of the kernel's aggregates (every
+    /// generation when `None`): reads its entries and deletes them, ready
+    /// for reuse. The kernel must not write that generation meanwhile
+    /// (the cut it ends at has passed), else what it adds between the read
+    /// and the delete is lost.
+    pub fn take_generation(&mut self, generation: Option<u8>) -> Generation {
+        let wanted = |g: u8| generation.is_none_or(|w| w == g);
+        let mut taken = Generation::default();
+        for (key, values) in self.agg.iter().flatten() {
+            if wanted(agg_generation(key)) {
+                taken.keys.push((key, values.to_vec()));
+            }
+        }
+        for (key, values) in self.errnos.iter().flatten() {
+            if wanted(errno_generation(key)) {
+                taken.errnos.push((key, values.to_vec()));
+            }
+        }
+        for (key, values) in self.transitions.iter().flatten() {
+            if wanted(transition_generation(key)) {
+                taken.transitions.push((key, values.to_vec()));
+            }
+        }
+        for (key, _) in &taken.keys {
+            let _ = self.agg.remove(key);
+        }
+        for (key, _) in &taken.errnos {
+            let _ = self.errnos.remove(key);
+        }
+        for (key, _) in &taken.transitions {
+            let _ = self.transitions.remove(key);
+        }
+        taken
+    }
+
+    /// Per syscall program (`on_sys_enter`, `on_sys_exit`): how many
+    /// times it ran and its total run time, as the kernel counts them
+    /// while its BPF statistics are on (`aya::sys::enable_stats`; zero
+    /// otherwise). The bench's in-kernel cost per call.
+    pub fn run_stats(&self) -> Vec<(&'static str, u64, std::time::Duration)> {
+        ATTACH[..2]
+            .iter()
+            .filter_map(|(name, _)| {
+                let info = self._ebpf.program(name)?.info().ok()?;
+                Some((*name, info.run_count(), info.run_time()))
+            })
+            .collect()
+    }
+
+    /// When the first traced call came (monotonic ns), if one did.
+    pub fn first_call_ns(&self) -> Option<u64> {
+        self.first
+            .get(&0, 0)
+            .ok()?
+            .iter()
+            .copied()
+            .filter(|&t| t != 0)
+            .min()
     }
 
     /// Traces the process `tgid` (all its threads) and, through the fork
@@ -166,9 +264,9 @@ impl Probe {
 
     /// Hands every call in flight now to `each` (tid, call). The kernel
     /// changes the map while it is read: a call that ends meanwhile may be
-    /// left out or still given (its record is then in the ring too).
+    /// left out.
     pub fn in_flight(&self, mut each: impl FnMut(u32, Pending)) {
-        for (tid, value) in self.inflight.iter().flatten() {
+        for (tid, value) in self.threads.iter().flatten() {
             if let Some(p) = Pending::parse(&value) {
                 each(tid, p);
             }
@@ -178,8 +276,18 @@ impl Probe {
     /// Records the kernel could not put in the full ring buffer, summed
     /// over CPUs.
     pub fn lost(&self) -> u64 {
+        self.lost_slot(0)
+    }
+
+    /// Calls the kernel could not count because its aggregate maps were
+    /// full, summed over CPUs.
+    pub fn uncounted(&self) -> u64 {
+        self.lost_slot(1)
+    }
+
+    fn lost_slot(&self, slot: u32) -> u64 {
         self.lost
-            .get(&0, 0)
+            .get(&slot, 0)
             .map(|per_cpu| per_cpu.iter().sum())
             .unwrap_or(0)
     }
@@ -195,22 +303,30 @@ pub fn abis() -> &'static [Arch] {
     Native::ABIS
 }
 
-/// Tells the program which argument of each syscall is an fd, per ABI,
-/// from the same roles the ptrace backend uses.
-fn fill_fd_args(ebpf: &mut Ebpf) -> anyhow::Result<()> {
-    let mut fd_arg: Array<&mut MapData, u8> = Array::try_from(
-        ebpf.map_mut("FD_ARG")
-            .ok_or_else(|| anyhow!("the BPF object has no map FD_ARG"))?,
+/// Tells the program, per ABI and syscall number, the syscall's id (so
+/// the kernel keys its statistics as the collector does), which argument
+/// is an fd (from the same roles the ptrace backend uses) and which the
+/// size (`SyscallId::size_arg`): `struct sysinfo`.
+fn fill_sysinfo(ebpf: &mut Ebpf) -> anyhow::Result<()> {
+    let mut sysinfo: Array<&mut MapData, [u8; 4]> = Array::try_from(
+        ebpf.map_mut("SYSINFO")
+            .ok_or_else(|| anyhow!("the BPF object has no map SYSINFO"))?,
     )?;
     let roles = FdRoles::new();
+    let plus_one = |i: Option<usize>| i.map_or(0, |i| i as u8 + 1);
     for (abi, arch) in abis().iter().take(2).enumerate() {
         for nr in 0..MAX_NR {
             let id = SyscallId::from_raw(*arch, nr);
-            if let Some(i) = roles.get(id).fd_arg() {
-                fd_arg
-                    .set(abi as u32 * MAX_NR + nr, i as u8 + 1, 0)
-                    .context("cannot fill the fd-argument map")?;
-            }
+            let [lo, hi] = id.0.to_ne_bytes();
+            let value = [
+                lo,
+                hi,
+                plus_one(roles.get(id).fd_arg()),
+                plus_one(id.size_arg()),
+            ];
+            sysinfo
+                .set(abi as u32 * MAX_NR + nr, value, 0)
+                .context("cannot fill the syscall map")?;
         }
     }
     Ok(())

@@ -1,15 +1,17 @@
 //! The eBPF backend: a BPF program in the kernel (`bpf/syscalls.bpf.c`)
-//! sends one record per completed syscall of the traced processes through
-//! a ring buffer; [`runner`] feeds them to the same `agent_core::Collector`
-//! and `trace::summarize` as the ptrace engine. The program is never
+//! aggregates the traced processes' syscalls in per-CPU maps; [`runner`]
+//! merges them into the same `agent_core::Collector` and
+//! `trace::summarize` as the ptrace engine. The program is never
 //! stopped. Linux on x86_64 and aarch64 only: armv7, i686 and Android keep
 //! ptrace (this module then only says so).
 //!
+//! - `aggregate`: the kernel's aggregates, read from bytes and merged.
 //! - `events`: the ring-buffer records, read from bytes.
 //! - `loader`: loading and attaching the program (aya), its maps.
 //! - `runner`: the loop, `run` and `attach` on this backend.
 //! - here: choosing the backend (`--backend ptrace|ebpf|auto`).
 
+pub mod aggregate;
 pub mod events;
 
 #[cfg(all(
@@ -40,8 +42,9 @@ mod unsupported;
 )))]
 pub use unsupported::{runner, Probe};
 
-/// The ring buffer's size: 8 MiB, about 87,000 records, a few tens of
-/// milliseconds of the busiest single-threaded program between polls.
+/// The ring buffer's size: 8 MiB, about 170,000 records; only forks,
+/// exits and calls crossing a window cut go there (the syscalls are
+/// aggregated in the kernel).
 pub const RING_BYTES: u32 = 8 << 20;
 
 /// What the user asked for.

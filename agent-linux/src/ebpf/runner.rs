@@ -1,17 +1,19 @@
-//! The eBPF backend's loop: ring-buffer records into one
-//! [`Session`]'s collector, the same statistics and summary as the ptrace
-//! engine's. No stops: the traced program runs untouched; the agent only
-//! reads. Between polls the caller may look at (or take) the session's
-//! collector ([`Runner::poll`], [`Runner::session_mut`]).
+//! The eBPF backend's loop: the kernel's per-CPU aggregates merged into
+//! one [`Session`]'s collector (the same statistics and summary as the
+//! ptrace engine's), and the ring buffer's task records (forks, exits)
+//! into its process and thread counts. No stops: the traced program runs
+//! untouched; the agent only reads. Between polls the caller may look at
+//! (or take) the session's collector ([`Runner::poll`]).
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
-use agent_core::{Arch, CpuTime, FdKind, InFlight, InFlightCall, Summary, SyscallId};
+use agent_core::{CpuTime, InFlight, InFlightCall, Summary};
 use anyhow::{anyhow, bail, Context};
 
-use super::events::{syscall_event, Record};
-use super::loader::{abis, Probe};
+use super::aggregate;
+use super::events::{Pending, Record};
+use super::loader::Probe;
 use crate::backend::ptrace::read_cpu_time;
 use crate::engine::rotate::note_in_flight;
 use crate::engine::Session;
@@ -19,18 +21,28 @@ use crate::sys::{self, Tid, WaitStatus};
 use crate::trace::{self, AttachOptions, TraceOptions};
 
 /// How long one poll waits when the program wakes no one (it wakes the
-/// reader when a quarter of the ring is full, and at every fork and exit).
+/// reader at every fork and exit).
 const POLL_MS: i32 = 20;
+
+/// How long after a cut the agent waits before reading the generation it
+/// ended: a BPF program that took its time stamp just before the cut runs
+/// for microseconds at most (tracepoint programs do not sleep), so 1 ms
+/// leaves none still adding to it.
+const CUT_GRACE_NS: u64 = 1_000_000;
 
 /// The eBPF backend's own counters, for `--stats` and the lost-record
 /// warning.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RunnerStats {
-    /// Syscalls recorded.
+    /// Syscalls counted (merged from the kernel's aggregates).
     pub syscalls: u64,
     /// Records the kernel dropped because the ring buffer was full.
     pub lost: u64,
-    /// Records that could not be read (object and reader disagree).
+    /// Calls the kernel could not count because its aggregate maps were
+    /// full.
+    pub uncounted: u64,
+    /// Records or aggregate entries that could not be read (object and
+    /// reader disagree).
     pub unreadable: u64,
     /// Polls of the ring buffer.
     pub polls: u64,
@@ -39,18 +51,20 @@ pub struct RunnerStats {
 /// A session fed by the BPF program.
 ///
 /// Windows ([`Session::set_window`]) are cut with the engine's own code
-/// ([`Session::cut_windows`], [`Session::emit_windows`]): a record counts in
-/// the window its exit time falls in, so the cut comes when a drained
-/// record's exit passes the boundary (records reach the ring in about
-/// their exit order; one a few microseconds late across CPUs counts in the
-/// next window, the sum stays exact), or after a poll when the clock has
-/// passed it (an idle program).
+/// ([`Session::cut_windows`], [`Session::emit_windows`]). The kernel counts
+/// a call in the window its exit time falls in: it keeps two generations
+/// of its aggregates and puts a call ending before the next cut (which
+/// the runner tells it) in one, later calls in the other. Once the clock
+/// has passed the cut by [`CUT_GRACE_NS`], the runner merges the ended
+/// generation into the window's collector, clears it, cuts, and tells
+/// the kernel the cut after.
 #[derive(Debug)]
 pub struct Runner {
     probe: Probe,
     session: Session,
-    abis: &'static [Arch],
     stats: RunnerStats,
+    /// The generation the kernel fills until the next cut.
+    generation: u8,
     /// The root process's last thread ended (its wait status, its time).
     root_end: Option<(i32, u64)>,
     /// Traced processes alive now (for the windows' process counts).
@@ -63,17 +77,18 @@ pub struct Runner {
 impl Runner {
     /// Starts feeding `session` (with its windows set, if any) from
     /// `probe`; the caller adds the root process with [`Runner::trace`].
-    pub fn new(probe: Probe, session: Session) -> Runner {
-        Runner {
+    pub fn new(mut probe: Probe, session: Session) -> anyhow::Result<Runner> {
+        probe.set_cut(session.next_cut(), 0)?;
+        Ok(Runner {
             probe,
             session,
-            abis: abis(),
             stats: RunnerStats::default(),
+            generation: 0,
             root_end: None,
             live_processes: 0,
-            batch: Vec::with_capacity(4096),
+            batch: Vec::with_capacity(256),
             ns_per_tick: sys::ns_per_clock_tick(),
-        }
+        })
     }
 
     /// Traces process `tgid` (its threads `tids` now) and its future
@@ -88,8 +103,8 @@ impl Runner {
         Ok(())
     }
 
-    /// Waits up to `timeout_ms` for records, records them all, and hands
-    /// the windows that ended to `on_window`.
+    /// Waits up to `timeout_ms` for records, handles them, cuts the
+    /// windows that ended and hands them to `on_window`.
     pub fn poll(
         &mut self,
         timeout_ms: i32,
@@ -99,30 +114,22 @@ impl Runner {
             .wait(timeout_ms)
             .context("cannot wait for the ring buffer")?;
         self.stats.polls += 1;
-        self.drain();
-        // An idle program's windows end on time too.
-        self.cut(sys::monotonic_ns(), &[]);
+        self.step(sys::monotonic_ns());
         self.emit(on_window);
         Ok(())
     }
 
-    fn drain(&mut self) {
+    /// Handles the records in the ring and cuts the windows `now` passed.
+    fn step(&mut self, now: u64) {
+        if now >= self.session.next_cut() {
+            // Let the calls that crossed the cut reach the ring first.
+            wait_until(self.session.next_cut().saturating_add(CUT_GRACE_NS));
+        }
         let mut batch = std::mem::take(&mut self.batch);
         batch.clear();
         self.stats.unreadable += self.probe.drain(|r| batch.push(r));
         for (i, record) in batch.iter().enumerate() {
             match *record {
-                Record::Syscall { event, compat, .. } => {
-                    // Cut first: the call counts in the window it ended in.
-                    if event.exit_ns >= self.session.next_cut() {
-                        self.cut(event.exit_ns, &batch[i..]);
-                    }
-                    self.session.note_call(event.entry_ns);
-                    self.session
-                        .collector
-                        .record(&syscall_event(event, compat, self.abis));
-                    self.stats.syscalls += 1;
-                }
                 Record::Fork {
                     tgid,
                     process,
@@ -138,7 +145,7 @@ impl Runner {
                     self.live_processes += process as u32;
                 }
                 Record::Exit {
-                    tid,
+                    tid: _,
                     tgid,
                     process_ended,
                     status,
@@ -152,7 +159,6 @@ impl Runner {
                     self.read_cpu(tgid as Tid);
                     self.session.cpu_thread_removed(tgid as Tid);
                     let s = &mut self.session;
-                    s.collector.thread_exited(tid);
                     s.live = s.live.saturating_sub(1);
                     s.end_ns = s.end_ns.max(at_ns);
                     if process_ended {
@@ -162,8 +168,11 @@ impl Runner {
                         }
                     }
                 }
+                // Read by the cut it crossed.
+                Record::Crossed { .. } => {}
             }
         }
+        self.cut(now, &batch);
         self.batch = batch;
     }
 
@@ -173,57 +182,70 @@ impl Runner {
         }
     }
 
-    /// Cuts the windows whose boundary `now` reached. In flight at the
-    /// boundary: the calls the kernel holds now that entered before it,
-    /// and those among `later` (the records of this drain from the one
-    /// that passed the boundary on) that entered before it and ended
-    /// after.
-    fn cut(&mut self, now: u64, later: &[Record]) {
+    /// Merges `generation` (or every generation) of the kernel's
+    /// aggregates into the current window's collector.
+    fn merge(&mut self, generation: Option<u8>) {
+        let taken = self.probe.take_generation(generation);
+        let (calls, bad) = aggregate::merge(&taken, &mut self.session.collector);
+        self.stats.syscalls += calls;
+        self.stats.unreadable += bad;
+        if let Some(first) = self.probe.first_call_ns() {
+            self.session.note_call(first);
+        }
+    }
+
+    /// Cuts the windows whose boundary `now` reached: merges the ended
+    /// generation, notes the calls in flight at the boundary (those the
+    /// kernel holds now that entered before it, and those among `records`
+    /// that crossed it), cuts, and moves the kernel to the next cut.
+    fn cut(&mut self, now: u64, records: &[Record]) {
         let boundary = self.session.next_cut();
         if now < boundary {
             return;
         }
-        let mut pending: Vec<(u32, u64, SyscallId, FdKind)> = Vec::new();
-        let abis = self.abis;
-        let id = |nr: u32, compat: bool| {
-            let abi = abis.get(compat as usize).or(abis.first());
-            SyscallId::from_raw(abi.copied().unwrap_or(Arch::X86_64), nr)
-        };
+        wait_until(boundary.saturating_add(CUT_GRACE_NS));
+        self.merge(Some(self.generation));
+        let mut pending: Vec<(u32, Pending)> = Vec::new();
         self.probe.in_flight(|tid, p| {
             if p.entry_ns < boundary {
-                pending.push((tid, p.entry_ns, id(p.nr, p.compat), p.fd_kind));
+                pending.push((tid, p));
             }
         });
-        for r in later {
-            if let Record::Syscall { event, compat, .. } = r {
-                if event.entry_ns < boundary && event.exit_ns >= boundary {
-                    pending.push((
-                        event.tid,
-                        event.entry_ns,
-                        id(event.nr, *compat),
-                        event.fd_kind,
-                    ));
+        for r in records {
+            if let Record::Crossed { tid, call, cut_ns } = *r {
+                if cut_ns == boundary {
+                    pending.push((tid, call));
                 }
             }
         }
         // A call ending while the map was read may be in both.
-        pending.sort_unstable_by_key(|&(tid, entry, ..)| (tid, entry));
-        pending.dedup_by_key(|&mut (tid, entry, ..)| (tid, entry));
+        pending.sort_unstable_by_key(|&(tid, p)| (tid, p.entry_ns));
+        pending.dedup_by_key(|&mut (tid, p)| (tid, p.entry_ns));
         let mut flying = InFlight::default();
-        for (tid, entry_ns, id, fd_kind) in pending {
-            note_in_flight(
-                &mut flying,
-                InFlightCall {
-                    tid,
-                    id,
-                    fd_kind,
-                    peer: None,
-                    start_unix_ns: self.session.to_unix_ns(entry_ns),
-                },
-            );
+        for (tid, p) in pending {
+            note_in_flight(&mut flying, self.in_flight_call(tid, p));
         }
         let live = (self.live_processes, self.session.live);
         self.session.cut_windows(now, flying, live);
+        // The kernel now counts calls before the next cut in the other
+        // generation (where it has been putting those after this one),
+        // and later ones in this one, just cleared.
+        self.generation ^= 1;
+        if let Err(e) = self.probe.set_cut(self.session.next_cut(), self.generation) {
+            // The kernel keeps counting, all in one generation: the
+            // windows after this one merge late, none is lost.
+            eprintln!("edge-agent: {e:#}");
+        }
+    }
+
+    fn in_flight_call(&self, tid: u32, p: Pending) -> InFlightCall {
+        InFlightCall {
+            tid,
+            id: p.id,
+            fd_kind: p.fd_kind,
+            peer: None,
+            start_unix_ns: self.session.to_unix_ns(p.entry_ns),
+        }
     }
 
     /// Summarizes the windows cut and hands them to `on_window` (the CPU
@@ -239,47 +261,58 @@ impl Runner {
         self.probe.any_traced()
     }
 
-    /// Records what is left, cuts the windows that ended before the end
+    /// Handles what is left, cuts the windows that ended before the end
     /// (`detached`: the agent lets go now; else the last thread's exit),
-    /// notes the calls in flight when the agent lets go, detaches (drops
-    /// the programs) and returns the session and the counters.
+    /// merges what the kernel counted since, notes the calls in flight
+    /// when the agent lets go, detaches (drops the programs) and returns
+    /// the session and the counters.
     pub fn finish(
         mut self,
         detached: bool,
         on_window: &mut dyn FnMut(Summary),
     ) -> (Session, RunnerStats, Option<(i32, u64)>) {
-        self.drain();
-        let end = if detached {
-            sys::monotonic_ns()
-        } else {
-            self.session.end_ns
-        };
+        let now = sys::monotonic_ns();
+        self.step(now);
+        let end = if detached { now } else { self.session.end_ns };
         self.cut(end, &[]);
         self.emit(on_window);
+        if detached {
+            // The programs run on until the probe is dropped: freeze
+            // the current generation at `now` (later calls go to the
+            // other, never read), so that its keys, errnos and
+            // transitions are read as one consistent set.
+            if let Err(e) = self.probe.set_cut(now, self.generation) {
+                eprintln!("edge-agent: {e:#}");
+            }
+            wait_until(now.saturating_add(CUT_GRACE_NS));
+            self.merge(Some(self.generation));
+        } else {
+            // Every traced process has ended: nothing writes any more.
+            self.merge(None);
+        }
         for tgid in self.session.cpu_live_processes() {
             self.read_cpu(tgid);
         }
         if detached {
             let mut flying = InFlight::default();
-            let session = &self.session;
-            let abis = self.abis;
-            self.probe.in_flight(|tid, p| {
-                let abi = abis.get(p.compat as usize).or(abis.first());
-                note_in_flight(
-                    &mut flying,
-                    InFlightCall {
-                        tid,
-                        id: SyscallId::from_raw(abi.copied().unwrap_or(Arch::X86_64), p.nr),
-                        fd_kind: p.fd_kind,
-                        peer: None,
-                        start_unix_ns: session.to_unix_ns(p.entry_ns),
-                    },
-                );
-            });
+            let mut calls = Vec::new();
+            self.probe.in_flight(|tid, p| calls.push((tid, p)));
+            for (tid, p) in calls {
+                note_in_flight(&mut flying, self.in_flight_call(tid, p));
+            }
             self.session.in_flight_at_end = flying;
         }
         self.stats.lost = self.probe.lost();
+        self.stats.uncounted = self.probe.uncounted();
         (self.session, self.stats, self.root_end)
+    }
+}
+
+/// Sleeps until the monotonic clock reaches `at_ns` (at once if it has).
+fn wait_until(at_ns: u64) {
+    let now = sys::monotonic_ns();
+    if at_ns > now {
+        std::thread::sleep(std::time::Duration::from_nanos(at_ns - now));
     }
 }
 
@@ -292,8 +325,17 @@ pub fn summarize(session: &Session, stats: &RunnerStats) -> Summary {
     if stats.lost > 0 {
         let _ = summary.facts.add("ebpf.lost", &stats.lost.to_string());
         eprintln!(
-            "edge-agent: {} syscall records lost (the BPF ring buffer was full); the summary misses them",
+            "edge-agent: {} task records lost (the BPF ring buffer was full); the summary's process and thread counts miss them",
             stats.lost
+        );
+    }
+    if stats.uncounted > 0 {
+        let _ = summary
+            .facts
+            .add("ebpf.uncounted", &stats.uncounted.to_string());
+        eprintln!(
+            "edge-agent: {} syscalls not counted (the BPF aggregate maps were full); the summary misses them",
+            stats.uncounted
         );
     }
     summary
@@ -323,13 +365,20 @@ impl EbpfStarted {
             session,
             given,
         } = trace::fork_stopped(opts, None)?;
-        let mut runner = Runner::new(probe, session);
-        if let Err(e) = runner.trace(pid, &[pid], CpuTime::default()) {
-            let _ = sys::kill(pid, libc::SIGKILL);
-            let _ = sys::wait_pid(pid, 0, true);
-            sys::close(read_fd);
-            return Err(e);
-        }
+        let started = Runner::new(probe, session).and_then(|mut runner| {
+            runner
+                .trace(pid, &[pid], CpuTime::default())
+                .map(|_| runner)
+        });
+        let runner = match started {
+            Ok(runner) => runner,
+            Err(e) => {
+                let _ = sys::kill(pid, libc::SIGKILL);
+                let _ = sys::wait_pid(pid, 0, true);
+                sys::close(read_fd);
+                return Err(e);
+            }
+        };
         sys::kill(pid, libc::SIGCONT).context("cannot continue the command")?;
         Ok(EbpfStarted {
             runner: Some(runner),
@@ -434,7 +483,7 @@ pub fn attach(
     }
     // What the process used before the agent came does not count.
     let base = read_cpu_time(pid, sys::ns_per_clock_tick()).unwrap_or_default();
-    let mut runner = Runner::new(probe, session);
+    let mut runner = Runner::new(probe, session)?;
     runner.trace(pid, &tids, base)?;
     let deadline = opts.duration.map(|d| std::time::Instant::now() + d);
     let mut detached = false;

@@ -27,6 +27,8 @@ pub mod runner {
         pub syscalls: u64,
         /// Records lost.
         pub lost: u64,
+        /// Calls not counted (full kernel maps).
+        pub uncounted: u64,
         /// Records that could not be read.
         pub unreadable: u64,
         /// Polls of the ring buffer.

@@ -1,0 +1,229 @@
+//! The BPF program's per-CPU aggregates (`AGG`, `ERRNOS`, `TRANS` in
+//! `bpf/syscalls.bpf.c`), read from bytes and merged into a collector with
+//! agent-core's merge API: one window's generation at each cut, and what is
+//! left at the end. Bytes from the kernel are still checked: a key or value
+//! that is not one is skipped and counted, never trusted.
+
+use agent_core::histogram::BUCKETS;
+use agent_core::stats::KeyStats;
+use agent_core::{Collector, FdKind, Key, SyscallId};
+
+use super::events::u64_at;
+
+/// `sizeof(struct agg)` in the C program.
+pub const AGG_LEN: usize = 13 * 8 + BUCKETS * 8;
+
+/// `sizeof(struct trans)` in the C program.
+pub const TRANS_LEN: usize = 16;
+
+/// One generation's entries as read from the kernel: per key, one value
+/// per CPU.
+#[derive(Debug, Default)]
+pub struct Generation {
+    /// AGG: `id << 16 | fd_kind << 8 | generation` and its per-CPU values.
+    pub keys: Vec<(u32, Vec<[u8; AGG_LEN]>)>,
+    /// ERRNOS: `id << 32 | fd_kind << 24 | generation << 16 | errno`, per
+    /// CPU.
+    pub errnos: Vec<(u64, Vec<u64>)>,
+    /// TRANS: `previous id << 32 | id << 16 | generation`, per CPU.
+    pub transitions: Vec<(u64, Vec<[u8; TRANS_LEN]>)>,
+}
+
+fn key_of(id: u64, fd_kind: u64) -> Option<Key> {
+    let id = u16::try_from(id)
+        .ok()
+        .filter(|&i| (i as usize) < SyscallId::COUNT)?;
+    Some(Key {
+        id: SyscallId(id),
+        fd_kind: FdKind::from_u8(u8::try_from(fd_kind).ok()?)?,
+    })
+}
+
+/// The generation bit of an AGG key.
+pub fn agg_generation(key: u32) -> u8 {
+    (key & 1) as u8
+}
+
+/// The generation bit of an ERRNOS key.
+pub fn errno_generation(key: u64) -> u8 {
+    ((key >> 16) & 1) as u8
+}
+
+/// The generation bit of a TRANS key.
+pub fn transition_generation(key: u64) -> u8 {
+    (key & 1) as u8
+}
+
+/// One CPU's `struct agg` as agent-core's statistics; failure times (the
+/// kernel's are monotonic) made relative to `start_ns`.
+fn cpu_stats(b: &[u8; AGG_LEN], start_ns: u64) -> KeyStats {
+    let at = |i: usize| u64_at(b, 8 * i);
+    let count = at(0);
+    let errors = at(1);
+    let mut s = KeyStats::EMPTY;
+    if count == 0 {
+        return s;
+    }
+    s.count = count;
+    s.errors = errors;
+    s.total_ns = at(2);
+    s.sum_sq_ns = (at(4) as u128) << 64 | at(3) as u128;
+    s.min_ns = at(5);
+    s.max_ns = at(6);
+    s.consecutive = at(7);
+    s.consecutive_gap_ns = at(8);
+    s.result_sum = at(9) as i64 as i128;
+    s.param_sum = at(10) as u128;
+    s.has_param = true;
+    if errors > 0 {
+        s.first_failure_ns = at(11).saturating_sub(start_ns);
+        s.last_failure_ns = at(12).saturating_sub(start_ns);
+    }
+    for (i, c) in s.histogram.counts.iter_mut().enumerate() {
+        *c = at(13 + i);
+    }
+    s
+}
+
+/// Merges `generation` into `collector`; returns the calls merged and the
+/// entries skipped because their key was not one.
+pub fn merge(generation: &Generation, collector: &mut Collector) -> (u64, u64) {
+    let start_ns = collector.start_ns();
+    let mut calls = 0u64;
+    let mut bad = 0u64;
+    for (raw, per_cpu) in &generation.keys {
+        let Some(key) = key_of((*raw >> 16) as u64, ((*raw >> 8) & 0xff) as u64) else {
+            bad += 1;
+            continue;
+        };
+        let mut stats = KeyStats::EMPTY;
+        for cpu in per_cpu {
+            stats.merge(&cpu_stats(cpu, start_ns));
+        }
+        calls = calls.saturating_add(stats.count);
+        collector.merge_key(key, &stats);
+    }
+    // After the keys: a failure goes where its key went.
+    for (raw, per_cpu) in &generation.errnos {
+        let Some(key) = key_of(raw >> 32, (raw >> 24) & 0xff) else {
+            bad += 1;
+            continue;
+        };
+        let errno = (raw & 0xffff) as u16;
+        let failures = per_cpu.iter().fold(0u64, |a, n| a.saturating_add(*n));
+        collector.merge_errno(key, errno, failures);
+    }
+    for (raw, per_cpu) in &generation.transitions {
+        let (Some(from), Some(to)) = (key_of(raw >> 32, 0), key_of((raw >> 16) & 0xffff, 0)) else {
+            bad += 1;
+            continue;
+        };
+        let (mut count, mut gap) = (0u64, 0u64);
+        for v in per_cpu {
+            count = count.saturating_add(u64_at(v, 0));
+            gap = gap.saturating_add(u64_at(v, 8));
+        }
+        collector.merge_transition(from.id, to.id, count, gap);
+    }
+    (calls, bad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_core::{Arch, Exit, Facts, RunRecord, SyscallEvent};
+
+    fn agg(values: &[(usize, u64)]) -> [u8; AGG_LEN] {
+        let mut b = [0u8; AGG_LEN];
+        for &(i, v) in values {
+            b[8 * i..8 * i + 8].copy_from_slice(&v.to_ne_bytes());
+        }
+        b
+    }
+
+    fn event(nr: u32, ret: i64, entry_ns: u64, exit_ns: u64) -> SyscallEvent {
+        SyscallEvent {
+            tid: 7,
+            arch: Arch::X86_64,
+            nr,
+            args: [3, 0, 64, 0, 0, 0],
+            ret,
+            entry_ns,
+            exit_ns,
+            fd_kind: FdKind::File,
+            peer: None,
+        }
+    }
+
+    /// The generation bit sits where `bpf/syscalls.bpf.c` puts it in each
+    /// map's key, whatever the ids around it (odd ids included).
+    #[test]
+    fn generation_bits_follow_the_c_key_layouts() {
+        for gen in [0u8, 1] {
+            let g = gen as u64;
+            assert_eq!(agg_generation(0xffff << 16 | 7 << 8 | g as u32), gen);
+            assert_eq!(
+                errno_generation(0xffff << 32 | 7 << 24 | g << 16 | 0xffff),
+                gen
+            );
+            assert_eq!(transition_generation(0xffff << 32 | 0xffff << 16 | g), gen);
+        }
+    }
+
+    /// Two reads on two CPUs (one failing with EAGAIN), as the kernel
+    /// writes them, merge into what recording the same two calls gives.
+    #[test]
+    fn kernel_values_merge_like_recorded_calls() {
+        let read = SyscallId::from_raw(Arch::X86_64, 0);
+        let key = (read.0 as u32) << 16 | (FdKind::File as u32) << 8;
+        let start = 1_000;
+        // CPU 0: read returning 64 after 1500 ns.
+        let cpu0 = agg(&[
+            (0, 1),
+            (2, 1500),
+            (3, 1500 * 1500),
+            (5, 1500),
+            (6, 1500),
+            (9, 64),
+            (10, 64),
+            (13 + 1, 1),
+        ]);
+        // CPU 1: read failing (-11) after 500 ns, ending at 8500, 500 ns
+        // after the first read.
+        let cpu1 = agg(&[
+            (0, 1),
+            (1, 1),
+            (2, 500),
+            (3, 500 * 500),
+            (5, 500),
+            (6, 500),
+            (7, 1),
+            (8, 500),
+            (10, 64),
+            (11, 8500),
+            (12, 8500),
+            (13, 1),
+        ]);
+        let errno_key = (read.0 as u64) << 32 | (FdKind::File as u64) << 24 | 11;
+        let trans_key = (read.0 as u64) << 32 | (read.0 as u64) << 16;
+        let mut trans = [0u8; TRANS_LEN];
+        trans[0..8].copy_from_slice(&1u64.to_ne_bytes());
+        trans[8..16].copy_from_slice(&500u64.to_ne_bytes());
+        let generation = Generation {
+            keys: vec![(key, vec![cpu0, cpu1]), (u32::MAX, vec![cpu0])],
+            errnos: vec![(errno_key, vec![0, 1])],
+            transitions: vec![(trans_key, vec![[0; TRANS_LEN], trans])],
+        };
+        let mut merged: Box<Collector> = Box::new(Collector::new(start));
+        assert_eq!(merge(&generation, &mut merged), (2, 1), "one bad key");
+
+        let mut recorded: Box<Collector> = Box::new(Collector::new(start));
+        recorded.record(&event(0, 64, 6000, 7500));
+        recorded.record(&event(0, -11, 8000, 8500));
+        let run = || RunRecord::new(0, 1, Exit::Code(0), Arch::X86_64);
+        let m = merged.summarize([0; 16], run(), Facts::new());
+        let r = recorded.summarize([0; 16], run(), Facts::new());
+        assert_eq!(m, r);
+        assert_eq!(m.syscalls[0].count, 2);
+    }
+}
