@@ -252,6 +252,32 @@ fn unanswered_servers(
         .collect()
 }
 
+/// Per server blamed: whether it was quiet, and its socket's last call at
+/// a client when that differed.
+type Culprits = BTreeMap<usize, (bool, Option<LastCall>)>;
+
+/// The servers quiet in windows `from..=to`, or whose sockets at the
+/// clients went unanswered before window `from` (looking at calls before
+/// window `to + 1`).
+fn culprits(fleet: &Fleet, by_ip: &BTreeMap<IpAddr, Vec<usize>>, from: u64, to: u64) -> Culprits {
+    let mut culprits = Culprits::new();
+    for s in quiet_servers(fleet, from, to) {
+        culprits.entry(s).or_default().0 = true;
+    }
+    // Every client's sockets, not only the incident's device: a client's
+    // application and its file system daemon may be two devices.
+    let stale_before = fleet.window_start(from);
+    let until = fleet.window_start(to.saturating_add(1));
+    for (c, device) in fleet.devices.iter().enumerate() {
+        if !device.is_server() {
+            for (s, call) in unanswered_servers(fleet, by_ip, c, stale_before, until) {
+                culprits.entry(s).or_default().1 = Some(call);
+            }
+        }
+    }
+    culprits
+}
+
 /// What was found against one server for one cause.
 #[derive(Default)]
 struct Blame {
@@ -269,30 +295,20 @@ pub fn hang(fleet: &Fleet, params: &HangParams) -> (Vec<Finding>, Vec<String>) {
     let window_ns = fleet.window_ns.max(1);
     let mut blames: BTreeMap<(usize, Cause), Blame> = BTreeMap::new();
     let mut unexplained = 0usize;
+    // The culprits of the incidents that began and became certain in the
+    // same windows are the same: judged once (a crash can give an incident
+    // per client and window for hours).
+    let mut judged: BTreeMap<(u64, u64), Culprits> = BTreeMap::new();
     for incident in incidents(fleet, params) {
-        let from = incident.since_unix_ns / window_ns + 1;
+        // Windows are indexed by their rounded start (fleet.rs): from two
+        // after the one the incident began in, so no window holding calls
+        // from before it counts.
+        let from = incident.since_unix_ns / window_ns + 2;
         let to = (incident.until_unix_ns / window_ns).max(from);
-        let mut culprits: BTreeMap<usize, (bool, Option<LastCall>)> = BTreeMap::new();
-        for s in quiet_servers(fleet, from, to) {
-            culprits.entry(s).or_default().0 = true;
-        }
-        // Every client's sockets, not only the incident's device: a
-        // client's application and its file system daemon may be two
-        // devices.
-        for (c, device) in fleet.devices.iter().enumerate() {
-            if device.is_server() {
-                continue;
-            }
-            for (s, call) in unanswered_servers(
-                fleet,
-                &by_ip,
-                c,
-                incident.since_unix_ns.saturating_add(window_ns),
-                incident.until_unix_ns,
-            ) {
-                culprits.entry(s).or_default().1 = Some(call);
-            }
-        }
+        let culprits = judged
+            .entry((from, to))
+            .or_insert_with(|| culprits(fleet, &by_ip, from, to))
+            .clone();
         if culprits.is_empty() {
             unexplained += 1;
         }
