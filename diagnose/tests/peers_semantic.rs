@@ -227,7 +227,7 @@ fn crash(server: bool, d: usize, w: u64, s: &mut Summary) -> Keep {
     if server && d == 1 && w > 90 {
         return Keep::No;
     }
-    if !server && w >= 90 && w < 95 {
+    if !server && (90..95).contains(&w) {
         add_failures(
             s,
             "openat",
