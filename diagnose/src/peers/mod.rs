@@ -232,7 +232,7 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
         .filter(|_| statistical)
         .map(|s| {
             format!(
-                "{} device(s) tracing {:?}: fewer than {MIN_DEVICES}, not judged",
+                "{} device(s) tracing {:?}: fewer than {MIN_DEVICES} devices, not judged by median and histogram",
                 s.devices.len(),
                 s.program
             )
