@@ -8,7 +8,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 
+use super::errno::ErrnoParams;
 use super::fleet::{Fleet, Range};
+use super::hang::HangParams;
 use super::histogram::HistogramParams;
 use super::median::MedianParams;
 use super::{analyse, report, tally_text, Options};
@@ -22,7 +24,12 @@ pub enum Methods {
     Median,
     /// The Hadoop method: latency histograms against training ranges.
     Histogram,
-    /// Both.
+    /// Propagated errors: a server's unexpected errno seen at a client.
+    Errno,
+    /// Crashes and hangs: client calls failing with a connection error or
+    /// stuck in flight, blamed on the server that went quiet.
+    Hang,
+    /// All four.
     All,
 }
 
@@ -73,6 +80,13 @@ pub struct PeersArgs {
     /// ... of N consecutive judged windows.
     #[arg(long, value_name = "N", default_value_t = MedianParams::default().n)]
     pub n: usize,
+    /// errno: a client's errno matches a server's within this many
+    /// seconds either side.
+    #[arg(long, value_name = "SECS", default_value_t = 1.5)]
+    pub errno_window: f64,
+    /// hang: a client call in flight this many seconds is a hang.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    pub hang_after: f64,
     /// histogram: windows per slice (a slice's histograms and total times
     /// are compared).
     #[arg(long, value_name = "WINDOWS", default_value_t = 10)]
@@ -225,6 +239,16 @@ fn load(
     Ok(fleet)
 }
 
+/// `secs` (a flag's value) in ns; an error naming `flag` when it is not a
+/// finite number of seconds from 0 to a year.
+fn seconds_ns(secs: f64, flag: &str) -> anyhow::Result<u64> {
+    const YEAR: f64 = 365.0 * 86_400.0;
+    if !secs.is_finite() || !(0.0..=YEAR).contains(&secs) {
+        bail!("{flag} must be a number of seconds from 0 to {YEAR} (got {secs})");
+    }
+    Ok((secs * 1e9).round() as u64)
+}
+
 /// Runs `edge-service peers`.
 pub fn run(args: PeersArgs, store: &dyn SummarySource) -> anyhow::Result<ExitCode> {
     if args.k == 0 || args.n == 0 || args.k > args.n {
@@ -233,20 +257,34 @@ pub fn run(args: PeersArgs, store: &dyn SummarySource) -> anyhow::Result<ExitCod
     if args.slice == 0 {
         bail!("--slice must be at least 1 window");
     }
+    let errno_window_ns = seconds_ns(args.errno_window, "--errno-window")?;
+    let hang_after_ns = seconds_ns(args.hang_after, "--hang-after")?;
+    if hang_after_ns == 0 {
+        bail!("--hang-after must be more than 0 seconds");
+    }
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
     let (training, diagnosis) = ranges(&args, now)?;
     let fleet = load(&args, store, training, diagnosis)?;
     let options = Options {
-        median: args.method != Methods::Histogram,
-        histogram: args.method != Methods::Median,
+        median: matches!(args.method, Methods::Median | Methods::All),
+        histogram: matches!(args.method, Methods::Histogram | Methods::All),
+        errno: matches!(args.method, Methods::Errno | Methods::All),
+        hang: matches!(args.method, Methods::Hang | Methods::All),
         median_params: MedianParams {
             k: args.k,
             n: args.n,
             ..MedianParams::default()
         },
         histogram_params: HistogramParams::default(),
+        errno_params: ErrnoParams {
+            window_ns: errno_window_ns,
+        },
+        hang_params: HangParams {
+            hang_after_ns,
+            ..HangParams::default()
+        },
     };
     let diagnosis = analyse(&fleet, &options)?;
     let mut out = std::io::stdout().lock();

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use agent_core::{Facts, Summary};
 
 use super::metrics::{Calls, Classifier, Group, Service, RAW_METRICS};
+use super::trail::Trail;
 
 /// Training (fault-free, where thresholds and ranges are learnt) or
 /// diagnosis.
@@ -132,6 +133,9 @@ pub struct Fleet {
     pub service: Vec<BTreeMap<(Phase, u64), [Service; RAW_METRICS]>>,
     /// Per device: (phase, slice index) → the groups' calls.
     pub slices: Vec<BTreeMap<(Phase, u64), Box<Slice>>>,
+    /// Per device: what the semantic methods keep (failures, calls in
+    /// flight, socket peers).
+    pub trails: Vec<Trail>,
     /// What was left out.
     pub tally: Tally,
     training: Range,
@@ -152,6 +156,7 @@ impl Fleet {
             devices: Vec::new(),
             service: Vec::new(),
             slices: Vec::new(),
+            trails: Vec::new(),
             tally: Tally::default(),
             training,
             diagnosis,
@@ -215,6 +220,7 @@ impl Fleet {
                 });
                 self.service.push(BTreeMap::new());
                 self.slices.push(BTreeMap::new());
+                self.trails.push(Trail::default());
                 self.index_of.insert(key, self.devices.len() - 1);
                 self.devices.len() - 1
             }
@@ -230,6 +236,7 @@ impl Fleet {
         // Rounded to the nearest window boundary: agents start their windows
         // when tracing starts, not on the second.
         let index = s.run.start_unix_ns.saturating_add(self.window_ns / 2) / self.window_ns;
+        self.trails[d].add(phase, index, self.window_ns, s);
         let new_window = !self.service[d].contains_key(&(phase, index));
         let cell = self.service[d].entry((phase, index)).or_default();
         for (sum, add) in cell.iter_mut().zip(calls.service.iter()) {

@@ -68,6 +68,12 @@ pub enum Cause {
     Network,
     /// Something else (node isolation: bind, socket, execve, accept).
     Unknown,
+    /// An errno the device returned, propagated to its clients.
+    Errno,
+    /// The device's server process crashed.
+    Crash,
+    /// The device's server process hung.
+    Hang,
 }
 
 impl Cause {
@@ -77,6 +83,9 @@ impl Cause {
             Cause::Disk => "disk",
             Cause::Network => "network",
             Cause::Unknown => "unknown",
+            Cause::Errno => "errno",
+            Cause::Crash => "crash",
+            Cause::Hang => "hang",
         }
     }
 }

@@ -7,23 +7,30 @@
 //! as they are read into a time-aligned [`fleet::Fleet`] (sums per metric
 //! and histograms per group, [`metrics`]); devices running the same program
 //! form a peer set; [`median`] (the PVFS method) and [`histogram`] (the
-//! Hadoop method) judge each set; [`report`] prints the findings as text,
-//! JSON or HTML.
+//! Hadoop method) judge each set; [`errno`] and [`hang`] (the PVFS
+//! semantic methods, over what [`trail`] keeps of each device) judge the
+//! whole fleet, servers against clients; [`report`] prints the findings as
+//! text, JSON or HTML.
 
 pub mod cli;
+pub mod errno;
 pub mod fleet;
+pub mod hang;
 pub mod histogram;
 pub mod kofn;
 pub mod median;
 pub mod metrics;
 pub mod report;
 pub mod synth;
+pub mod trail;
 
 use std::collections::BTreeMap;
 
 use anyhow::bail;
 
+use errno::ErrnoParams;
 use fleet::{Device, Fleet, Phase, Tally};
+use hang::HangParams;
 use histogram::HistogramParams;
 use median::{MedianParams, MIN_DEVICES};
 use metrics::Cause;
@@ -35,6 +42,10 @@ pub enum Method {
     Median,
     /// The Hadoop method ([`histogram`]).
     Histogram,
+    /// Propagated errnos ([`errno`]).
+    Errno,
+    /// Crashes and hangs ([`hang`]).
+    Hang,
 }
 
 impl Method {
@@ -43,6 +54,8 @@ impl Method {
         match self {
             Method::Median => "median",
             Method::Histogram => "histogram",
+            Method::Errno => "errno",
+            Method::Hang => "hang",
         }
     }
 }
@@ -107,10 +120,18 @@ pub struct Options {
     pub median: bool,
     /// Run the histogram method.
     pub histogram: bool,
+    /// Run the errno method.
+    pub errno: bool,
+    /// Run the crash/hang method.
+    pub hang: bool,
     /// The median method's settings.
     pub median_params: MedianParams,
     /// The histogram method's settings.
     pub histogram_params: HistogramParams,
+    /// The errno method's settings.
+    pub errno_params: ErrnoParams,
+    /// The crash/hang method's settings.
+    pub hang_params: HangParams,
 }
 
 impl Default for Options {
@@ -118,8 +139,12 @@ impl Default for Options {
         Options {
             median: true,
             histogram: true,
+            errno: true,
+            hang: true,
             median_params: MedianParams::default(),
             histogram_params: HistogramParams::default(),
+            errno_params: ErrnoParams::default(),
+            hang_params: HangParams::default(),
         }
     }
 }
@@ -162,7 +187,9 @@ pub fn peer_sets(fleet: &Fleet) -> Vec<PeerSet> {
 }
 
 /// Judges the fleet. Errors: no device, no training or diagnosis window,
-/// no program with at least [`MIN_DEVICES`] devices.
+/// no program with at least [`MIN_DEVICES`] devices when only the
+/// statistical methods run (the semantic ones compare servers with
+/// clients, not peers of one program).
 pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis> {
     if fleet.devices.is_empty() {
         bail!(
@@ -187,7 +214,8 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
     let (sets, small): (Vec<PeerSet>, Vec<PeerSet>) = all_sets
         .into_iter()
         .partition(|s| s.devices.len() >= MIN_DEVICES);
-    if sets.is_empty() {
+    let semantic = options.errno || options.hang;
+    if sets.is_empty() && !semantic {
         let what: Vec<String> = small
             .iter()
             .map(|s| format!("{} device(s) tracing {:?}", s.devices.len(), s.program))
@@ -198,11 +226,13 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
             what.join(", ")
         );
     }
+    let statistical = options.median || options.histogram;
     let mut notes: Vec<String> = small
         .iter()
+        .filter(|_| statistical)
         .map(|s| {
             format!(
-                "{} device(s) tracing {:?}: fewer than {MIN_DEVICES}, not judged",
+                "{} device(s) tracing {:?}: fewer than {MIN_DEVICES} devices, not judged by median and histogram",
                 s.devices.len(),
                 s.program
             )
@@ -210,7 +240,7 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
         .collect();
     let mut findings = Vec::new();
     let mut series = Vec::new();
-    for set in &sets {
+    for set in sets.iter().filter(|_| statistical) {
         if options.median {
             let r = median::median(fleet, set, &options.median_params);
             findings.extend(r.findings);
@@ -222,6 +252,14 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
             findings.extend(r.findings);
             notes.extend(r.notes);
         }
+    }
+    if options.errno {
+        findings.extend(errno::errno(fleet, &options.errno_params));
+    }
+    if options.hang {
+        let (found, hang_notes) = hang::hang(fleet, &options.hang_params);
+        findings.extend(found);
+        notes.extend(hang_notes);
     }
     findings.sort_by(|a, b| {
         b.score

@@ -248,3 +248,99 @@ fn entry(key: Key, count: u64, mean_ns: f64, rng: &mut StdRng) -> SyscallSummary
             .then_some(u128::from(count) * 4096),
     }
 }
+
+/// Adds `count` calls of `syscall` on `fd_kind` failing with `errno` to a
+/// window, the first and last `first_ns` and `last_ns` after its start
+/// (what a server's or client's failed calls leave in its summary).
+pub fn add_failures(
+    summary: &mut Summary,
+    syscall: &str,
+    fd_kind: FdKind,
+    errno: u16,
+    count: u64,
+    first_ns: u64,
+    last_ns: u64,
+) {
+    let id = SyscallId::from_name(syscall)
+        .unwrap_or_else(|| panic!("{syscall}: not a syscall this build knows"));
+    let key = Key { id, fd_kind };
+    let failures = agent_core::summary::Failures {
+        errors: count,
+        errnos: [(errno, count)].into_iter().collect(),
+        errno_other: 0,
+        first_ns,
+        last_ns,
+    };
+    match summary.syscalls.iter_mut().find(|s| s.key == key) {
+        Some(s) => {
+            s.count += count;
+            s.failures = Some(failures);
+        }
+        None => {
+            let mut rng = StdRng::seed_from_u64(u64::from(errno));
+            let mut s = entry(key, count, 50_000.0, &mut rng);
+            s.failures = Some(failures);
+            s.param_sum = None;
+            let _ = summary.syscalls.push(s);
+            summary.syscalls.sort_by_key(|s| s.key);
+        }
+    }
+}
+
+/// Records a call still in flight when the window was cut.
+pub fn add_in_flight(
+    summary: &mut Summary,
+    tid: u32,
+    syscall: &str,
+    fd_kind: FdKind,
+    start_unix_ns: u64,
+) {
+    let id = SyscallId::from_name(syscall)
+        .unwrap_or_else(|| panic!("{syscall}: not a syscall this build knows"));
+    summary.in_flight.count += 1;
+    let _ = summary.in_flight.oldest.push(agent_core::InFlightCall {
+        tid,
+        id,
+        fd_kind,
+        peer: None,
+        start_unix_ns,
+    });
+}
+
+/// Lists a TCP peer at `ip:port` whose most recent call was `syscall`
+/// returning `result`, ending at `end_unix_ns`, with `calls` calls in the
+/// window.
+pub fn add_peer(
+    summary: &mut Summary,
+    ip: [u8; 4],
+    port: u16,
+    calls: u64,
+    syscall: &str,
+    result: i64,
+    end_unix_ns: u64,
+) {
+    let id = SyscallId::from_name(syscall)
+        .unwrap_or_else(|| panic!("{syscall}: not a syscall this build knows"));
+    let _ = summary.peers.list.push(agent_core::Peer {
+        addr: agent_core::PeerAddr {
+            transport: FdKind::Tcp,
+            ip: agent_core::PeerIp::V4(ip),
+            port,
+        },
+        calls,
+        bytes: 0,
+        total_ns: 0,
+        errors: 0,
+        last: Some(agent_core::LastCall {
+            id,
+            result,
+            end_unix_ns,
+        }),
+    });
+}
+
+/// Empties a window of its calls (a stopped process's windows).
+pub fn silence(summary: &mut Summary) {
+    summary.syscalls.clear();
+    summary.run.events = 0;
+}

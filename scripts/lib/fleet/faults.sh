@@ -1,17 +1,20 @@
 # shellcheck shell=bash
 # The faults: one file per fault in faults/, each setting FAULT_TARGET[name]
 # (server, client or none), FAULT_CAUSE[name] (the cause a right finding
-# names: disk, network, or none) and defining fault_<name>_start NODE and
+# names: disk, network, errno, crash, hang, or none), for cause errno
+# FAULT_ERRNO[name] (the errno a right finding names, e.g. ENOSPC),
+# optionally FAULT_PHASE_SECS[name] (the shortest phase the fault needs,
+# longer than --phase-secs), and defining fault_<name>_start NODE and
 # fault_<name>_stop NODE (dashes in the name become underscores). A new fault
 # is a new file there.
 
-declare -A FAULT_TARGET FAULT_CAUSE
+declare -A FAULT_TARGET FAULT_CAUSE FAULT_ERRNO FAULT_PHASE_SECS
 for fleet_fault_file in "$(dirname "${BASH_SOURCE[0]}")"/faults/*.sh; do
     # shellcheck disable=SC1090
     source "$fleet_fault_file"
 done
 unset fleet_fault_file
-FLEET_ALL_FAULTS=(disk-hog disk-busy network-hog slow-client-link none)
+FLEET_ALL_FAULTS=(disk-hog disk-busy network-hog slow-client-link err-space err-files crash hang none)
 
 # Link shaping shared by network-hog and slow-client-link.
 FLEET_SHAPE_RATE=${FLEET_SHAPE_RATE:-20mbit}

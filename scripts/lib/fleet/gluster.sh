@@ -48,9 +48,12 @@ fleet_gluster_up() { # servers clients
     fleet_in s1 gluster --mode=script volume create "$FLEET_VOLUME" transport tcp "${bricks[@]}" force >/dev/null
     # O_DIRECT from the clients reaches the bricks (strict-o-direct, no
     # remote-dio), and no client-side caches: the workloads' reads and
-    # writes reach the servers' disks, where the disk faults act.
+    # writes reach the servers' disks, where the disk faults act. No
+    # reserve: a brick whose disk is nearly full then gets ENOSPC from its
+    # own write (err-space), rather than refusing the write itself with no
+    # failed call to see.
     local opt
-    for opt in performance.strict-o-direct=on network.remote-dio=disable \
+    for opt in storage.reserve=0 performance.strict-o-direct=on network.remote-dio=disable \
         performance.io-cache=off performance.read-ahead=off performance.quick-read=off \
         performance.write-behind=off performance.open-behind=off performance.stat-prefetch=off \
         performance.readdir-ahead=off performance.nl-cache=off; do

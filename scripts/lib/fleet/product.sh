@@ -29,8 +29,10 @@ fleet_service_up() {
 fleet_agent_opts() {
     local device=$1 node=${1%w} role
     case "$node" in s*) role=server ;; *) role=client ;; esac
+    # addr: the node's address, which its peers' socket tables name (the
+    # crash and hang methods map a silent server socket to its device).
     echo "--window 1s --spin-us 0 --spool $FLEET_WORK/$node/spool --device-id-file $FLEET_WORK/$node/device-id-$device" \
-        "--fact group=$FLEET_GROUP --fact role=$role --fact node=$node"
+        "--fact group=$FLEET_GROUP --fact role=$role --fact node=$node --fact addr=$(fleet_ip "$node")"
 }
 
 # Every device's name: the nodes, and "<client>w" for each client.

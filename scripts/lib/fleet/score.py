@@ -4,7 +4,8 @@
 research's figures.
 
 TP: the fraction of runs of a fault whose fault-injected node is among the
-method's findings with the fault's cause. FP: the fraction of runs where at
+method's findings with the fault's cause (and, for cause errno, the fault's
+errno as the finding's metric). FP: the fraction of runs where at
 least one fault-free node is among the method's findings (any cause); for
 the fault-free control (`none`) every node is fault-free. A client node is
 two devices (its FUSE process "c1", its workload "c1w"): either names it."""
@@ -15,7 +16,23 @@ import os
 import sys
 from collections import defaultdict
 
-METHODS = ("median", "histogram")
+METHODS = ("median", "histogram", "errno", "hang")
+STATISTICAL = ("median", "histogram")
+SEMANTIC = ("errno", "hang")
+SEMANTIC_CAUSES = ("errno", "crash", "hang")
+
+
+# The causes each semantic method can name: its TP on other faults is n/a.
+NAMES = {"errno": ("errno",), "hang": ("crash", "hang")}
+
+
+def methods_for(cause):
+    """The methods judged on a fault: the statistical ones on performance
+    faults, the semantic ones on errors, crashes and hangs, all four on
+    the fault-free control (any finding there is a false positive)."""
+    if cause == "none":
+        return METHODS
+    return SEMANTIC if cause in SEMANTIC_CAUSES else STATISTICAL
 
 # The research's figures (TP/FP) for the nearest fault and workload: PVFS
 # (Kasick et al., Table 1: the statistical median method) and Hadoop
@@ -33,6 +50,11 @@ PVFS = {
     ("network-hog", "postmark"): "0.9-1/0",
 }
 HADOOP = {"disk-hog": "0.88/0.13"}
+# Kasick et al. §8: "for propagated errors and crash/hang faults, our
+# diagnosis algorithms successfully diagnosed the faulty server with no
+# false positives" (err-space and err-files there under their own
+# workloads, crash/hang from err-fsize, err-vmsize, err-remount).
+PVFS_SEMANTIC = {"err-space": "1/0", "err-files": "1/0", "crash": "1/0", "hang": "1/0"}
 
 
 def load(args):
@@ -58,7 +80,7 @@ def node_of(devices, device):
 
 def score(devices, phases, runs):
     # (fault, workload, method) -> [runs, tp, fp, flagged nodes]
-    table = defaultdict(lambda: {"runs": 0, "tp": 0, "fp": 0, "missing": 0, "false": defaultdict(int)})
+    table = defaultdict(lambda: {"runs": 0, "tp": 0, "fp": 0, "missing": 0, "false": defaultdict(int), "ttd": []})
     for p in phases:
         name = f"rep{p['rep']}-{p['workload']}-{p['fault']}.json"
         path = os.path.join(runs, name)
@@ -66,8 +88,9 @@ def score(devices, phases, runs):
         if os.path.exists(path):
             with open(path) as f:
                 answer = json.load(f)
-        for method in METHODS:
+        for method in methods_for(p["cause"]):
             cell = table[(p["fault"], p["workload"], method)]
+            cell["cause"] = p["cause"]
             cell["runs"] += 1
             if answer is None:
                 cell["missing"] += 1
@@ -75,8 +98,18 @@ def score(devices, phases, runs):
             findings = [x for x in answer.get("findings", []) if x.get("method") == method]
             target = p["target_node"]
             flagged = [(node_of(devices, x["device"]), x["cause"]) for x in findings]
-            if target and (target, p["cause"]) in flagged:
+            right = [(node_of(devices, x["device"]), x["cause"]) for x in findings
+                     if not p.get("errno") or x.get("metric") == p["errno"]]
+            if target and (target, p["cause"]) in right:
                 cell["tp"] += 1
+                # Time to detection: from the fault to the end of the first
+                # window of the finding (when a run of `peers` over the
+                # windows so far could have named it).
+                if "fault_at_ns" in p:
+                    window = answer.get("window_ns", 0)
+                    firsts = [x["first_window_unix_ns"] for x in findings
+                              if node_of(devices, x["device"]) == target and x["cause"] == p["cause"]]
+                    cell["ttd"].append((min(firsts) + window - p["fault_at_ns"]) / 1e9)
             wrong = {node for node, _ in flagged if node != target}
             if wrong:
                 cell["fp"] += 1
@@ -87,8 +120,8 @@ def score(devices, phases, runs):
 
 def render(table, faults, workloads):
     lines = [
-        "| fault | workload | method | runs | TP | FP | false alarms on | research TP/FP |",
-        "|---|---|---|---|---|---|---|---|",
+        "| fault | workload | method | runs | TP | FP | false alarms on | research TP/FP | detected after (s) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for fault in faults:
         for workload in workloads:
@@ -97,15 +130,21 @@ def render(table, faults, workloads):
                 if not cell:
                     continue
                 n = cell["runs"] - cell["missing"]
-                tp = "n/a" if fault == "none" else (f"{cell['tp'] / n:.2f}" if n else "-")
+                cause = cell.get("cause")
+                blind = method in NAMES and cause not in NAMES[method]
+                tp = "n/a" if fault == "none" or blind else (f"{cell['tp'] / n:.2f}" if n else "-")
                 fp = f"{cell['fp'] / n:.2f}" if n else "-"
                 false = ", ".join(f"{k}×{v}" for k, v in sorted(cell["false"].items())) or "-"
                 if method == "median":
                     paper = "PVFS " + PVFS[(fault, workload)] if (fault, workload) in PVFS else "-"
+                elif method in SEMANTIC:
+                    paper = "PVFS " + PVFS_SEMANTIC[fault] if fault in PVFS_SEMANTIC and not blind else "-"
                 else:
                     paper = "Hadoop " + HADOOP[fault] if fault in HADOOP else "-"
                 missing = f" ({cell['missing']} failed)" if cell["missing"] else ""
-                lines.append(f"| {fault} | {workload} | {method} | {n}{missing} | {tp} | {fp} | {false} | {paper} |")
+                ttd = cell["ttd"]
+                after = "-" if not ttd else f"{sum(ttd) / len(ttd):.1f} ({min(ttd):.1f}-{max(ttd):.1f})"
+                lines.append(f"| {fault} | {workload} | {method} | {n}{missing} | {tp} | {fp} | {false} | {paper} | {after} |")
     return "\n".join(lines)
 
 
@@ -130,7 +169,8 @@ def main():
         with open(args.json, "w") as f:
             json.dump(
                 [{"fault": k[0], "workload": k[1], "method": k[2], "runs": v["runs"], "failed": v["missing"],
-                  "tp": v["tp"], "fp": v["fp"], "false_alarms": dict(v["false"])} for k, v in table.items()],
+                  "tp": v["tp"], "fp": v["fp"], "false_alarms": dict(v["false"]),
+                  "detected_after_s": v["ttd"]} for k, v in table.items()],
                 f, indent=1)
     sys.exit(0)
 

@@ -13,7 +13,13 @@ over PVFS did in the research. The files are spread over the servers by
 GlusterFS's name hash, so each server sees every client's load within every
 1 s window. postmark follows PostMark v1.51's loop: a pool of small files;
 each transaction a read or an append, then a create or a delete.
+
+A failed file operation (a server fault carried to the client: ENOSPC,
+EMFILE, ENOTCONN) is reported on stderr, once per errno, and the workload
+goes on after a short pause, so the other servers keep their load.
 """
+
+import errno
 
 import mmap
 import os
@@ -24,6 +30,21 @@ import time
 RECORD = 1 << 20
 FILES = 16
 FILE_RECORDS = 4  # 4 MiB per file
+
+
+FAILED = set()
+
+
+def survive(step):
+    """Runs one step of a workload; an OSError is reported (once per errno)
+    and followed by a pause instead of ending the workload."""
+    try:
+        step()
+    except OSError as err:
+        if err.errno not in FAILED:
+            FAILED.add(err.errno)
+            print(f"workload: {errno.errorcode.get(err.errno, err.errno)}: {err}", file=sys.stderr, flush=True)
+        time.sleep(0.2)
 
 
 def records(path, flags):
@@ -50,13 +71,16 @@ def prepare(folder):
 def ddr(folder, deadline):
     buf = mmap.mmap(-1, RECORD)
     i = 0
-    while time.time() < deadline:
-        fd = records(os.path.join(folder, f"ddr-{i % FILES}"), os.O_RDONLY)
+    def read_one(path):
+        fd = records(path, os.O_RDONLY)
         try:
             while os.readv(fd, [buf]) > 0:
                 pass
         finally:
             os.close(fd)
+
+    while time.time() < deadline:
+        survive(lambda: read_one(os.path.join(folder, f"ddr-{i % FILES}")))
         i += 1
 
 
@@ -65,7 +89,7 @@ def ddw(folder, deadline):
     buf = mmap.mmap(-1, RECORD)
     i = 0
     while time.time() < deadline:
-        write_file(os.path.join(folder, f"ddw-{i % FILES}"), buf)
+        survive(lambda: write_file(os.path.join(folder, f"ddw-{i % FILES}"), buf))
         i += 1
 
 
@@ -85,8 +109,12 @@ def postmark(folder, deadline):
         names.append(name)
 
     for _ in range(100):
-        create()
-    while time.time() < deadline:
+        survive(create)
+
+    def transaction():
+        if not names:
+            create()
+            return
         name = rng.choice(names)
         if rng.random() < 0.5:
             with open(name, "rb") as f:
@@ -98,8 +126,11 @@ def postmark(folder, deadline):
             create()
         else:
             os.unlink(names.pop(rng.randrange(len(names))))
+
+    while time.time() < deadline:
+        survive(transaction)
     for name in names:
-        os.unlink(name)
+        survive(lambda: os.unlink(name))
 
 
 def main(argv):

@@ -135,21 +135,26 @@ pub fn run(
 }
 
 fn options(method: &str) -> Result<Options, String> {
-    let (median, histogram) = match method.trim() {
-        "" | "all" => (true, true),
-        "median" => (true, false),
-        "histogram" => (false, true),
+    let (median, histogram, errno, hang) = match method.trim() {
+        "" | "all" => (true, true, true, true),
+        "median" => (true, false, false, false),
+        "histogram" => (false, true, false, false),
+        "errno" => (false, false, true, false),
+        "hang" => (false, false, false, true),
         other => {
             return Err(format!(
-                "unknown method `{other}` (median, histogram or all)"
+                "unknown method `{other}` (median, histogram, errno, hang or all)"
             ))
         }
     };
     Ok(Options {
         median,
         histogram,
+        errno,
+        hang,
         median_params: MedianParams::default(),
         histogram_params: HistogramParams::default(),
+        ..Options::default()
     })
 }
 

@@ -60,6 +60,8 @@ pub fn text(d: &PeerDiagnosis) -> String {
                 match f.method {
                     crate::peers::Method::Median => format!("{} window(s)", f.windows.len()),
                     crate::peers::Method::Histogram => format!("{} slice(s)", f.windows.len()),
+                    crate::peers::Method::Errno | crate::peers::Method::Hang =>
+                        format!("{} window(s)", f.windows.len()),
                 },
                 utc(f.first_window_unix_ns),
                 utc(f.last_window_unix_ns),

@@ -1,0 +1,151 @@
+//! Propagated errors (Kasick et al., §7, "Propagated errors"): an errno a
+//! server's call returned that its role never returned from that syscall
+//! in the training windows, and that a client's call returned too, close
+//! in time, names that server: the client's error came from it.
+//!
+//! Normal errnos are learnt per (role, syscall) over every device of the
+//! role (a server's `openat` failing ENOENT in training makes it normal for
+//! every server). A client's errno counts only when it, too, is unexpected
+//! for clients, so an errno both sides return every second (EAGAIN) never
+//! matches.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use agent_core::SyscallId;
+use summary_view::errno_name;
+
+use super::fleet::Fleet;
+use super::metrics::Cause;
+use super::trail::Failure;
+use super::{Finding, Method};
+
+/// The method's settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ErrnoParams {
+    /// A client's errno matches a server's when their failures are at
+    /// most this far apart, ns (the research's 3 s window: ±1.5 s).
+    pub window_ns: u64,
+}
+
+impl Default for ErrnoParams {
+    fn default() -> ErrnoParams {
+        ErrnoParams {
+            window_ns: 1_500_000_000,
+        }
+    }
+}
+
+/// The (syscall, errno) pairs each role returned in training: `[clients,
+/// servers]`.
+pub fn trained_errnos(fleet: &Fleet) -> [BTreeSet<(SyscallId, u16)>; 2] {
+    let mut normal: [BTreeSet<(SyscallId, u16)>; 2] = Default::default();
+    for (d, device) in fleet.devices.iter().enumerate() {
+        normal[usize::from(device.is_server())].extend(fleet.trails[d].trained.iter().copied());
+    }
+    normal
+}
+
+/// Whether two failures' time spans come within `slack` ns of each other.
+fn near(a: &Failure, b: &Failure, slack: u64) -> bool {
+    a.first_unix_ns <= b.last_unix_ns.saturating_add(slack)
+        && b.first_unix_ns <= a.last_unix_ns.saturating_add(slack)
+}
+
+/// What was matched for one (server, errno).
+#[derive(Default)]
+struct Matched {
+    /// The server's unexpected failures that a client's matched.
+    calls: u64,
+    /// Their syscalls.
+    syscalls: BTreeSet<SyscallId>,
+    /// Their windows.
+    windows: BTreeSet<u64>,
+    /// The client devices with a matching failure.
+    clients: BTreeSet<usize>,
+    /// The clients' syscalls.
+    client_syscalls: BTreeSet<SyscallId>,
+}
+
+/// The errno method over the whole fleet (servers and clients need not
+/// trace the same program).
+pub fn errno(fleet: &Fleet, params: &ErrnoParams) -> Vec<Finding> {
+    let normal = trained_errnos(fleet);
+    let unexpected = |d: usize, f: &Failure| {
+        let server = fleet.devices[d].is_server();
+        !normal[usize::from(server)].contains(&(f.id, f.errno))
+    };
+    // The clients' unexpected failures, by errno.
+    let mut at_clients: BTreeMap<u16, Vec<(usize, &Failure)>> = BTreeMap::new();
+    for (d, device) in fleet.devices.iter().enumerate() {
+        if device.is_server() {
+            continue;
+        }
+        for f in &fleet.trails[d].failures {
+            if unexpected(d, f) {
+                at_clients.entry(f.errno).or_default().push((d, f));
+            }
+        }
+    }
+    let mut matched: BTreeMap<(usize, u16), Matched> = BTreeMap::new();
+    for (d, device) in fleet.devices.iter().enumerate() {
+        if !device.is_server() {
+            continue;
+        }
+        for f in &fleet.trails[d].failures {
+            if !unexpected(d, f) {
+                continue;
+            }
+            let Some(candidates) = at_clients.get(&f.errno) else {
+                continue;
+            };
+            let clients: Vec<&(usize, &Failure)> = candidates
+                .iter()
+                .filter(|(_, c)| near(f, c, params.window_ns))
+                .collect();
+            if clients.is_empty() {
+                continue;
+            }
+            let m = matched.entry((d, f.errno)).or_default();
+            m.calls = m.calls.saturating_add(f.count);
+            m.syscalls.insert(f.id);
+            m.windows.insert(f.window);
+            for (c, cf) in clients {
+                m.clients.insert(*c);
+                m.client_syscalls.insert(cf.id);
+            }
+        }
+    }
+    matched
+        .into_iter()
+        .map(|((d, errno), m)| {
+            let name = errno_name(errno);
+            let names = |ids: &BTreeSet<SyscallId>| {
+                ids.iter()
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let windows: Vec<u64> = m.windows.into_iter().collect();
+            Finding {
+                device: d,
+                method: Method::Errno,
+                cause: Cause::Errno,
+                metric: name.clone(),
+                first_window_unix_ns: fleet.window_start(windows[0]),
+                last_window_unix_ns: fleet.window_start(windows[windows.len() - 1]),
+                score: m.calls as f64,
+                evidence: format!(
+                    "{} {} call(s) ({}) failed with {name}, never seen from servers in training; \
+                     {} client device(s) got {name} within ±{:.1} s ({})",
+                    m.calls,
+                    fleet.devices[d].program(),
+                    names(&m.syscalls),
+                    m.clients.len(),
+                    params.window_ns as f64 / 1e9,
+                    names(&m.client_syscalls),
+                ),
+                windows,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,157 @@
+//! What the semantic methods ([`super::errno`], [`super::hang`]) keep of
+//! each device's windows, reduced as they are read: failed calls with
+//! their errno and time, calls in flight (each once, however many windows
+//! it spans), the windows in which the device made calls, and per socket
+//! peer its most recent call as each window saw it.
+//!
+//! Failure times come from the windows' `Failures::first_ns`/`last_ns`
+//! (per syscall and fd kind, ns since the window's start): an errno is
+//! placed between the first and last failure of its entry in that window,
+//! to the nanosecond when the entry has one errno, within the window when
+//! it has several.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use agent_core::summary::LastCall;
+use agent_core::{FdKind, PeerAddr, Summary, SyscallId};
+
+use super::fleet::Phase;
+
+/// Failed calls of one (syscall, fd kind, errno) in one window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failure {
+    /// The syscall.
+    pub id: SyscallId,
+    /// What its fd referred to.
+    pub fd_kind: FdKind,
+    /// The errno.
+    pub errno: u16,
+    /// How many calls failed with it.
+    pub count: u64,
+    /// Earliest it can have happened, ns since the Unix epoch.
+    pub first_unix_ns: u64,
+    /// Latest it can have happened.
+    pub last_unix_ns: u64,
+    /// The window's index.
+    pub window: u64,
+}
+
+/// One call seen in flight, over every window it spanned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flying {
+    /// Its thread.
+    pub tid: u32,
+    /// The syscall.
+    pub id: SyscallId,
+    /// What its fd referred to.
+    pub fd_kind: FdKind,
+    /// The socket's peer, if any.
+    pub peer: Option<PeerAddr>,
+    /// When it started, ns since the Unix epoch.
+    pub start_unix_ns: u64,
+    /// The end of the last window it was still in flight at.
+    pub seen_until_unix_ns: u64,
+}
+
+/// What the semantic methods keep of one device (one peer of the fleet).
+#[derive(Debug, Clone, Default)]
+pub struct Trail {
+    /// (syscall, errno) of the failures in training windows: its normal
+    /// errnos.
+    pub trained: BTreeSet<(SyscallId, u16)>,
+    /// Failures in diagnosis windows, in the order read.
+    pub failures: Vec<Failure>,
+    /// (syscall, fd kind) of the calls seen in flight across at least one
+    /// whole training window: calls that wait by nature (for work, a
+    /// timer, a child), which are not hangs.
+    pub waits: BTreeSet<(SyscallId, FdKind)>,
+    /// Calls in flight in diagnosis windows, by (thread, start).
+    pub flying: BTreeMap<(u32, u64), Flying>,
+    /// The diagnosis windows (indices) in which it made at least one call.
+    pub active: BTreeSet<u64>,
+    /// Per socket peer, its most recent call as each diagnosis window
+    /// listed it (distinct calls, in the order read).
+    pub peers: BTreeMap<PeerAddr, Vec<LastCall>>,
+}
+
+impl Trail {
+    /// Takes what it keeps of window `index` (of `phase`), which is
+    /// `summary`, `window_ns` long.
+    pub fn add(&mut self, phase: Phase, index: u64, window_ns: u64, summary: &Summary) {
+        let start = summary.run.start_unix_ns;
+        let end = start.saturating_add(window_ns);
+        for s in &summary.syscalls {
+            let Some(f) = &s.failures else { continue };
+            for &(errno, count) in &f.errnos {
+                match phase {
+                    Phase::Training => {
+                        self.trained.insert((s.key.id, errno));
+                    }
+                    Phase::Diagnosis => self.failures.push(Failure {
+                        id: s.key.id,
+                        fd_kind: s.key.fd_kind,
+                        errno,
+                        count,
+                        first_unix_ns: start.saturating_add(f.first_ns),
+                        last_unix_ns: start.saturating_add(f.last_ns),
+                        window: index,
+                    }),
+                }
+            }
+        }
+        if phase == Phase::Training {
+            for c in &summary.in_flight.oldest {
+                if end.saturating_sub(c.start_unix_ns) >= window_ns {
+                    self.waits.insert((c.id, c.fd_kind));
+                }
+            }
+            return;
+        }
+        if summary.syscalls.iter().any(|s| s.count > 0) {
+            self.active.insert(index);
+        }
+        for c in &summary.in_flight.oldest {
+            let f = self
+                .flying
+                .entry((c.tid, c.start_unix_ns))
+                .or_insert(Flying {
+                    tid: c.tid,
+                    id: c.id,
+                    fd_kind: c.fd_kind,
+                    peer: c.peer,
+                    start_unix_ns: c.start_unix_ns,
+                    seen_until_unix_ns: end,
+                });
+            f.seen_until_unix_ns = f.seen_until_unix_ns.max(end);
+        }
+        for p in &summary.peers.list {
+            let Some(last) = p.last else { continue };
+            let calls = self.peers.entry(p.addr).or_default();
+            // A peer stays listed a window after its last call: the same
+            // call again.
+            if !calls
+                .iter()
+                .rev()
+                .take(2)
+                .any(|c| c.end_unix_ns == last.end_unix_ns)
+            {
+                calls.push(last);
+            }
+        }
+    }
+
+    /// The most recent call on `peer`'s sockets that ended before `until`.
+    pub fn last_call_before(&self, peer: &PeerAddr, until: u64) -> Option<LastCall> {
+        self.peers
+            .get(peer)?
+            .iter()
+            .filter(|c| c.end_unix_ns < until)
+            .max_by_key(|c| c.end_unix_ns)
+            .copied()
+    }
+
+    /// Whether `errno` from `id` failed in its training windows.
+    pub fn is_trained(&self, id: SyscallId, errno: u16) -> bool {
+        self.trained.contains(&(id, errno))
+    }
+}
