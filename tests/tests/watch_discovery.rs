@@ -348,8 +348,8 @@ fn twenty_runs_as_root_are_all_traced_through_the_connector() {
         missed[missed.len() / 2],
         missed[missed.len() - 1]
     );
-    // And soon after its exec (a call or two; a few dozen at most under
-    // the busy loops), all but one: a fresh check saw one run of 20 lose
+    // And soon after its exec (a call or two, also under the busy loops),
+    // all but one: a fresh check saw one run of 20 lose
     // 339 calls, the others 1 or 2 (cause not found). At an ordinary
     // priority, under the same loops, a quarter of the runs lost 120 to
     // 358 of their 370 calls to the wait for a CPU.
