@@ -169,6 +169,26 @@ fn is_root() -> bool {
     agent_linux::sys::geteuid() == 0
 }
 
+/// `edge-agent shim install md5sum` into `shims`, tracing runs whose
+/// command line holds `marker` into `out`.
+fn install_md5sum_shim(marker: &str, shims: &Path, out: &Path) {
+    let install = output_timeout(
+        Command::new(agent())
+            .args(["shim", "install", "--match", marker])
+            .arg("--dir")
+            .arg(shims)
+            .arg("--out-dir")
+            .arg(out)
+            .arg("md5sum"),
+        60,
+    );
+    assert!(
+        install.status.success(),
+        "{}",
+        String::from_utf8_lossy(&install.stderr)
+    );
+}
+
 /// PATH with `first` in front.
 fn path_with(first: &Path) -> String {
     format!(
@@ -185,21 +205,7 @@ fn twenty_shimmed_runs_count_what_strace_counts() {
     let data = data_file(dir.path());
     let marker = data.file_name().unwrap().to_str().unwrap().to_string();
     let (shims, out) = (dir.path().join("shims"), dir.path().join("out"));
-    let install = output_timeout(
-        Command::new(agent())
-            .args(["shim", "install", "--match", &marker])
-            .arg("--dir")
-            .arg(&shims)
-            .arg("--out-dir")
-            .arg(&out)
-            .arg("md5sum"),
-        60,
-    );
-    assert!(
-        install.status.success(),
-        "{}",
-        String::from_utf8_lossy(&install.stderr)
-    );
+    install_md5sum_shim(&marker, &shims, &out);
     std::fs::create_dir_all(&out).unwrap();
     let path = path_with(&shims);
     for _ in 0..RUNS {
@@ -245,17 +251,7 @@ fn watch_leaves_a_shimmed_run_to_its_shim() {
     let marker = data.file_name().unwrap().to_str().unwrap().to_string();
     let (shims, shim_out) = (dir.path().join("shims"), dir.path().join("shim-out"));
     std::fs::create_dir_all(&shim_out).unwrap();
-    let install = output_timeout(
-        Command::new(agent())
-            .args(["shim", "install", "--match", &marker])
-            .arg("--dir")
-            .arg(&shims)
-            .arg("--out-dir")
-            .arg(&shim_out)
-            .arg("md5sum"),
-        60,
-    );
-    assert!(install.status.success(), "{install:?}");
+    install_md5sum_shim(&marker, &shims, &shim_out);
     let watch_out = dir.path().join("watch-out");
     let watch = Watch::start(&marker, &watch_out, "connector");
     let run = output_timeout(
