@@ -7,6 +7,11 @@
  *   sched_process_fork adds the children of traced processes (threads need
  *   nothing: the filter is on the tgid), sched_process_exit removes a
  *   process when its last thread ends.
+ * - Per-run slots (`watch`: several runs at once, one program): TRACED's
+ *   value is the run's slot (0 to MAX_SLOTS - 1; `run` and `attach` use
+ *   0), a child inherits its parent's. Every aggregate key, CONTROL, FIRST,
+ *   the thread entries and the ring's records carry the slot, so each run
+ *   is read, cut into windows and cleared apart from the others.
  * - THREADS keeps per thread the call in flight (its id, entry time, the
  *   fd argument's kind resolved at entry as ptrace does: after close the
  *   fd is gone, the size argument) and the previous completed call (for
@@ -101,6 +106,10 @@
 #define ERRNO_KEYS 4096
 #define TRANS_KEYS 8192
 
+/* Per-run slots (see the top): the key layouts below keep 6 bits for
+ * one. src/ebpf/mod.rs's MAX_SLOTS mirrors this. */
+#define MAX_SLOTS 64
+
 /* LOST slots. */
 #define LOST_RING 0
 #define LOST_MAPS 1
@@ -121,7 +130,8 @@ struct event {
 	/* KIND_FORK: 1 for a new process (not a thread); KIND_EXIT: 1 when
 	 * the process ended. */
 	__u8 flag;
-	__u8 pad[6];
+	__u8 slot; /* the run's slot */
+	__u8 pad[5];
 };
 
 /* Per ABI (0 native, 1 compat) and syscall number, from agent-core and
@@ -140,7 +150,8 @@ struct thread {
 	__u16 last_id;      /* the previous call; ID_NONE before the first */
 	__u8 fd_kind;
 	__u8 compat;        /* made through the compat ABI */
-	__u8 pad[2];
+	__u8 slot;          /* the run's slot */
+	__u8 pad;
 };
 
 /* What agent_core::KeyStats holds, for one CPU (src/ebpf/aggregate.rs
@@ -177,7 +188,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
 	__type(key, __u32);
-	__type(value, __u8);
+	__type(value, __u8); /* the run's slot */
 } TRACED SEC(".maps");
 
 struct {
@@ -194,7 +205,7 @@ struct {
 	__type(value, struct sysinfo);
 } SYSINFO SEC(".maps");
 
-/* Key: id << 16 | fd_kind << 8 | generation. */
+/* Key: id << 16 | fd_kind << 8 | slot << 1 | generation. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, AGG_KEYS);
@@ -202,7 +213,7 @@ struct {
 	__type(value, struct agg);
 } AGG SEC(".maps");
 
-/* Key: id << 32 | fd_kind << 24 | generation << 16 | errno. */
+/* Key: id << 32 | fd_kind << 24 | slot << 17 | generation << 16 | errno. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, ERRNO_KEYS);
@@ -210,7 +221,7 @@ struct {
 	__type(value, __u64);
 } ERRNOS SEC(".maps");
 
-/* Key: previous id << 32 | id << 16 | generation. */
+/* Key: previous id << 32 | id << 16 | slot << 1 | generation. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, TRANS_KEYS);
@@ -218,20 +229,21 @@ struct {
 	__type(value, struct trans);
 } TRANS SEC(".maps");
 
-/* [0]: the next cut (monotonic ns, even) | the generation before it;
- * set by the agent. */
+/* Per slot: the next cut (monotonic ns, even) | the generation before
+ * it; set by the agent. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, MAX_SLOTS);
 	__type(key, __u32);
 	__type(value, __u64);
 } CONTROL SEC(".maps");
 
-/* When this CPU first saw a traced thread's first call (monotonic ns; 0:
- * never): the earliest over CPUs is the trace's first call. */
+/* Per slot: when this CPU first saw a traced thread's first call
+ * (monotonic ns; 0: never): the earliest over CPUs is the run's first
+ * call. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, MAX_SLOTS);
 	__type(key, __u32);
 	__type(value, __u64);
 } FIRST SEC(".maps");
@@ -259,9 +271,10 @@ struct {
 	__type(value, __u64);
 } LOST SEC(".maps");
 
-static __always_inline int traced(__u32 tgid)
+/* The traced process's slot, or 0 (null) when it is not traced. */
+static __always_inline __u8 *traced(__u32 tgid)
 {
-	return bpf_map_lookup_elem(&TRACED, &tgid) != 0;
+	return bpf_map_lookup_elem(&TRACED, &tgid);
 }
 
 static __always_inline void count_lost(__u32 slot)
@@ -366,7 +379,8 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	if (STAGE < 1)
 		return 0;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!traced(pid_tgid >> 32))
+	__u8 *run = traced(pid_tgid >> 32);
+	if (!run)
 		return 0;
 	if (STAGE < 2)
 		return 0;
@@ -375,15 +389,19 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	if (!t) {
 		struct thread fresh = {};
 		fresh.last_id = ID_NONE;
+		fresh.slot = *run;
 		bpf_map_update_elem(&THREADS, &tid, &fresh, BPF_ANY);
 		t = bpf_map_lookup_elem(&THREADS, &tid);
 		if (!t)
 			return 0;
-		__u32 zero = 0;
-		__u64 *first = bpf_map_lookup_elem(&FIRST, &zero);
+		__u32 run_slot = *run;
+		__u64 *first = bpf_map_lookup_elem(&FIRST, &run_slot);
 		if (first && !*first)
 			*first = bpf_ktime_get_ns();
 	}
+	/* The process's slot now: an entry left by an earlier life of this
+	 * tid (a thread killed mid-call) must not count for an older run. */
+	t->slot = *run;
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u32 nr = (__u32)ctx->args[1];
 	__u32 abi = is_compat(task) ? 1 : 0;
@@ -473,6 +491,7 @@ static __always_inline void send_crossed(__u32 tid, __u32 tgid, struct thread *t
 	e->at_ns = t->entry_ns;
 	e->cut_ns = cut;
 	e->fd_kind = t->fd_kind;
+	e->slot = t->slot;
 	bpf_ringbuf_submit(e, 0);
 }
 
@@ -515,10 +534,12 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	if (t->compat)
 		ret = (__s64)(__s32)ret;
 	__u32 zero = 0;
-	__u64 *control = bpf_map_lookup_elem(&CONTROL, &zero);
+	__u32 run_slot = t->slot & (MAX_SLOTS - 1);
+	__u64 *control = bpf_map_lookup_elem(&CONTROL, &run_slot);
 	__u64 c = control ? *control : ~0ULL;
 	__u64 cut = c & ~1ULL;
-	__u32 gen = (c & 1) ^ (now >= cut);
+	/* The slot rides with the generation in every key. */
+	__u32 gen = ((c & 1) ^ (now >= cut)) | run_slot << 1;
 	if (t->entry_ns < cut && now >= cut)
 		send_crossed(tid, pid_tgid >> 32, t, cut);
 
@@ -568,7 +589,7 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 			if (now > a->last_failure_ns)
 				a->last_failure_ns = now;
 			a->errors += 1;
-			__u64 ekey = (__u64)id << 32 | kind << 24 | gen << 16 | (__u64)(-ret);
+			__u64 ekey = (__u64)id << 32 | kind << 24 | (__u64)gen << 16 | (__u64)(-ret);
 			__u64 ezero = 0;
 			__u64 *n = slot(&ERRNOS, &ekey, &ezero);
 			if (n)
@@ -584,7 +605,8 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-static __always_inline void send_task_event(__u32 kind, __u32 tid, __u32 tgid, __u32 nr, __u8 flag)
+static __always_inline void send_task_event(__u32 kind, __u32 tid, __u32 tgid, __u32 nr, __u8 flag,
+					    __u8 run_slot)
 {
 	struct event *e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
 	if (!e) {
@@ -598,6 +620,7 @@ static __always_inline void send_task_event(__u32 kind, __u32 tid, __u32 tgid, _
 	e->nr = nr;
 	e->at_ns = bpf_ktime_get_ns(); /* when it happened */
 	e->flag = flag;
+	e->slot = run_slot;
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 }
 
@@ -608,16 +631,17 @@ int on_fork(struct bpf_raw_tracepoint_args *ctx)
 	struct task_struct *parent = (struct task_struct *)ctx->args[0];
 	struct task_struct *child = (struct task_struct *)ctx->args[1];
 	__u32 parent_tgid = BPF_CORE_READ(parent, tgid);
-	if (!traced(parent_tgid))
+	__u8 *run = traced(parent_tgid);
+	if (!run)
 		return 0;
+	/* Copied before the update: the child joins its parent's run. */
+	__u8 run_slot = *run;
 	__u32 child_tid = BPF_CORE_READ(child, pid);
 	__u32 child_tgid = BPF_CORE_READ(child, tgid);
 	__u8 process = child_tgid != parent_tgid;
-	if (process) {
-		__u8 one = 1;
-		bpf_map_update_elem(&TRACED, &child_tgid, &one, BPF_ANY);
-	}
-	send_task_event(KIND_FORK, child_tid, child_tgid, BPF_CORE_READ(parent, pid), process);
+	if (process)
+		bpf_map_update_elem(&TRACED, &child_tgid, &run_slot, BPF_ANY);
+	send_task_event(KIND_FORK, child_tid, child_tgid, BPF_CORE_READ(parent, pid), process, run_slot);
 	return 0;
 }
 
@@ -652,8 +676,10 @@ int on_exit(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct task_struct *task = (struct task_struct *)ctx->args[0];
 	__u32 tgid = BPF_CORE_READ(task, tgid);
-	if (!traced(tgid))
+	__u8 *run = traced(tgid);
+	if (!run)
 		return 0;
+	__u8 run_slot = *run;
 	__u32 tid = BPF_CORE_READ(task, pid);
 	/* A call that never returns (exit, exit_group) stays unfinished; the
 	 * thread's previous call is forgotten with it. */
@@ -663,7 +689,7 @@ int on_exit(struct bpf_raw_tracepoint_args *ctx)
 	__u8 group_dead = BPF_CORE_READ(task, signal, live.counter) == 0;
 	if (group_dead)
 		bpf_map_delete_elem(&TRACED, &tgid);
-	send_task_event(KIND_EXIT, tid, tgid, BPF_CORE_READ(task, exit_code), group_dead);
+	send_task_event(KIND_EXIT, tid, tgid, BPF_CORE_READ(task, exit_code), group_dead, run_slot);
 	return 0;
 }
 

@@ -39,6 +39,7 @@ pub mod sys;
 pub mod trace;
 pub mod wait;
 pub mod watch;
+mod watch_ebpf;
 
 pub use facts::PlatformFacts;
 pub use trace::{attach, trace_command, AttachOptions, Started, TraceOptions, TraceOutcome};

@@ -402,6 +402,10 @@ struct WatchArgs {
     /// where it may be used, else the scan).
     #[arg(long, value_enum, default_value_t = DiscoverName::Auto)]
     discover: DiscoverName,
+    /// With ebpf, one BPF program counts every matched run in the kernel
+    /// (never stopped); the same options as run and attach.
+    #[command(flatten)]
+    backend: BackendArgs,
 }
 
 /// `watch --discover`.
@@ -1075,6 +1079,7 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
             window: a.window.live(),
             device,
             light: a.light,
+            backend: a.backend.choice(),
             discover: match a.discover {
                 DiscoverName::Auto => agent_linux::Discover::Auto,
                 DiscoverName::Connector => agent_linux::Discover::Connector,

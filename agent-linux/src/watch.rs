@@ -19,6 +19,13 @@
 //! from `/proc` alone (`light/`; the connector's exit events give its exact
 //! exit and end), and only the runs a per-device directive takes are
 //! traced, fully, as one whole-run summary with the fact `directive=<id>`.
+//!
+//! The backend (`backend`) traces the runs: ptrace seizes each matched
+//! process (the engine's loop drives the watch), or one BPF program,
+//! loaded once, counts each matched run in a slot of its own in the
+//! kernel and never stops it ([`crate::watch_ebpf`] drives the watch).
+//! Discovery, matching, light runs and directives are the same for both:
+//! they hand a run to a [`RunTracer`].
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -28,6 +35,7 @@ use agent_core::Summary;
 use crate::coverage::TraceStart;
 use crate::device_id::DeviceId;
 use crate::directives::Update;
+use crate::ebpf;
 use crate::engine::{Engine, Observer, Session};
 use crate::execs::ExecFeed;
 use crate::facts::{self, PlatformFacts};
@@ -60,6 +68,8 @@ pub struct WatchOptions {
     /// Record matching runs from /proc alone (light records) instead of
     /// tracing them; per-device directives still pick runs to trace.
     pub light: bool,
+    /// The tracer of the runs traced (directed runs too, with `light`).
+    pub backend: ebpf::Choice,
 }
 
 /// How `watch` finds new matching programs.
@@ -87,11 +97,40 @@ impl Default for WatchOptions {
             device: DeviceId::default(),
             discover: Discover::Auto,
             light: false,
+            backend: ebpf::Choice::Ptrace,
         }
     }
 }
 
-struct Watcher<'a> {
+/// Where the watch hands a matched run to be traced: the ptrace engine
+/// or the eBPF runner.
+pub(crate) trait RunTracer {
+    /// Whether process `pid` is traced already (as a run or a child of
+    /// one).
+    fn is_traced(&self, pid: Tid) -> bool;
+    /// Traces process `pid` (its threads, its future children) as
+    /// `session`; on an error nothing is left of the session.
+    fn start(&mut self, session: Session, pid: Tid) -> anyhow::Result<()>;
+}
+
+/// The ptrace engine as a [`RunTracer`]: it seizes every thread.
+struct Seizer<'e>(&'e mut Engine);
+
+impl RunTracer for Seizer<'_> {
+    fn is_traced(&self, pid: Tid) -> bool {
+        self.0.is_traced(pid)
+    }
+    fn start(&mut self, session: Session, pid: Tid) -> anyhow::Result<()> {
+        let session = self.0.add_session(session);
+        seize_all(self.0, session, pid).inspect_err(|_| {
+            // Its slot would otherwise stay taken for good: a refused
+            // server that restarts all day must not grow the agent.
+            self.0.forget_empty_session(session);
+        })
+    }
+}
+
+pub(crate) struct Watcher<'a> {
     pattern: Vec<u8>,
     extra: &'a [(String, String)],
     platform: PlatformFacts,
@@ -110,15 +149,15 @@ struct Watcher<'a> {
     /// shim scripts that start it.
     own_binary: Option<(u64, u64)>,
     changes: &'a mut dyn FnMut() -> Update,
-    on_summary: &'a mut dyn FnMut(Summary),
+    pub(crate) on_summary: &'a mut dyn FnMut(Summary),
     /// `--light`: runs not taken by a directive get light records.
     light_mode: bool,
     light: LightRuns,
     directed: DirectedRuns,
     /// The connector's execs (`None`: /proc is scanned at each tick).
-    execs: Option<ExecFeed>,
+    pub(crate) execs: Option<ExecFeed>,
     /// How long to wait for news when nothing is traced.
-    idle_wait: Duration,
+    pub(crate) idle_wait: Duration,
 }
 
 /// The (device, inode) of the file process `pid` runs; `None` when it is
@@ -191,7 +230,7 @@ impl Watcher<'_> {
     /// Takes the connector's exits (exact exit status and time) into the
     /// light runs, samples the runs, and hands on the records of those
     /// that ended.
-    fn sample_light(&mut self) {
+    pub(crate) fn sample_light(&mut self) {
         if let Some(feed) = &self.execs {
             let now_mono = sys::monotonic_ns();
             let now_unix = crate::engine::unix_now_ns();
@@ -220,7 +259,7 @@ impl Watcher<'_> {
     /// The execs the connector reported: each process is looked at again
     /// (its command line changed with the exec), a lost burst of events
     /// means a scan.
-    fn take_execs(&mut self, engine: &mut Engine) {
+    pub(crate) fn take_execs(&mut self, engine: &mut dyn RunTracer) {
         let Some(feed) = &self.execs else {
             return;
         };
@@ -235,7 +274,7 @@ impl Watcher<'_> {
         }
     }
 
-    fn scan(&mut self, engine: &mut Engine) {
+    fn scan(&mut self, engine: &mut dyn RunTracer) {
         let pids = list_pids();
         let now: HashSet<Tid> = pids.iter().copied().collect();
         self.seen.retain(|p| now.contains(p));
@@ -265,7 +304,7 @@ impl Watcher<'_> {
 
     /// Traces `pid` if its command line matches (and it is not the agent,
     /// an ancestor, another agent or a shim, or traced already).
-    fn consider(&mut self, engine: &mut Engine, pid: Tid) {
+    pub(crate) fn consider(&mut self, engine: &mut dyn RunTracer, pid: Tid) {
         if self.excluded.contains(&pid) || engine.is_traced(pid) {
             return;
         }
@@ -339,8 +378,7 @@ impl Watcher<'_> {
             session.set_window(w);
         }
         session.origin.device = self.device;
-        let session = engine.add_session(session);
-        match seize_all(engine, session, pid) {
+        match engine.start(session, pid) {
             Ok(()) => {
                 if let Some(id) = &directive {
                     eprintln!(
@@ -351,9 +389,6 @@ impl Watcher<'_> {
             }
             Err(e) => {
                 eprintln!("edge-agent: not watching PID {pid} ({program}): {e:#}");
-                // Its slot would otherwise stay taken for good: a refused
-                // server that restarts all day must not grow the agent.
-                engine.forget_empty_session(session);
                 if let Some(id) = &directive {
                     self.directed.unclaim(id);
                 }
@@ -362,8 +397,10 @@ impl Watcher<'_> {
     }
 }
 
-impl Observer for Watcher<'_> {
-    fn tick(&mut self, engine: &mut Engine) {
+impl Watcher<'_> {
+    /// What each scan interval does: a dead connector's last execs, then
+    /// /proc scans; the directives' changes; the execs; the light runs.
+    pub(crate) fn tick(&mut self, engine: &mut dyn RunTracer) {
         if self.execs.as_ref().is_some_and(ExecFeed::is_dead) {
             // Its last execs are taken, then /proc is scanned for good.
             self.take_execs(engine);
@@ -376,19 +413,32 @@ impl Observer for Watcher<'_> {
         self.take_execs(engine);
         self.sample_light();
     }
-    fn keep_alive(&self) -> bool {
-        true
-    }
-    fn idle(&mut self, engine: &mut Engine) {
+
+    /// Waits up to `wait` for an exec (sleeps without the connector) and
+    /// looks at the processes that exec'd.
+    pub(crate) fn wait_for_execs(&mut self, engine: &mut dyn RunTracer, wait: Duration) {
         let Some(feed) = &self.execs else {
-            std::thread::sleep(self.idle_wait);
+            std::thread::sleep(wait);
             return;
         };
-        if let Some(pid) = feed.wait(self.idle_wait) {
+        if let Some(pid) = feed.wait(wait) {
             self.seen.insert(pid);
             self.consider(engine, pid);
             self.take_execs(engine);
         }
+    }
+}
+
+impl Observer for Watcher<'_> {
+    fn tick(&mut self, engine: &mut Engine) {
+        Watcher::tick(self, &mut Seizer(engine));
+    }
+    fn keep_alive(&self) -> bool {
+        true
+    }
+    fn idle(&mut self, engine: &mut Engine) {
+        let wait = self.idle_wait;
+        self.wait_for_execs(&mut Seizer(engine), wait);
     }
     fn window_done(&mut self, summary: Summary) {
         (self.on_summary)(summary);
@@ -479,12 +529,31 @@ pub fn watch_steered(
     }
     // The first directives, if already fetched, before the first scan.
     watcher.take_change();
-    let mut engine = Engine::new(None, false);
+    let mut engine = match ebpf::choose(opts.backend, None)? {
+        ebpf::Chosen::Ebpf(probe) => {
+            return crate::watch_ebpf::watch(&mut watcher, *probe, opts);
+        }
+        ebpf::Chosen::Ptrace => Engine::new(None, false),
+    };
     engine.set_wait_policy(opts.wait);
     // The processes running now, at once rather than after the first tick.
-    watcher.scan(&mut engine);
-    // Said once ready: subscribed to the execs and past the first scan
-    // (a run that starts from here on is not missed for the start-up).
+    watcher.scan(&mut Seizer(&mut engine));
+    say_ready(opts);
+    crate::signals::tick_every(opts.scan_interval.as_micros().max(1) as u64);
+    let result = engine.run(&mut watcher);
+    crate::signals::quiet();
+    for s in engine.take_sessions() {
+        if s.threads > 0 {
+            (watcher.on_summary)(summarize(&s));
+        }
+    }
+    watcher.finish_light();
+    result.map_err(Into::into)
+}
+
+/// Said once ready: subscribed to the execs and past the first scan (a
+/// run that starts from here on is not missed for the start-up).
+pub(crate) fn say_ready(opts: &WatchOptions) {
     eprintln!(
         "edge-agent: watching for {:?}{}",
         opts.pattern,
@@ -494,19 +563,23 @@ pub fn watch_steered(
             ""
         }
     );
-    crate::signals::tick_every(opts.scan_interval.as_micros().max(1) as u64);
-    let result = engine.run(&mut watcher);
-    crate::signals::quiet();
-    for s in engine.take_sessions() {
-        if s.threads > 0 {
-            (watcher.on_summary)(summarize(&s));
+}
+
+impl Watcher<'_> {
+    /// The first scan: the matching processes running now, at once rather
+    /// than after the first tick.
+    pub(crate) fn first_scan(&mut self, engine: &mut dyn RunTracer) {
+        self.scan(engine);
+    }
+
+    /// At the stop: the light runs' last samples, and the records of
+    /// those still open.
+    pub(crate) fn finish_light(&mut self) {
+        self.sample_light();
+        for record in self.light.take_open() {
+            (self.on_summary)(record);
         }
     }
-    watcher.sample_light();
-    for record in watcher.light.take_open() {
-        (watcher.on_summary)(record);
-    }
-    result.map_err(Into::into)
 }
 
 #[cfg(test)]

@@ -20,12 +20,14 @@ pub const TRANS_LEN: usize = 16;
 /// per CPU.
 #[derive(Debug, Default)]
 pub struct Generation {
-    /// AGG: `id << 16 | fd_kind << 8 | generation` and its per-CPU values.
+    /// AGG: `id << 16 | fd_kind << 8 | slot << 1 | generation` and its
+    /// per-CPU values.
     pub keys: Vec<(u32, Vec<[u8; AGG_LEN]>)>,
-    /// ERRNOS: `id << 32 | fd_kind << 24 | generation << 16 | errno`, per
-    /// CPU.
+    /// ERRNOS: `id << 32 | fd_kind << 24 | slot << 17 | generation << 16 |
+    /// errno`, per CPU.
     pub errnos: Vec<(u64, Vec<u64>)>,
-    /// TRANS: `previous id << 32 | id << 16 | generation`, per CPU.
+    /// TRANS: `previous id << 32 | id << 16 | slot << 1 | generation`, per
+    /// CPU.
     pub transitions: Vec<(u64, Vec<[u8; TRANS_LEN]>)>,
 }
 
@@ -37,6 +39,21 @@ fn key_of(id: u64, fd_kind: u64) -> Option<Key> {
         id: SyscallId(id),
         fd_kind: FdKind::from_u8(u8::try_from(fd_kind).ok()?)?,
     })
+}
+
+/// The run's slot in an AGG key (`slot << 1`).
+pub fn agg_slot(key: u32) -> u8 {
+    ((key >> 1) & 0x3f) as u8
+}
+
+/// The run's slot in an ERRNOS key (`slot << 17`).
+pub fn errno_slot(key: u64) -> u8 {
+    ((key >> 17) & 0x3f) as u8
+}
+
+/// The run's slot in a TRANS key (`slot << 1`).
+pub fn transition_slot(key: u64) -> u8 {
+    ((key >> 1) & 0x3f) as u8
 }
 
 /// The generation bit of an AGG key.
@@ -167,6 +184,30 @@ mod tests {
                 gen
             );
             assert_eq!(transition_generation(0xffff << 32 | 0xffff << 16 | g), gen);
+        }
+    }
+
+    /// The slot sits beside the generation bit, as `bpf/syscalls.bpf.c`
+    /// puts it, and neither disturbs the other nor the id, kind or errno.
+    #[test]
+    fn slots_follow_the_c_key_layouts() {
+        for (slot, gen) in [(0u64, 1u64), (1, 0), (63, 1), (42, 0)] {
+            let g = gen | slot << 1;
+            let agg = 0xffff << 16 | 7 << 8 | g as u32;
+            assert_eq!((agg_slot(agg), agg_generation(agg)), (slot as u8, gen as u8));
+            assert_eq!(agg >> 8 & 0xff, 7);
+            let errno = 0xffff << 32 | 7 << 24 | g << 16 | 0xffff;
+            assert_eq!(
+                (errno_slot(errno), errno_generation(errno)),
+                (slot as u8, gen as u8)
+            );
+            assert_eq!((errno >> 24 & 0xff, errno & 0xffff), (7, 0xffff));
+            let trans = 0xffff << 32 | 0xfffe << 16 | g;
+            assert_eq!(
+                (transition_slot(trans), transition_generation(trans)),
+                (slot as u8, gen as u8)
+            );
+            assert_eq!(trans >> 16 & 0xffff, 0xfffe);
         }
     }
 

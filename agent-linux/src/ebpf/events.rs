@@ -26,6 +26,8 @@ pub enum Record {
         process: bool,
         /// When (monotonic ns).
         at_ns: u64,
+        /// The run's slot (its parent's).
+        slot: u8,
     },
     /// A traced thread ended.
     Exit {
@@ -39,6 +41,8 @@ pub enum Record {
         status: i32,
         /// When it ended (monotonic ns).
         at_ns: u64,
+        /// The run's slot.
+        slot: u8,
     },
     /// A call that entered before a cut and ended after it: in flight at
     /// that cut.
@@ -49,6 +53,8 @@ pub enum Record {
         call: Pending,
         /// The cut (monotonic ns).
         cut_ns: u64,
+        /// The run's slot.
+        slot: u8,
     },
 }
 
@@ -88,12 +94,14 @@ impl Record {
         let nr = u32_at(b, 12);
         let at_ns = u64_at(b, 16);
         let flag = b[33] != 0;
+        let slot = b[34];
         match kind {
             KIND_FORK => Some(Record::Fork {
                 tid,
                 tgid,
                 process: flag,
                 at_ns,
+                slot,
             }),
             KIND_EXIT => Some(Record::Exit {
                 tid,
@@ -101,6 +109,7 @@ impl Record {
                 process_ended: flag,
                 status: nr as i32,
                 at_ns,
+                slot,
             }),
             KIND_CROSSED => Some(Record::Crossed {
                 tid,
@@ -110,6 +119,7 @@ impl Record {
                     entry_ns: at_ns,
                 },
                 cut_ns: u64_at(b, 24),
+                slot,
             }),
             _ => None,
         }
@@ -128,6 +138,11 @@ pub struct Pending {
     pub fd_kind: FdKind,
     /// When it entered (monotonic ns).
     pub entry_ns: u64,
+}
+
+/// The run's slot in one THREADS value (`struct thread`'s `slot`).
+pub fn thread_slot(b: &[u8]) -> Option<u8> {
+    (b.len() >= THREAD_LEN).then(|| b[30])
 }
 
 impl Pending {
@@ -163,6 +178,7 @@ mod tests {
         b[24..32].copy_from_slice(&300u64.to_ne_bytes());
         b[32] = fd_kind;
         b[33] = flag;
+        b[34] = 9;
         b
     }
 
@@ -175,6 +191,7 @@ mod tests {
                 tgid: 40,
                 process: true,
                 at_ns: 250,
+                slot: 9,
             })
         );
         assert_eq!(
@@ -185,6 +202,7 @@ mod tests {
                 process_ended: false,
                 status: 3,
                 at_ns: 250,
+                slot: 9,
             })
         );
         assert_eq!(
@@ -197,6 +215,7 @@ mod tests {
                     entry_ns: 250
                 },
                 cut_ns: 300,
+                slot: 9,
             })
         );
     }
@@ -218,6 +237,8 @@ mod tests {
         b[0..8].copy_from_slice(&1234u64.to_ne_bytes());
         b[24..26].copy_from_slice(&7u16.to_ne_bytes());
         b[28] = 5;
+        b[30] = 4;
+        assert_eq!(thread_slot(&b), Some(4));
         assert_eq!(
             Pending::parse(&b),
             Some(Pending {

@@ -14,9 +14,11 @@ use aya::programs::RawTracePoint;
 use aya::{Ebpf, EbpfLoader};
 
 use super::aggregate::{
-    agg_generation, errno_generation, transition_generation, Generation, AGG_LEN, TRANS_LEN,
+    agg_generation, agg_slot, errno_generation, errno_slot, transition_generation,
+    transition_slot, Generation, AGG_LEN, TRANS_LEN,
 };
-use super::events::{Pending, Record, THREAD_LEN};
+use super::events::{thread_slot, Pending, Record, THREAD_LEN};
+use super::MAX_SLOTS;
 use crate::arch::{Abi, Native};
 use crate::fd::FdRoles;
 use crate::sys;
@@ -59,6 +61,7 @@ mod host {
 pub struct Probe {
     /// Owns the programs and their links: dropping it detaches them.
     _ebpf: Ebpf,
+    /// Per traced tgid: its run's slot.
     traced: HashMap<MapData, u32, u8>,
     /// Per tid: the call in flight, the previous call.
     threads: HashMap<MapData, u32, [u8; THREAD_LEN]>,
@@ -153,40 +156,42 @@ impl Probe {
             first,
         };
         // No cut until the caller sets one.
-        probe.set_cut(u64::MAX, 0)?;
+        for slot in 0..MAX_SLOTS {
+            probe.set_cut(slot, u64::MAX, 0)?;
+        }
         Ok(probe)
     }
 
-    /// Tells the program the next window cut (`u64::MAX`: none): calls
-    /// ending before it go to generation `generation`, later ones to the
-    /// other.
-    pub fn set_cut(&mut self, cut_ns: u64, generation: u8) -> anyhow::Result<()> {
+    /// Tells the program the next window cut of run `slot` (`u64::MAX`:
+    /// none): its calls ending before it go to generation `generation`,
+    /// later ones to the other.
+    pub fn set_cut(&mut self, slot: u8, cut_ns: u64, generation: u8) -> anyhow::Result<()> {
         let value = (cut_ns & !1) | (generation & 1) as u64;
         self.control
-            .set(0, value, 0)
+            .set(slot as u32, value, 0)
             .context("cannot set the program's next cut")
     }
 
-    /// Takes generation `generation` out of the kernel's aggregates (every
-    /// generation when `None`): reads its entries and deletes them, ready
-    /// for reuse. The kernel must not write that generation meanwhile
-    /// (the cut it ends at has passed), else what it adds between the read
-    /// and the delete is lost.
-    pub fn take_generation(&mut self, generation: Option<u8>) -> Generation {
-        let wanted = |g: u8| generation.is_none_or(|w| w == g);
+    /// Takes run `slot`'s generation `generation` out of the kernel's
+    /// aggregates (every generation when `None`): reads its entries and
+    /// deletes them, ready for reuse. The kernel must not write that
+    /// generation meanwhile (the cut it ends at has passed), else what it
+    /// adds between the read and the delete is lost.
+    pub fn take_generation(&mut self, slot: u8, generation: Option<u8>) -> Generation {
+        let wanted = |s: u8, g: u8| s == slot && generation.is_none_or(|w| w == g);
         let mut taken = Generation::default();
         for (key, values) in self.agg.iter().flatten() {
-            if wanted(agg_generation(key)) {
+            if wanted(agg_slot(key), agg_generation(key)) {
                 taken.keys.push((key, values.to_vec()));
             }
         }
         for (key, values) in self.errnos.iter().flatten() {
-            if wanted(errno_generation(key)) {
+            if wanted(errno_slot(key), errno_generation(key)) {
                 taken.errnos.push((key, values.to_vec()));
             }
         }
         for (key, values) in self.transitions.iter().flatten() {
-            if wanted(transition_generation(key)) {
+            if wanted(transition_slot(key), transition_generation(key)) {
                 taken.transitions.push((key, values.to_vec()));
             }
         }
@@ -216,10 +221,11 @@ impl Probe {
             .collect()
     }
 
-    /// When the first traced call came (monotonic ns), if one did.
-    pub fn first_call_ns(&self) -> Option<u64> {
+    /// When run `slot`'s first traced call came (monotonic ns), if one
+    /// did.
+    pub fn first_call_ns(&self, slot: u8) -> Option<u64> {
         self.first
-            .get(&0, 0)
+            .get(&(slot as u32), 0)
             .ok()?
             .iter()
             .copied()
@@ -228,17 +234,52 @@ impl Probe {
     }
 
     /// Traces the process `tgid` (all its threads) and, through the fork
-    /// tracepoint, its future children.
-    pub fn trace(&mut self, tgid: u32) -> anyhow::Result<()> {
+    /// tracepoint, its future children, as run `slot`.
+    pub fn trace(&mut self, tgid: u32, slot: u8) -> anyhow::Result<()> {
+        if slot >= MAX_SLOTS {
+            anyhow::bail!("run slot {slot} is not below {MAX_SLOTS}");
+        }
+        // The slot's first-call time starts afresh for the new run.
+        let none = aya::maps::PerCpuValues::try_from(vec![0u64; self.first_cpus()])
+            .context("cannot size the first-call map")?;
+        self.first
+            .set(slot as u32, none, 0)
+            .context("cannot reset the run's first-call time")?;
         self.traced
-            .insert(tgid, 1, 0)
+            .insert(tgid, slot, 0)
             .with_context(|| format!("cannot add process {tgid} to the traced set"))
+    }
+
+    /// Takes process `tgid` out of the traced set (one that ended before
+    /// it was put in).
+    pub fn untrace(&mut self, tgid: u32) {
+        let _ = self.traced.remove(&tgid);
+    }
+
+    fn first_cpus(&self) -> usize {
+        self.first.get(&0, 0).map_or(1, |v| v.len())
     }
 
     /// Whether any traced process is still alive (the kernel removes a
     /// process from the set when its last thread ends).
     pub fn any_traced(&self) -> bool {
         self.traced.keys().next().is_some()
+    }
+
+    /// Per slot, whether a process of that run is still traced.
+    pub fn live_slots(&self) -> [bool; MAX_SLOTS as usize] {
+        let mut live = [false; MAX_SLOTS as usize];
+        for (_, slot) in self.traced.iter().flatten() {
+            if let Some(l) = live.get_mut(slot as usize) {
+                *l = true;
+            }
+        }
+        live
+    }
+
+    /// Whether process `tgid` is traced (in any run).
+    pub fn is_traced(&self, tgid: u32) -> bool {
+        self.traced.get(&tgid, 0).is_ok()
     }
 
     /// Waits up to `timeout_ms` for records (the program wakes the reader
@@ -262,11 +303,14 @@ impl Probe {
         bad
     }
 
-    /// Hands every call in flight now to `each` (tid, call). The kernel
-    /// changes the map while it is read: a call that ends meanwhile may be
-    /// left out.
-    pub fn in_flight(&self, mut each: impl FnMut(u32, Pending)) {
+    /// Hands every call of run `slot` in flight now to `each` (tid,
+    /// call). The kernel changes the map while it is read: a call that
+    /// ends meanwhile may be left out.
+    pub fn in_flight(&self, slot: u8, mut each: impl FnMut(u32, Pending)) {
         for (tid, value) in self.threads.iter().flatten() {
+            if thread_slot(&value) != Some(slot) {
+                continue;
+            }
             if let Some(p) = Pending::parse(&value) {
                 each(tid, p);
             }

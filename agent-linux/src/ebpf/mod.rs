@@ -47,6 +47,11 @@ pub use unsupported::{runner, Probe};
 /// aggregated in the kernel).
 pub const RING_BYTES: u32 = 8 << 20;
 
+/// Runs the kernel tells apart (`MAX_SLOTS` in `bpf/syscalls.bpf.c`; its
+/// key layouts hold 6 bits of slot). `run` and `attach` use slot 0;
+/// `watch` one per matched run, and skips runs beyond these.
+pub const MAX_SLOTS: u8 = 64;
+
 /// What the user asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Choice {

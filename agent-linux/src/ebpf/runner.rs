@@ -14,6 +14,7 @@ use anyhow::{anyhow, bail, Context};
 use super::aggregate;
 use super::events::{Pending, Record};
 use super::loader::Probe;
+use super::MAX_SLOTS;
 use crate::backend::ptrace::read_cpu_time;
 use crate::engine::rotate::note_in_flight;
 use crate::engine::Session;
@@ -48,27 +49,47 @@ pub struct RunnerStats {
     pub polls: u64,
 }
 
-/// A session fed by the BPF program.
+/// One run the kernel counts in a slot of its own: its session and where
+/// its windows are.
+#[derive(Debug)]
+struct Run {
+    session: Session,
+    /// The generation the kernel fills until the run's next cut.
+    generation: u8,
+    /// The root process's last thread ended (its wait status, its time).
+    root_end: Option<(i32, u64)>,
+    /// The run's processes alive now (for the windows' process counts).
+    live_processes: u32,
+}
+
+/// A run that ended or was let go: its session (summarize it) and how
+/// its root ended, if it did while traced.
+#[derive(Debug)]
+pub struct Finished {
+    /// The run's session, its last windows cut.
+    pub session: Session,
+    /// The root's wait status and end (monotonic ns), if it ended.
+    pub root_end: Option<(i32, u64)>,
+}
+
+/// Sessions fed by one BPF program, each in a slot of the kernel's
+/// aggregates (`run` and `attach`: one, slot 0; `watch`: one per matched
+/// run).
 ///
 /// Windows ([`Session::set_window`]) are cut with the engine's own code
 /// ([`Session::cut_windows`], [`Session::emit_windows`]). The kernel counts
 /// a call in the window its exit time falls in: it keeps two generations
-/// of its aggregates and puts a call ending before the next cut (which
-/// the runner tells it) in one, later calls in the other. Once the clock
-/// has passed the cut by [`CUT_GRACE_NS`], the runner merges the ended
-/// generation into the window's collector, clears it, cuts, and tells
-/// the kernel the cut after.
+/// of each slot's aggregates and puts a call ending before the slot's next
+/// cut (which the runner tells it) in one, later calls in the other. Once
+/// the clock has passed the cut by [`CUT_GRACE_NS`], the runner merges the
+/// ended generation into the window's collector, clears it, cuts, and
+/// tells the kernel the cut after.
 #[derive(Debug)]
 pub struct Runner {
     probe: Probe,
-    session: Session,
+    /// Per slot, the run counted there.
+    runs: Vec<Option<Run>>,
     stats: RunnerStats,
-    /// The generation the kernel fills until the next cut.
-    generation: u8,
-    /// The root process's last thread ended (its wait status, its time).
-    root_end: Option<(i32, u64)>,
-    /// Traced processes alive now (for the windows' process counts).
-    live_processes: u32,
     /// One drain's records, handled after it (kept for its memory).
     batch: Vec<Record>,
     ns_per_tick: u64,
@@ -76,31 +97,96 @@ pub struct Runner {
 
 impl Runner {
     /// Starts feeding `session` (with its windows set, if any) from
-    /// `probe`; the caller adds the root process with [`Runner::trace`].
-    pub fn new(mut probe: Probe, session: Session) -> anyhow::Result<Runner> {
-        probe.set_cut(session.next_cut(), 0)?;
-        Ok(Runner {
+    /// `probe`, in slot 0; the caller adds the root process with
+    /// [`Runner::trace`].
+    pub fn new(probe: Probe, session: Session) -> anyhow::Result<Runner> {
+        let mut runner = Runner::empty(probe);
+        runner.add_run(0, session)?;
+        Ok(runner)
+    }
+
+    /// A runner with no run yet ([`Runner::add_run`]).
+    pub fn empty(probe: Probe) -> Runner {
+        Runner {
             probe,
-            session,
+            runs: (0..MAX_SLOTS).map(|_| None).collect(),
             stats: RunnerStats::default(),
+            batch: Vec::with_capacity(256),
+            ns_per_tick: sys::ns_per_clock_tick(),
+        }
+    }
+
+    /// A slot no run holds, if one is left.
+    pub fn free_slot(&self) -> Option<u8> {
+        self.runs.iter().position(Option::is_none).map(|i| i as u8)
+    }
+
+    /// Feeds `session` from slot `slot` (free: [`Runner::free_slot`]); the
+    /// caller adds its root with [`Runner::trace_in`].
+    pub fn add_run(&mut self, slot: u8, session: Session) -> anyhow::Result<()> {
+        let Some(free @ None) = self.runs.get_mut(slot as usize) else {
+            bail!("run slot {slot} is taken or not one");
+        };
+        // Whatever an earlier run of this slot left (nothing, unless it
+        // was let go) must not count for this one.
+        let _ = self.probe.take_generation(slot, None);
+        self.probe.set_cut(slot, session.next_cut(), 0)?;
+        *free = Some(Run {
+            session,
             generation: 0,
             root_end: None,
             live_processes: 0,
-            batch: Vec::with_capacity(256),
-            ns_per_tick: sys::ns_per_clock_tick(),
-        })
+        });
+        Ok(())
     }
 
     /// Traces process `tgid` (its threads `tids` now) and its future
-    /// children; `cpu_base`: the CPU time it had used so far (what the
-    /// summary does not count).
+    /// children in slot 0; `cpu_base`: the CPU time it had used so far (what
+    /// the summary does not count).
     pub fn trace(&mut self, tgid: Tid, tids: &[Tid], cpu_base: CpuTime) -> anyhow::Result<()> {
-        self.probe.trace(tgid as u32)?;
-        self.live_processes += 1;
+        self.trace_in(0, tgid, tids, cpu_base)
+    }
+
+    /// [`Runner::trace`] for the run in slot `slot`.
+    pub fn trace_in(
+        &mut self,
+        slot: u8,
+        tgid: Tid,
+        tids: &[Tid],
+        cpu_base: CpuTime,
+    ) -> anyhow::Result<()> {
+        let Some(Some(run)) = self.runs.get_mut(slot as usize) else {
+            bail!("no run in slot {slot}");
+        };
+        self.probe.trace(tgid as u32, slot)?;
+        // Gone before it joined the set: the kernel never saw it end, so
+        // it would stay in the set for good.
+        if has_ended(tgid) {
+            self.probe.untrace(tgid as u32);
+            bail!("process {tgid} ended before it was traced");
+        }
+        run.live_processes += 1;
         for &tid in tids {
-            self.session.thread_added(tgid, tid == tgid, cpu_base);
+            run.session.thread_added(tgid, tid == tgid, cpu_base);
         }
         Ok(())
+    }
+
+    /// Traces the running process `pid` (all its threads, its future
+    /// children) as `session`, in the free slot `slot`: what it used
+    /// before counts for nothing. On an error the slot is free again.
+    pub fn trace_running(&mut self, slot: u8, session: Session, pid: Tid) -> anyhow::Result<()> {
+        let tids = threads_of(pid);
+        let base = read_cpu_time(pid, self.ns_per_tick).unwrap_or_default();
+        self.add_run(slot, session)?;
+        self.trace_in(slot, pid, &tids, base).inspect_err(|_| {
+            self.runs[slot as usize] = None;
+        })
+    }
+
+    /// Whether process `tgid` is traced (by any run).
+    pub fn is_traced(&self, tgid: Tid) -> bool {
+        self.probe.is_traced(tgid as u32)
     }
 
     /// Waits up to `timeout_ms` for records, handles them, cuts the
@@ -119,11 +205,23 @@ impl Runner {
         Ok(())
     }
 
+    /// The next cut of the run in `slot`, if one runs there.
+    fn next_cut(&self, slot: u8) -> Option<u64> {
+        Some(self.runs.get(slot as usize)?.as_ref()?.session.next_cut())
+    }
+
     /// Handles the records in the ring and cuts the windows `now` passed.
     fn step(&mut self, now: u64) {
-        if now >= self.session.next_cut() {
+        let latest_passed = self
+            .runs
+            .iter()
+            .flatten()
+            .map(|r| r.session.next_cut())
+            .filter(|&c| c <= now)
+            .max();
+        if let Some(cut) = latest_passed {
             // Let the calls that crossed the cut reach the ring first.
-            wait_until(self.session.next_cut().saturating_add(CUT_GRACE_NS));
+            wait_until(cut.saturating_add(CUT_GRACE_NS));
         }
         let mut batch = std::mem::take(&mut self.batch);
         batch.clear();
@@ -134,15 +232,20 @@ impl Runner {
                     tgid,
                     process,
                     at_ns,
+                    slot,
                     ..
                 } => {
-                    if at_ns >= self.session.next_cut() {
-                        self.cut(at_ns, &batch[i..]);
+                    if self.next_cut(slot).is_some_and(|c| at_ns >= c) {
+                        self.cut(slot, at_ns, &batch[i..]);
                     }
+                    // A record of a run already finished: nobody's now.
+                    let Some(Some(run)) = self.runs.get_mut(slot as usize) else {
+                        continue;
+                    };
                     // A new process starts at zero CPU time.
-                    self.session
+                    run.session
                         .thread_added(tgid as Tid, process, CpuTime::default());
-                    self.live_processes += process as u32;
+                    run.live_processes += process as u32;
                 }
                 Record::Exit {
                     tid: _,
@@ -150,21 +253,26 @@ impl Runner {
                     process_ended,
                     status,
                     at_ns,
+                    slot,
                 } => {
-                    if at_ns >= self.session.next_cut() {
-                        self.cut(at_ns, &batch[i..]);
+                    if self.next_cut(slot).is_some_and(|c| at_ns >= c) {
+                        self.cut(slot, at_ns, &batch[i..]);
                     }
+                    let ns_per_tick = self.ns_per_tick;
+                    let Some(Some(run)) = self.runs.get_mut(slot as usize) else {
+                        continue;
+                    };
                     // The process is whole (or a zombie not reaped yet):
                     // its last reading.
-                    self.read_cpu(tgid as Tid);
-                    self.session.cpu_thread_removed(tgid as Tid);
-                    let s = &mut self.session;
+                    read_cpu(&mut run.session, tgid as Tid, ns_per_tick);
+                    run.session.cpu_thread_removed(tgid as Tid);
+                    let s = &mut run.session;
                     s.live = s.live.saturating_sub(1);
                     s.end_ns = s.end_ns.max(at_ns);
                     if process_ended {
-                        self.live_processes = self.live_processes.saturating_sub(1);
+                        run.live_processes = run.live_processes.saturating_sub(1);
                         if tgid == s.root as u32 {
-                            self.root_end = Some((status, at_ns));
+                            run.root_end = Some((status, at_ns));
                         }
                     }
                 }
@@ -172,48 +280,56 @@ impl Runner {
                 Record::Crossed { .. } => {}
             }
         }
-        self.cut(now, &batch);
+        for slot in 0..MAX_SLOTS {
+            self.cut(slot, now, &batch);
+        }
         self.batch = batch;
     }
 
-    fn read_cpu(&mut self, tgid: Tid) {
-        if let Some(t) = read_cpu_time(tgid, self.ns_per_tick) {
-            self.session.cpu_read(tgid, t);
-        }
-    }
-
-    /// Merges `generation` (or every generation) of the kernel's
-    /// aggregates into the current window's collector.
-    fn merge(&mut self, generation: Option<u8>) {
-        let taken = self.probe.take_generation(generation);
-        let (calls, bad) = aggregate::merge(&taken, &mut self.session.collector);
+    /// Merges `generation` (or every generation) of run `slot`'s
+    /// aggregates in the kernel into its current window's collector.
+    fn merge(&mut self, slot: u8, generation: Option<u8>) {
+        let Some(Some(run)) = self.runs.get_mut(slot as usize) else {
+            return;
+        };
+        let taken = self.probe.take_generation(slot, generation);
+        let (calls, bad) = aggregate::merge(&taken, &mut run.session.collector);
         self.stats.syscalls += calls;
         self.stats.unreadable += bad;
-        if let Some(first) = self.probe.first_call_ns() {
-            self.session.note_call(first);
+        if let Some(first) = self.probe.first_call_ns(slot) {
+            run.session.note_call(first);
         }
     }
 
-    /// Cuts the windows whose boundary `now` reached: merges the ended
-    /// generation, notes the calls in flight at the boundary (those the
-    /// kernel holds now that entered before it, and those among `records`
-    /// that crossed it), cuts, and moves the kernel to the next cut.
-    fn cut(&mut self, now: u64, records: &[Record]) {
-        let boundary = self.session.next_cut();
-        if now < boundary {
+    /// Cuts run `slot`'s windows whose boundary `now` reached: merges the
+    /// ended generation, notes the calls in flight at the boundary (those
+    /// the kernel holds now that entered before it, and those among
+    /// `records` that crossed it), cuts, and moves the kernel to the next
+    /// cut.
+    fn cut(&mut self, slot: u8, now: u64, records: &[Record]) {
+        let Some(boundary) = self.next_cut(slot).filter(|&b| now >= b) else {
             return;
-        }
+        };
         wait_until(boundary.saturating_add(CUT_GRACE_NS));
-        self.merge(Some(self.generation));
+        let Some(generation) = self.runs[slot as usize].as_ref().map(|r| r.generation) else {
+            return;
+        };
+        self.merge(slot, Some(generation));
         let mut pending: Vec<(u32, Pending)> = Vec::new();
-        self.probe.in_flight(|tid, p| {
+        self.probe.in_flight(slot, |tid, p| {
             if p.entry_ns < boundary {
                 pending.push((tid, p));
             }
         });
         for r in records {
-            if let Record::Crossed { tid, call, cut_ns } = *r {
-                if cut_ns == boundary {
+            if let Record::Crossed {
+                tid,
+                call,
+                cut_ns,
+                slot: of,
+            } = *r
+            {
+                if cut_ns == boundary && of == slot {
                     pending.push((tid, call));
                 }
             }
@@ -221,30 +337,24 @@ impl Runner {
         // A call ending while the map was read may be in both.
         pending.sort_unstable_by_key(|&(tid, p)| (tid, p.entry_ns));
         pending.dedup_by_key(|&mut (tid, p)| (tid, p.entry_ns));
+        let Some(run) = self.runs[slot as usize].as_mut() else {
+            return;
+        };
         let mut flying = InFlight::default();
         for (tid, p) in pending {
-            note_in_flight(&mut flying, self.in_flight_call(tid, p));
+            note_in_flight(&mut flying, in_flight_call(&run.session, tid, p));
         }
-        let live = (self.live_processes, self.session.live);
-        self.session.cut_windows(now, flying, live);
+        let live = (run.live_processes, run.session.live);
+        run.session.cut_windows(now, flying, live);
         // The kernel now counts calls before the next cut in the other
         // generation (where it has been putting those after this one),
         // and later ones in this one, just cleared.
-        self.generation ^= 1;
-        if let Err(e) = self.probe.set_cut(self.session.next_cut(), self.generation) {
+        run.generation ^= 1;
+        let (next, generation) = (run.session.next_cut(), run.generation);
+        if let Err(e) = self.probe.set_cut(slot, next, generation) {
             // The kernel keeps counting, all in one generation: the
             // windows after this one merge late, none is lost.
             eprintln!("edge-agent: {e:#}");
-        }
-    }
-
-    fn in_flight_call(&self, tid: u32, p: Pending) -> InFlightCall {
-        InFlightCall {
-            tid,
-            id: p.id,
-            fd_kind: p.fd_kind,
-            peer: None,
-            start_unix_ns: self.session.to_unix_ns(p.entry_ns),
         }
     }
 
@@ -252,8 +362,10 @@ impl Runner {
     /// time of the live processes is read now).
     fn emit(&mut self, on_window: &mut dyn FnMut(Summary)) {
         let ns_per_tick = self.ns_per_tick;
-        self.session
-            .emit_windows(|tgid| read_cpu_time(tgid, ns_per_tick), on_window);
+        for run in self.runs.iter_mut().flatten() {
+            run.session
+                .emit_windows(|tgid| read_cpu_time(tgid, ns_per_tick), on_window);
+        }
     }
 
     /// Whether a traced process is still alive.
@@ -261,50 +373,142 @@ impl Runner {
         self.probe.any_traced()
     }
 
-    /// Handles what is left, cuts the windows that ended before the end
-    /// (`detached`: the agent lets go now; else the last thread's exit),
-    /// merges what the kernel counted since, notes the calls in flight
-    /// when the agent lets go, detaches (drops the programs) and returns
-    /// the session and the counters.
-    pub fn finish(
-        mut self,
+    /// The slots of the runs whose processes have all ended (the kernel
+    /// took the last one out of its traced set).
+    pub fn ended_runs(&self) -> Vec<u8> {
+        let live = self.probe.live_slots();
+        (0..MAX_SLOTS)
+            .filter(|&s| self.runs[s as usize].is_some() && !live[s as usize])
+            .collect()
+    }
+
+    /// The slots runs hold now.
+    pub fn runs(&self) -> Vec<u8> {
+        (0..MAX_SLOTS)
+            .filter(|&s| self.runs[s as usize].is_some())
+            .collect()
+    }
+
+    /// Handles what is left, cuts run `slot`'s windows that ended before
+    /// its end (`detached`: the agent lets go now; else the last thread's
+    /// exit), merges what the kernel counted since, notes the calls in
+    /// flight when the agent lets go, and frees the slot. `None`: no run
+    /// there.
+    pub fn finish_run(
+        &mut self,
+        slot: u8,
         detached: bool,
         on_window: &mut dyn FnMut(Summary),
-    ) -> (Session, RunnerStats, Option<(i32, u64)>) {
+    ) -> Option<Finished> {
+        self.runs.get(slot as usize)?.as_ref()?;
         let now = sys::monotonic_ns();
         self.step(now);
-        let end = if detached { now } else { self.session.end_ns };
-        self.cut(end, &[]);
+        let end = if detached {
+            now
+        } else {
+            self.runs[slot as usize].as_ref()?.session.end_ns
+        };
+        self.cut(slot, end, &[]);
         self.emit(on_window);
         if detached {
             // The programs run on until the probe is dropped: freeze
             // the current generation at `now` (later calls go to the
             // other, never read), so that its keys, errnos and
             // transitions are read as one consistent set.
-            if let Err(e) = self.probe.set_cut(now, self.generation) {
+            let generation = self.runs[slot as usize].as_ref()?.generation;
+            if let Err(e) = self.probe.set_cut(slot, now, generation) {
                 eprintln!("edge-agent: {e:#}");
             }
             wait_until(now.saturating_add(CUT_GRACE_NS));
-            self.merge(Some(self.generation));
+            self.merge(slot, Some(generation));
         } else {
-            // Every traced process has ended: nothing writes any more.
-            self.merge(None);
+            // Every process of the run has ended: nothing writes any more.
+            self.merge(slot, None);
         }
-        for tgid in self.session.cpu_live_processes() {
-            self.read_cpu(tgid);
+        let mut calls = Vec::new();
+        if detached {
+            self.probe.in_flight(slot, |tid, p| calls.push((tid, p)));
+        }
+        let ns_per_tick = self.ns_per_tick;
+        let mut run = self.runs[slot as usize].take()?;
+        for tgid in run.session.cpu_live_processes() {
+            read_cpu(&mut run.session, tgid, ns_per_tick);
         }
         if detached {
             let mut flying = InFlight::default();
-            let mut calls = Vec::new();
-            self.probe.in_flight(|tid, p| calls.push((tid, p)));
             for (tid, p) in calls {
-                note_in_flight(&mut flying, self.in_flight_call(tid, p));
+                note_in_flight(&mut flying, in_flight_call(&run.session, tid, p));
             }
-            self.session.in_flight_at_end = flying;
+            run.session.in_flight_at_end = flying;
         }
         self.stats.lost = self.probe.lost();
         self.stats.uncounted = self.probe.uncounted();
-        (self.session, self.stats, self.root_end)
+        Some(Finished {
+            session: run.session,
+            root_end: run.root_end,
+        })
+    }
+
+    /// The backend's counters so far (lost and uncounted as of the last
+    /// run finished).
+    pub fn stats(&self) -> RunnerStats {
+        self.stats
+    }
+
+    /// [`Runner::finish_run`] for the run in slot 0, and the counters.
+    pub fn finish(
+        mut self,
+        detached: bool,
+        on_window: &mut dyn FnMut(Summary),
+    ) -> anyhow::Result<(Session, RunnerStats, Option<(i32, u64)>)> {
+        let done = self
+            .finish_run(0, detached, on_window)
+            .ok_or_else(|| anyhow!("no run in slot 0"))?;
+        Ok((done.session, self.stats, done.root_end))
+    }
+}
+
+/// The threads of process `pid` now (itself at least).
+fn threads_of(pid: Tid) -> Vec<Tid> {
+    let mut tids: Vec<Tid> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    if !tids.contains(&pid) {
+        tids.push(pid);
+    }
+    tids
+}
+
+/// Whether process `pid` is gone or a zombie (its exit is past).
+fn has_ended(pid: Tid) -> bool {
+    let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    // The state follows the command name in parentheses, which may itself
+    // hold `)` and spaces.
+    let state = stat
+        .iter()
+        .rposition(|&b| b == b')')
+        .and_then(|at| stat.get(at + 2));
+    matches!(state, Some(b'Z' | b'X' | b'x'))
+}
+
+fn read_cpu(session: &mut Session, tgid: Tid, ns_per_tick: u64) {
+    if let Some(t) = read_cpu_time(tgid, ns_per_tick) {
+        session.cpu_read(tgid, t);
+    }
+}
+
+fn in_flight_call(session: &Session, tid: u32, p: Pending) -> InFlightCall {
+    InFlightCall {
+        tid,
+        id: p.id,
+        fd_kind: p.fd_kind,
+        peer: None,
+        start_unix_ns: session.to_unix_ns(p.entry_ns),
     }
 }
 
@@ -413,7 +617,7 @@ impl EbpfStarted {
             runner.poll(POLL_MS, on_window)?;
         }
         crate::signals::quiet();
-        let (mut session, stats, _) = runner.finish(detached, on_window);
+        let (mut session, stats, _) = runner.finish(detached, on_window)?;
         self.stats = stats;
         if detached {
             session.detached = true;
@@ -472,19 +676,9 @@ pub fn attach(
 ) -> anyhow::Result<(Summary, RunnerStats)> {
     let pid = opts.pid;
     let session = trace::attach_session(opts)?;
-    let mut tids: Vec<Tid> = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    if !tids.contains(&pid) {
-        tids.push(pid);
-    }
+    let mut runner = Runner::empty(probe);
     // What the process used before the agent came does not count.
-    let base = read_cpu_time(pid, sys::ns_per_clock_tick()).unwrap_or_default();
-    let mut runner = Runner::new(probe, session)?;
-    runner.trace(pid, &tids, base)?;
+    runner.trace_running(0, session, pid)?;
     let deadline = opts.duration.map(|d| std::time::Instant::now() + d);
     let mut detached = false;
     while runner.any_traced() {
@@ -497,7 +691,7 @@ pub fn attach(
         runner.poll(POLL_MS, on_window)?;
     }
     crate::signals::quiet();
-    let (mut session, stats, root_end) = runner.finish(detached, on_window);
+    let (mut session, stats, root_end) = runner.finish(detached, on_window)?;
     match root_end {
         Some((status, _)) if !detached => {
             session.root_status = Some(WaitStatus(status));

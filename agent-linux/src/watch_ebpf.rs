@@ -1,0 +1,165 @@
+//! `watch` on the eBPF backend: one BPF program, loaded once for the whole
+//! watch, counts every matched run in a slot of its own in the kernel (the
+//! process joins the traced set with the run's slot, its children inherit
+//! it), so several runs at once each get their own summary and windows. A
+//! run is never stopped; it ends when the kernel has taken its last
+//! process out of the set.
+//!
+//! The kernel tells [`MAX_SLOTS`] runs apart: a run matched while every
+//! slot is taken is not traced (said on stderr, with the count so far),
+//! as a run ptrace could not seize is not.
+
+use std::time::{Duration, Instant};
+
+use crate::ebpf::Probe;
+use crate::watch::{say_ready, WatchOptions, Watcher};
+
+/// The longest the loop waits for news (an exec, the ring): how late a
+/// run's end and a window's cut may be seen.
+const POLL: Duration = Duration::from_millis(20);
+
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod slots {
+    use agent_core::Summary;
+
+    use crate::ebpf::runner::{Finished, Runner};
+    use crate::ebpf::MAX_SLOTS;
+    use crate::engine::Session;
+    use crate::sys::{Tid, WaitStatus};
+    use crate::watch::RunTracer;
+
+    /// The runner as a [`RunTracer`]: a matched run takes a free slot.
+    pub struct Slots {
+        pub runner: Runner,
+        /// Runs not traced because every slot was taken.
+        pub skipped: u64,
+        /// Records lost and calls not counted, as last said.
+        said: (u64, u64),
+    }
+
+    impl Slots {
+        pub fn new(runner: Runner) -> Slots {
+            Slots {
+                runner,
+                skipped: 0,
+                said: (0, 0),
+            }
+        }
+
+        /// Run `slot`'s summary, ended (or let go: `detached`); says so
+        /// when the kernel lost records or calls since the last one (the
+        /// counters are the program's, not one run's).
+        pub fn finish(
+            &mut self,
+            slot: u8,
+            detached: bool,
+            on_window: &mut dyn FnMut(Summary),
+        ) -> Option<Summary> {
+            let Finished {
+                mut session,
+                root_end,
+            } = self.runner.finish_run(slot, detached, on_window)?;
+            match root_end {
+                Some((status, _)) if !detached => {
+                    session.root_status = Some(WaitStatus(status));
+                    session.live = 0;
+                }
+                _ => session.detached = true,
+            }
+            let stats = self.runner.stats();
+            if (stats.lost, stats.uncounted) != self.said {
+                eprintln!(
+                    "edge-agent: the BPF program lost {} task records and left {} calls uncounted so far (full ring or maps); the runs traced meanwhile miss them",
+                    stats.lost, stats.uncounted
+                );
+                self.said = (stats.lost, stats.uncounted);
+            }
+            Some(crate::trace::summarize(&session))
+        }
+    }
+
+    impl RunTracer for Slots {
+        fn is_traced(&self, pid: Tid) -> bool {
+            self.runner.is_traced(pid)
+        }
+        fn start(&mut self, session: Session, pid: Tid) -> anyhow::Result<()> {
+            let Some(slot) = self.runner.free_slot() else {
+                self.skipped += 1;
+                anyhow::bail!(
+                    "all {MAX_SLOTS} eBPF run slots are taken ({} runs skipped so far)",
+                    self.skipped
+                );
+            };
+            self.runner.trace_running(slot, session, pid)
+        }
+    }
+}
+
+/// Watches with `probe` until a stop is requested: each run's summary (and
+/// windows) to the watcher's `on_summary`; those still running at the stop
+/// are let go (they run on) and summarized.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub(crate) fn watch(
+    watcher: &mut Watcher<'_>,
+    probe: Probe,
+    opts: &WatchOptions,
+) -> anyhow::Result<()> {
+    use crate::ebpf::runner::Runner;
+    let mut slots = slots::Slots::new(Runner::empty(probe));
+    watcher.first_scan(&mut slots);
+    say_ready(opts);
+    let wait = POLL.min(watcher.idle_wait);
+    let mut next_tick = Instant::now() + opts.scan_interval;
+    let mut result = Ok(());
+    while crate::signals::stop_requested().is_none() {
+        if Instant::now() >= next_tick {
+            watcher.tick(&mut slots);
+            next_tick = Instant::now() + opts.scan_interval;
+        }
+        watcher.wait_for_execs(&mut slots, wait);
+        let on_summary = &mut *watcher.on_summary;
+        if let Err(e) = slots.runner.poll(0, on_summary) {
+            result = Err(e);
+            break;
+        }
+        for slot in slots.runner.ended_runs() {
+            if let Some(summary) = slots.finish(slot, false, on_summary) {
+                on_summary(summary);
+            }
+        }
+    }
+    for slot in slots.runner.runs() {
+        let on_summary = &mut *watcher.on_summary;
+        if let Some(summary) = slots.finish(slot, true, on_summary) {
+            on_summary(summary);
+        }
+    }
+    if slots.skipped > 0 {
+        eprintln!(
+            "edge-agent: {} matched runs were not traced (every eBPF run slot was taken)",
+            slots.skipped
+        );
+    }
+    watcher.finish_light();
+    result
+}
+
+/// No eBPF backend on this target: `ebpf::choose` never gives a probe.
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+pub(crate) fn watch(
+    _watcher: &mut Watcher<'_>,
+    probe: Probe,
+    _opts: &WatchOptions,
+) -> anyhow::Result<()> {
+    let _ = (POLL, Instant::now(), say_ready);
+    match probe {}
+}
