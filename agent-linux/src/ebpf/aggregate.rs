@@ -194,7 +194,10 @@ mod tests {
         for (slot, gen) in [(0u64, 1u64), (1, 0), (63, 1), (42, 0)] {
             let g = gen | slot << 1;
             let agg = 0xffff << 16 | 7 << 8 | g as u32;
-            assert_eq!((agg_slot(agg), agg_generation(agg)), (slot as u8, gen as u8));
+            assert_eq!(
+                (agg_slot(agg), agg_generation(agg)),
+                (slot as u8, gen as u8)
+            );
             assert_eq!(agg >> 8 & 0xff, 7);
             let errno = 0xffff << 32 | 7 << 24 | g << 16 | 0xffff;
             assert_eq!(

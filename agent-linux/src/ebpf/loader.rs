@@ -14,8 +14,8 @@ use aya::programs::RawTracePoint;
 use aya::{Ebpf, EbpfLoader};
 
 use super::aggregate::{
-    agg_generation, agg_slot, errno_generation, errno_slot, transition_generation,
-    transition_slot, Generation, AGG_LEN, TRANS_LEN,
+    agg_generation, agg_slot, errno_generation, errno_slot, transition_generation, transition_slot,
+    Generation, AGG_LEN, TRANS_LEN,
 };
 use super::events::{thread_slot, Pending, Record, THREAD_LEN};
 use super::MAX_SLOTS;
