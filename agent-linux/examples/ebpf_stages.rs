@@ -94,7 +94,7 @@ mod stages {
         let pid = sys::fork_stopped_exec(&setup).context("fork")?;
         sys::close(write_fd);
         sys::wait_pid(pid, libc::WUNTRACED, true).context("wait")?;
-        probe.trace(pid as u32)?;
+        probe.trace(pid as u32, 0)?;
         sys::kill(pid, libc::SIGCONT).context("continue")?;
         let mut records = 0u64;
         if drain {

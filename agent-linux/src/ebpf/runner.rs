@@ -460,11 +460,11 @@ impl Runner {
         mut self,
         detached: bool,
         on_window: &mut dyn FnMut(Summary),
-    ) -> anyhow::Result<(Session, RunnerStats, Option<(i32, u64)>)> {
+    ) -> anyhow::Result<(Finished, RunnerStats)> {
         let done = self
             .finish_run(0, detached, on_window)
             .ok_or_else(|| anyhow!("no run in slot 0"))?;
-        Ok((done.session, self.stats, done.root_end))
+        Ok((done, self.stats))
     }
 }
 
@@ -617,7 +617,7 @@ impl EbpfStarted {
             runner.poll(POLL_MS, on_window)?;
         }
         crate::signals::quiet();
-        let (mut session, stats, _) = runner.finish(detached, on_window)?;
+        let (Finished { mut session, .. }, stats) = runner.finish(detached, on_window)?;
         self.stats = stats;
         if detached {
             session.detached = true;
@@ -691,7 +691,13 @@ pub fn attach(
         runner.poll(POLL_MS, on_window)?;
     }
     crate::signals::quiet();
-    let (mut session, stats, root_end) = runner.finish(detached, on_window)?;
+    let (
+        Finished {
+            mut session,
+            root_end,
+        },
+        stats,
+    ) = runner.finish(detached, on_window)?;
     match root_end {
         Some((status, _)) if !detached => {
             session.root_status = Some(WaitStatus(status));
