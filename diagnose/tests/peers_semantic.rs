@@ -398,8 +398,9 @@ fn semantic_methods_run_with_fewer_than_three_peers_of_a_program() {
         "{:?}",
         d.notes
     );
-    // The statistical methods alone still refuse.
+    // The median and histogram methods alone still refuse.
     let statistical = Options {
+        link: false,
         errno: false,
         hang: false,
         ..Options::default()

@@ -339,6 +339,23 @@ pub fn add_peer(
     });
 }
 
+/// Lists a TCP peer at `ip` (port 49152) with `calls` calls that moved
+/// `bytes` bytes in the window (a link, for the link method).
+pub fn add_link(summary: &mut Summary, ip: [u8; 4], calls: u64, bytes: u64) {
+    let _ = summary.peers.list.push(agent_core::Peer {
+        addr: agent_core::PeerAddr {
+            transport: FdKind::Tcp,
+            ip: agent_core::PeerIp::V4(ip),
+            port: 49152,
+        },
+        calls,
+        bytes,
+        total_ns: calls.saturating_mul(50_000),
+        errors: 0,
+        last: None,
+    });
+}
+
 /// Empties a window of its calls (a stopped process's windows).
 pub fn silence(summary: &mut Summary) {
     summary.syscalls.clear();

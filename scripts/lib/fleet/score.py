@@ -16,20 +16,22 @@ import os
 import sys
 from collections import defaultdict
 
-METHODS = ("median", "histogram", "errno", "hang")
-STATISTICAL = ("median", "histogram")
+METHODS = ("median", "histogram", "link", "errno", "hang")
+STATISTICAL = ("median", "histogram", "link")
 SEMANTIC = ("errno", "hang")
 SEMANTIC_CAUSES = ("errno", "crash", "hang")
 
 
-# The causes each semantic method can name: its TP on other faults is n/a.
-NAMES = {"errno": ("errno",), "hang": ("crash", "hang")}
+# The causes a method can name when it cannot name every one: its TP on
+# other faults is n/a (its row is there for the false positives).
+NAMES = {"errno": ("errno",), "hang": ("crash", "hang"), "link": ("network",)}
 
 
 def methods_for(cause):
-    """The methods judged on a fault: the statistical ones on performance
-    faults, the semantic ones on errors, crashes and hangs, all four on
-    the fault-free control (any finding there is a false positive)."""
+    """The methods judged on a fault: the statistical ones (median,
+    histogram, link) on performance faults, the semantic ones on errors,
+    crashes and hangs, all five on the fault-free control (any finding
+    there is a false positive)."""
     if cause == "none":
         return METHODS
     return SEMANTIC if cause in SEMANTIC_CAUSES else STATISTICAL
@@ -135,12 +137,14 @@ def render(table, faults, workloads):
                 tp = "n/a" if fault == "none" or blind else (f"{cell['tp'] / n:.2f}" if n else "-")
                 fp = f"{cell['fp'] / n:.2f}" if n else "-"
                 false = ", ".join(f"{k}×{v}" for k, v in sorted(cell["false"].items())) or "-"
-                if method == "median":
+                if method == "median" or (method == "link" and fault == "network-hog"):
                     paper = "PVFS " + PVFS[(fault, workload)] if (fault, workload) in PVFS else "-"
                 elif method in SEMANTIC:
                     paper = "PVFS " + PVFS_SEMANTIC[fault] if fault in PVFS_SEMANTIC and not blind else "-"
-                else:
+                elif method == "histogram":
                     paper = "Hadoop " + HADOOP[fault] if fault in HADOOP else "-"
+                else:
+                    paper = "-"
                 missing = f" ({cell['missing']} failed)" if cell["missing"] else ""
                 ttd = cell["ttd"]
                 after = "-" if not ttd else f"{sum(ttd) / len(ttd):.1f} ({min(ttd):.1f}-{max(ttd):.1f})"
