@@ -29,7 +29,7 @@ pub struct MedianParams {
 impl Default for MedianParams {
     fn default() -> MedianParams {
         MedianParams {
-            k: 3,
+            k: 4,
             n: 5,
             margin: 0.25,
             floor: 0.25,
