@@ -29,11 +29,12 @@
 //! - a host over in k of n consecutive judged slices is flagged, cause
 //!   network, as the device at that address that lists the most links.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use super::fleet::{Fleet, Phase, Traffic, LINK_SLICE_WINDOWS};
 use super::kofn::persistent;
+use super::median::median_of;
 use super::metrics::Cause;
 use super::{Finding, Method};
 
@@ -79,17 +80,12 @@ type Links = BTreeMap<(IpAddr, IpAddr), Traffic>;
 /// The fleet's links, per phase and slice, between hosts known by address.
 fn links_by_slice(fleet: &Fleet, phase: Phase, min_calls: u64) -> BTreeMap<u64, Links> {
     let mut out: BTreeMap<u64, Links> = BTreeMap::new();
-    let known: BTreeMap<IpAddr, ()> = fleet
-        .devices
-        .iter()
-        .filter_map(|d| d.addr().map(|a| (a, ())))
-        .collect();
+    let known: BTreeSet<IpAddr> = fleet.devices.iter().filter_map(|d| d.addr()).collect();
     for (d, device) in fleet.devices.iter().enumerate() {
         let Some(me) = device.addr() else { continue };
-        for ((p, slice), table) in fleet.links[d].range((phase, 0)..=(phase, u64::MAX)) {
-            debug_assert_eq!(*p, phase);
+        for ((_, slice), table) in fleet.links[d].range((phase, 0)..=(phase, u64::MAX)) {
             for (far, t) in table {
-                if *far == me || !known.contains_key(far) {
+                if *far == me || !known.contains(far) {
                     continue;
                 }
                 // Two devices at one address (a file system client and its
@@ -109,16 +105,6 @@ fn links_by_slice(fleet: &Fleet, phase: Phase, min_calls: u64) -> BTreeMap<u64, 
     }
     out.retain(|_, links| links.len() >= MIN_LINKS);
     out
-}
-
-fn median_of(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let m = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[m]
-    } else {
-        (values[m - 1] + values[m]) / 2.0
-    }
 }
 
 /// Each host's deviation in one slice: how far below the slice's median
@@ -217,12 +203,12 @@ pub fn link(fleet: &Fleet, params: &LinkParams) -> (Vec<Finding>, Vec<String>) {
         .collect();
     // Per host, in slice order: (slice, deviation, over).
     let mut judged: BTreeMap<IpAddr, Vec<(u64, f64, bool)>> = BTreeMap::new();
-    let mut untrained: BTreeMap<IpAddr, ()> = BTreeMap::new();
+    let mut untrained: BTreeSet<IpAddr> = BTreeSet::new();
     for (slice, links) in &diagnosis {
         let (scored, over) = over_in_slice(links, &thresholds);
         for (host, dev) in scored {
             if !thresholds.contains_key(&host) {
-                untrained.insert(host, ());
+                untrained.insert(host);
                 continue;
             }
             judged
@@ -231,7 +217,7 @@ pub fn link(fleet: &Fleet, params: &LinkParams) -> (Vec<Finding>, Vec<String>) {
                 .push((*slice, dev, over.contains_key(&host)));
         }
     }
-    for host in untrained.keys() {
+    for host in &untrained {
         notes.push(format!(
             "link: host {host}: no training slice with its links: not judged"
         ));

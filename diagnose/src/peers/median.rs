@@ -57,7 +57,8 @@ fn takes(metric: Metric, device: &Device) -> bool {
     }
 }
 
-fn median_of(values: &mut [f64]) -> f64 {
+/// The median of `values` (sorted in place; not empty).
+pub(super) fn median_of(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     let m = values.len() / 2;
     if values.len() % 2 == 1 {
