@@ -15,6 +15,9 @@ import json
 import os
 import sys
 from collections import defaultdict
+from statistics import median
+
+import effect
 
 METHODS = ("median", "histogram", "link", "errno", "hang")
 STATISTICAL = ("median", "histogram", "link")
@@ -120,10 +123,20 @@ def score(devices, phases, runs):
     return table
 
 
-def render(table, faults, workloads):
+def effect_text(values, fault):
+    """The median effect of a fault's phases on its node's traced calls
+    (effect.py): "×10" slower file calls, or "×0.09" the bytes per
+    socket call."""
+    if not values:
+        return "-"
+    what = "file-call time" if fault in effect.DISK_FAULTS else "bytes/call"
+    return f"{what} ×{median(values):.2g} ({min(values):.2g}-{max(values):.2g})"
+
+
+def render(table, faults, workloads, effects):
     lines = [
-        "| fault | workload | method | runs | TP | FP | false alarms on | research TP/FP | detected after (s) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| fault | workload | method | runs | TP | FP | false alarms on | research TP/FP | detected after (s) | effect on the node's traced calls |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for fault in faults:
         for workload in workloads:
@@ -148,7 +161,8 @@ def render(table, faults, workloads):
                 missing = f" ({cell['missing']} failed)" if cell["missing"] else ""
                 ttd = cell["ttd"]
                 after = "-" if not ttd else f"{sum(ttd) / len(ttd):.1f} ({min(ttd):.1f}-{max(ttd):.1f})"
-                lines.append(f"| {fault} | {workload} | {method} | {n}{missing} | {tp} | {fp} | {false} | {paper} | {after} |")
+                touched = effect_text(effects.get((fault, workload)), fault)
+                lines.append(f"| {fault} | {workload} | {method} | {n}{missing} | {tp} | {fp} | {false} | {paper} | {after} | {touched} |")
     return "\n".join(lines)
 
 
@@ -159,12 +173,16 @@ def main():
     ap.add_argument("--devices", required=True)
     ap.add_argument("--table")
     ap.add_argument("--json")
+    ap.add_argument("--db", help="the fleet's store: adds each fault's effect on its node's traced calls")
     args = ap.parse_args()
     devices, phases = load(args)
     table = score(devices, phases, args.runs)
     faults = list(dict.fromkeys(p["fault"] for p in phases))
     workloads = list(dict.fromkeys(p["workload"] for p in phases))
-    text = render(table, faults, workloads)
+    effects = {}
+    if args.db:
+        effects = effect.effects(args.db, {d: node_of(devices, d) for d in devices}, phases)
+    text = render(table, faults, workloads, effects)
     print(text)
     if args.table:
         with open(args.table, "w") as f:
@@ -174,7 +192,8 @@ def main():
             json.dump(
                 [{"fault": k[0], "workload": k[1], "method": k[2], "runs": v["runs"], "failed": v["missing"],
                   "tp": v["tp"], "fp": v["fp"], "false_alarms": dict(v["false"]),
-                  "detected_after_s": v["ttd"]} for k, v in table.items()],
+                  "detected_after_s": v["ttd"], "effect": effects.get((k[0], k[1]), [])}
+                 for k, v in table.items()],
                 f, indent=1)
     sys.exit(0)
 
