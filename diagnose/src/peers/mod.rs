@@ -276,7 +276,9 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
         notes.extend(link_notes);
     }
     if options.errno {
-        findings.extend(errno::errno(fleet, &options.errno_params));
+        let (found, errno_notes) = errno::errno(fleet, &options.errno_params);
+        findings.extend(found);
+        notes.extend(errno_notes);
     }
     if options.hang {
         let (found, hang_notes) = hang::hang(fleet, &options.hang_params);
