@@ -194,6 +194,23 @@ struct {
 	__type(value, struct sysinfo);
 } SYSINFO SEC(".maps");
 
+/* ---- ebpfarm: syscall numbers at or above MAX_NR ----
+ * The few ABIs with numbers outside SYSINFO's range: AArch32's private
+ * calls (0x0f0001..0x0f0006: breakpoint, cacheflush, usr26, usr32,
+ * set_tls, get_tls) made by 32-bit ARM processes under an aarch64
+ * kernel; every static 32-bit ARM binary calls set_tls at start. Key:
+ * abi << 32 | nr; filled by the loader from agent-core's tables (every id
+ * whose raw number in that ABI is at or above MAX_NR). Looked up only for
+ * such numbers, so the common path is unchanged. */
+#define HIGH_NRS 64
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, HIGH_NRS);
+	__type(key, __u64);
+	__type(value, struct sysinfo);
+} SYSINFO_HIGH SEC(".maps");
+/* ---- end ebpfarm ---- */
+
 /* Key: id << 16 | fd_kind << 8 | generation. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -391,6 +408,10 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	if (nr < MAX_NR) {
 		__u32 key = abi * MAX_NR + nr;
 		info = bpf_map_lookup_elem(&SYSINFO, &key);
+	} else {
+		/* ebpfarm: AArch32's private calls (SYSINFO_HIGH). */
+		__u64 key = (__u64)abi << 32 | nr;
+		info = bpf_map_lookup_elem(&SYSINFO_HIGH, &key);
 	}
 	t->id = info ? info->id : ID_UNKNOWN;
 	t->compat = abi;
@@ -476,6 +497,29 @@ static __always_inline void send_crossed(__u32 tid, __u32 tgid, struct thread *t
 	bpf_ringbuf_submit(e, 0);
 }
 
+/* ---- ebpfarm: a fatal signal to a lone thread ----
+ * An untraced process sent a fatal signal other than SIGKILL (SIGTERM by
+ * default action, say) gets it as SIGKILL at once (complete_signal's fast
+ * path queues SIGKILL to every thread, group_exit_code = the signal); a
+ * traced one does not (the fast path skips ptraced tasks): its thread ends
+ * the call, ptrace sees the exit stop, then the signal kills it. So
+ * `strace -f -c` and the ptrace backend count a `kill(getpid(), SIGTERM)`,
+ * or a read interrupted by SIGTERM (-ERESTARTSYS), and the check above
+ * dropped them. When the process has one live thread and its group exit
+ * code is a signal other than SIGKILL, that thread is the one ptrace would
+ * have seen take the signal: its call counts. With more live threads the
+ * kernel does not say which one ptrace would have picked; their calls stay
+ * dropped (docs/edge-agent.md, known differences). */
+static __always_inline int fatal_signal_to_self_only(struct task_struct *task)
+{
+	struct signal_struct *sig = task->signal;
+	if (!sig)
+		return 0;
+	int code = sig->group_exit_code;
+	return code > 0 && code < 65 && code != SIGKILL && sig->live.counter == 1;
+}
+/* ---- end ebpfarm ---- */
+
 /* sys_exit(struct pt_regs *regs, long ret) */
 SEC("raw_tracepoint/sys_exit")
 int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
@@ -501,7 +545,8 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	 * (ptrace_stop skips a task with a fatal signal pending). Not a
 	 * completed call here either. */
 	struct task_struct *task = bpf_get_current_task_btf();
-	if (task->pending.signal.sig[0] & (1UL << (SIGKILL - 1))) {
+	if ((task->pending.signal.sig[0] & (1UL << (SIGKILL - 1))) &&
+	    !fatal_signal_to_self_only(task)) {
 		t->entry_ns = 0;
 		return 0;
 	}

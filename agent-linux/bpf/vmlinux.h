@@ -79,6 +79,7 @@ struct files_struct {
 
 struct signal_struct {
 	atomic_t live;
+	int group_exit_code;
 };
 
 struct list_head {

@@ -439,3 +439,52 @@ fn ebpf_summaries_carry_the_device_id() {
     let hex = std::fs::read_to_string(&id_file).unwrap();
     assert_eq!(hex::encode(summary.origin.device), hex.trim());
 }
+
+/// A SIGUSR1 handler run 20 times (20 kill, 20 rt_sigreturn), then a child
+/// that kills itself with SIGTERM (the same workload as
+/// `scripts/cross-workloads/signals.c`, which the arm64 guest runs).
+const SIGNALS: &str = r#"
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static volatile sig_atomic_t got;
+static void on_usr1(int sig) { (void)sig; got++; }
+int main(void) {
+  struct sigaction a;
+  memset(&a, 0, sizeof a);
+  a.sa_handler = on_usr1;
+  sigaction(SIGUSR1, &a, 0);
+  for (int i = 0; i < 20; i++) kill(getpid(), SIGUSR1);
+  pid_t pid = fork();
+  if (pid == 0) { kill(getpid(), SIGTERM); _exit(2); }
+  int st;
+  waitpid(pid, &st, 0);
+  return got == 20 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM ? 0 : 1;
+}
+"#;
+
+/// Signals: the child's fatal `kill(getpid(), SIGTERM)` returns before the
+/// signal kills it under strace (a traced process's fatal signal is not
+/// turned into SIGKILL at once); the eBPF backend, whose program is not
+/// traced, counts it too, and both backends agree on everything else.
+#[test]
+fn ebpf_counts_match_strace_on_signals() {
+    if !ebpf_available("ebpf_counts_match_strace_on_signals") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_c(dir.path(), "signals", SIGNALS);
+    let cmd = [exe.to_str().unwrap()];
+    let (out, summary) = agent_run(dir.path(), EBPF, &cmd);
+    assert!(out.status.success(), "{out:?}");
+    let (_, strace) = strace_counts(dir.path(), &[], &cmd);
+    let agent = summary_counts(&summary);
+    assert_eq!(agent["kill"].0, 21, "20 to itself, 1 fatal to the child");
+    assert_eq!(agent["rt_sigreturn"].0, 20);
+    assert_same_counts(&agent, &strace, &[]);
+    assert_eq!(summary.run.processes, 2);
+    let (_, p) = agent_run(dir.path(), PTRACE, &cmd);
+    assert_eq!(per_key(&p), per_key(&summary), "per key, both backends");
+    assert_eq!(transitions(&p), transitions(&summary), "transitions");
+}

@@ -329,5 +329,35 @@ fn fill_sysinfo(ebpf: &mut Ebpf) -> anyhow::Result<()> {
                 .context("cannot fill the syscall map")?;
         }
     }
+    fill_sysinfo_high(ebpf, &roles)
+}
+
+/// `SYSINFO_HIGH`: the syscalls whose number in an ABI is at or above
+/// [`MAX_NR`] (AArch32's private `0x0f00xx` calls, made by 32-bit ARM
+/// processes under an aarch64 kernel), keyed `abi << 32 | nr`, so the
+/// kernel names them as the ptrace backend does.
+fn fill_sysinfo_high(ebpf: &mut Ebpf, roles: &FdRoles) -> anyhow::Result<()> {
+    let mut high: HashMap<&mut MapData, u64, [u8; 4]> = HashMap::try_from(
+        ebpf.map_mut("SYSINFO_HIGH")
+            .ok_or_else(|| anyhow!("the BPF object has no map SYSINFO_HIGH"))?,
+    )?;
+    let plus_one = |i: Option<usize>| i.map_or(0, |i| i as u8 + 1);
+    for (abi, arch) in abis().iter().take(2).enumerate() {
+        for raw_id in 0..SyscallId::COUNT {
+            let id = SyscallId(raw_id as u16);
+            let Some(nr) = id.to_raw(*arch).filter(|&nr| nr >= MAX_NR) else {
+                continue;
+            };
+            let [lo, hi] = id.0.to_ne_bytes();
+            let value = [
+                lo,
+                hi,
+                plus_one(roles.get(id).fd_arg()),
+                plus_one(id.size_arg()),
+            ];
+            high.insert((abi as u64) << 32 | nr as u64, value, 0)
+                .with_context(|| format!("cannot add syscall {nr:#x} to SYSINFO_HIGH"))?;
+        }
+    }
     Ok(())
 }
