@@ -625,6 +625,27 @@ static __always_inline void count_peer(struct thread *t, __u32 id, __u32 gen, __
 	}
 }
 
+#define SIGNAL_GROUP_EXIT 0x00000004
+#define ERESTARTSYS 512
+#define ERESTART_RESTARTBLOCK 516
+#define EINTR 4
+
+/* A call that returned `ret` while SIGKILL is pending did complete when
+ * SIGKILL stands in for another fatal signal (complete_signal's shortcut,
+ * which the kernel skips for a traced task: ptrace sees the call end,
+ * then the signal) and the call was not interrupted by it: the kill or
+ * tgkill (abort, raise) a process sends itself. */
+static __always_inline int completed_before_fatal_signal(struct task_struct *task, __s64 ret)
+{
+	struct signal_struct *sig = task->signal;
+	if (!(sig->flags & SIGNAL_GROUP_EXIT))
+		return 0;
+	int signo = sig->group_exit_code & 0x7f;
+	if (!signo || signo == SIGKILL)
+		return 0;
+	return ret != -EINTR && !(ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK);
+}
+
 /* sys_exit(struct pt_regs *regs, long ret) */
 SEC("raw_tracepoint/sys_exit")
 int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
@@ -650,7 +671,8 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	 * (ptrace_stop skips a task with a fatal signal pending). Not a
 	 * completed call here either. */
 	struct task_struct *task = bpf_get_current_task_btf();
-	if (task->pending.signal.sig[0] & (1UL << (SIGKILL - 1))) {
+	if ((task->pending.signal.sig[0] & (1UL << (SIGKILL - 1))) &&
+	    !completed_before_fatal_signal(task, (__s64)ctx->args[1])) {
 		t->entry_ns = 0;
 		return 0;
 	}

@@ -79,6 +79,8 @@ struct files_struct {
 
 struct signal_struct {
 	atomic_t live;
+	int group_exit_code;
+	unsigned int flags;
 };
 
 struct list_head {
