@@ -631,3 +631,37 @@ fn both_backends_agree_on_socket_peers() {
         (v4(FdKind::Tcp, ports[3]), 1, 0, 1, Some((connect, refused)))
     );
 }
+
+/// `run` without `--backend` is `auto`: one stderr line names the backend
+/// and why, eBPF where it loads (as `--backend ebpf` shows), else ptrace
+/// with the reason; `--only` makes it ptrace.
+#[test]
+fn the_default_backend_is_auto_and_says_which() {
+    let run = |args: &[&str]| {
+        output_timeout(
+            Command::new(agent())
+                .args(["run", "--out", "/dev/null"])
+                .args(args)
+                .args(["--", "true"]),
+            60,
+        )
+    };
+    let loads = run(EBPF).status.success();
+    let out = run(&[]);
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    let want = if loads {
+        "edge-agent: backend ebpf (BPF programs load here)"
+    } else {
+        "edge-agent: backend ptrace (eBPF unavailable: "
+    };
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].starts_with(want), "{err}");
+    let out = run(&["--only", "read"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "edge-agent: backend ptrace (--only needs ptrace's seccomp prefilter)"
+    );
+}
