@@ -290,6 +290,24 @@ mod tests {
         );
     }
 
+    /// A crossing record carries its call's peer after the fixed fields.
+    #[test]
+    fn a_crossing_record_reads_back_its_peer() {
+        let mut b = record(3, 0, 6);
+        b[40..64].copy_from_slice(&peer_bytes(&[10, 0, 0, 7], 53, AF_INET, 6));
+        let Some(Record::Crossed { call, .. }) = Record::parse(&b) else {
+            panic!("not a crossing record");
+        };
+        assert_eq!(
+            call.peer,
+            Some(PeerAddr {
+                transport: FdKind::Udp,
+                ip: PeerIp::V4([10, 0, 0, 7]),
+                port: 53
+            })
+        );
+    }
+
     #[test]
     fn bad_bytes_are_refused() {
         assert_eq!(Record::parse(&record(0, 0, 0)), None, "kind 0 is gone");
