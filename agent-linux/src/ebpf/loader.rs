@@ -14,7 +14,8 @@ use aya::programs::RawTracePoint;
 use aya::{Ebpf, EbpfLoader};
 
 use super::aggregate::{
-    agg_generation, errno_generation, transition_generation, Generation, AGG_LEN, TRANS_LEN,
+    agg_generation, errno_generation, peer_generation, transition_generation, Generation, AGG_LEN,
+    PEER_KEY_LEN, PEER_STATS_LEN, TRANS_LEN,
 };
 use super::events::{Pending, Record, THREAD_LEN};
 use crate::arch::{Abi, Native};
@@ -67,6 +68,8 @@ pub struct Probe {
     agg: PerCpuHashMap<MapData, u32, [u8; AGG_LEN]>,
     errnos: PerCpuHashMap<MapData, u64, u64>,
     transitions: PerCpuHashMap<MapData, u64, [u8; TRANS_LEN]>,
+    /// Socket peers: per (peer, syscall id, generation), per CPU.
+    peers: PerCpuHashMap<MapData, [u8; PEER_KEY_LEN], [u8; PEER_STATS_LEN]>,
     control: Array<MapData, u64>,
     first: PerCpuArray<MapData, u64>,
 }
@@ -113,9 +116,12 @@ impl Probe {
     /// the same programs, maps and globals.
     pub fn load_object(object: &[u8], ring_bytes: u32) -> anyhow::Result<Probe> {
         precheck().map_err(|e| anyhow!(e))?;
+        // The kernel reads connect's peer from the address it names.
+        let connect_id = SyscallId::from_name("connect").map_or(u16::MAX, |id| id.0);
         let mut ebpf = EbpfLoader::new()
             .set_global("compat_probe", &host::COMPAT_PROBE, true)
             .set_global("arg_off", &host::ARG_OFF, true)
+            .set_global("connect_id", &connect_id, true)
             .set_max_entries("EVENTS", ring_bytes)
             .load(object)
             .context("the kernel refused the BPF program")?;
@@ -138,6 +144,7 @@ impl Probe {
         let agg = PerCpuHashMap::try_from(take_map(&mut ebpf, "AGG")?)?;
         let errnos = PerCpuHashMap::try_from(take_map(&mut ebpf, "ERRNOS")?)?;
         let transitions = PerCpuHashMap::try_from(take_map(&mut ebpf, "TRANS")?)?;
+        let peers = PerCpuHashMap::try_from(take_map(&mut ebpf, "PEERS")?)?;
         let control = Array::try_from(take_map(&mut ebpf, "CONTROL")?)?;
         let first = PerCpuArray::try_from(take_map(&mut ebpf, "FIRST")?)?;
         let mut probe = Probe {
@@ -149,6 +156,7 @@ impl Probe {
             agg,
             errnos,
             transitions,
+            peers,
             control,
             first,
         };
@@ -190,6 +198,11 @@ impl Probe {
                 taken.transitions.push((key, values.to_vec()));
             }
         }
+        for (key, values) in self.peers.iter().flatten() {
+            if wanted(peer_generation(&key)) {
+                taken.peers.push((key, values.to_vec()));
+            }
+        }
         for (key, _) in &taken.keys {
             let _ = self.agg.remove(key);
         }
@@ -198,6 +211,9 @@ impl Probe {
         }
         for (key, _) in &taken.transitions {
             let _ = self.transitions.remove(key);
+        }
+        for (key, _) in &taken.peers {
+            let _ = self.peers.remove(key);
         }
         taken
     }

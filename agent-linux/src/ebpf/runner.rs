@@ -243,7 +243,7 @@ impl Runner {
             tid,
             id: p.id,
             fd_kind: p.fd_kind,
-            peer: None,
+            peer: p.peer,
             start_unix_ns: self.session.to_unix_ns(p.entry_ns),
         }
     }
