@@ -16,17 +16,8 @@ use std::net::IpAddr;
 use agent_core::{Facts, PeerIp, Summary};
 
 use super::metrics::{Calls, Classifier, Group, Service, RAW_METRICS};
+use super::phase::Phase;
 use super::trail::Trail;
-
-/// Training (fault-free, where thresholds and ranges are learnt) or
-/// diagnosis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Phase {
-    /// Where thresholds are learnt.
-    Training,
-    /// Where devices are judged.
-    Diagnosis,
-}
 
 /// A half-open time range `[since, until)`, ns since the Unix epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

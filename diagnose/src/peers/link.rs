@@ -32,10 +32,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use super::fleet::{Fleet, Phase, Traffic, LINK_SLICE_WINDOWS};
+use super::fleet::{Fleet, Traffic, LINK_SLICE_WINDOWS};
 use super::kofn::persistent;
 use super::median::median_of;
 use super::metrics::Cause;
+use super::phase::Phase;
 use super::{Finding, Method};
 
 /// The method's settings (docs/peers.md, "The link method").

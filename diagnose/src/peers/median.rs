@@ -4,9 +4,10 @@
 //! learnt in the training windows — in at least k of the last n windows is
 //! flagged.
 
-use super::fleet::{Device, Fleet, Phase};
+use super::fleet::{Device, Fleet};
 use super::kofn::persistent;
 use super::metrics::{Metric, FILE_READ, FILE_WRITE, SOCKET_READ};
+use super::phase::Phase;
 use super::{Finding, Method, PeerSet, Series};
 use crate::fmt::format_duration_ns;
 

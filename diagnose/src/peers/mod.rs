@@ -24,6 +24,7 @@ pub mod kofn;
 pub mod link;
 pub mod median;
 pub mod metrics;
+pub mod phase;
 pub mod report;
 pub mod synth;
 pub mod trail;
@@ -34,12 +35,13 @@ use anyhow::bail;
 
 use errno::ErrnoParams;
 use explain::Explained;
-use fleet::{Device, Fleet, Phase, Tally, LINK_SLICE_WINDOWS};
+use fleet::{Device, Fleet, Tally, LINK_SLICE_WINDOWS};
 use hang::HangParams;
 use histogram::HistogramParams;
 use link::LinkParams;
 use median::{MedianParams, MIN_DEVICES};
 use metrics::Cause;
+use phase::Phase;
 
 /// Which method found a finding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
