@@ -31,6 +31,19 @@ struct PeerStats {
     last: Option<(SyscallId, i64, u64)>,
 }
 
+/// A peer's figures counted elsewhere ([`Collector::merge_peer`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeerFigures {
+    /// Calls on its sockets.
+    pub calls: u64,
+    /// Bytes moved by the successful read/write-family calls among them.
+    pub bytes: u64,
+    /// Time in those calls, ns.
+    pub total_ns: u64,
+    /// Failed calls.
+    pub errors: u64,
+}
+
 /// What the collector remembers of a thread between two of its syscalls.
 #[derive(Clone, Copy, Debug)]
 struct ThreadState {
@@ -405,6 +418,68 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
         {
             self.transition_other.merge(&add);
             self.overflow.transitions = self.overflow.transitions.saturating_add(count);
+        }
+    }
+
+    /// Adds calls on the sockets connected to `addr` counted elsewhere:
+    /// `calls` of them, `errors` failed, `bytes` moved by the successful
+    /// read/write-family ones, `total_ns` spent; `last`: the latest of
+    /// them (id, result, end on the events' clock), kept when it is later
+    /// than the peer's last call known here. A full peer table folds them
+    /// as [`Collector::record`] does.
+    pub fn merge_peer(
+        &mut self,
+        addr: PeerAddr,
+        figures: PeerFigures,
+        last: Option<(SyscallId, i64, u64)>,
+    ) {
+        if figures.calls == 0 {
+            return;
+        }
+        let slot = match self.peers.iter().position(|p| p.addr == addr) {
+            Some(i) => Some(i),
+            None => {
+                let fresh = PeerStats {
+                    addr,
+                    calls: 0,
+                    bytes: 0,
+                    total_ns: 0,
+                    errors: 0,
+                    last: None,
+                };
+                match self.peers.push(fresh) {
+                    Ok(()) => Some(self.peers.len() - 1),
+                    Err(fresh) => {
+                        let silent = self.peers.iter().position(|p| p.calls == 0);
+                        if let Some(i) = silent {
+                            self.peers[i] = fresh;
+                        }
+                        silent
+                    }
+                }
+            }
+        };
+        match slot {
+            Some(i) => {
+                let p = &mut self.peers[i];
+                p.calls = p.calls.saturating_add(figures.calls);
+                p.bytes = p.bytes.saturating_add(figures.bytes);
+                p.total_ns = p.total_ns.saturating_add(figures.total_ns);
+                p.errors = p.errors.saturating_add(figures.errors);
+                if let Some(l) = last {
+                    if p.last.is_none_or(|(_, _, end)| l.2 >= end) {
+                        p.last = Some(l);
+                    }
+                }
+            }
+            None => {
+                let r = &mut self.peer_overflow;
+                r.peers = 1;
+                r.calls = r.calls.saturating_add(figures.calls);
+                r.bytes = r.bytes.saturating_add(figures.bytes);
+                r.total_ns = r.total_ns.saturating_add(figures.total_ns);
+                r.errors = r.errors.saturating_add(figures.errors);
+            }
         }
     }
 

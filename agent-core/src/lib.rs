@@ -27,7 +27,7 @@ pub mod summary;
 pub mod syscall;
 
 pub use arch::Arch;
-pub use collector::Collector;
+pub use collector::{Collector, PeerFigures};
 pub use event::{FdKind, SyscallEvent};
 pub use facts::{Fact, FactError, Facts};
 pub use histogram::Histogram;

@@ -665,3 +665,84 @@ proptest! {
         );
     }
 }
+
+/// What a per-CPU aggregator holds per (peer, syscall) (the eBPF
+/// backend's `PEERS` map): calls, errors, time, the positive results of
+/// the successful calls, and the latest call's end and result.
+#[derive(Clone, Copy, Default)]
+struct PartialPeer {
+    calls: u64,
+    errors: u64,
+    total_ns: u64,
+    ok_result_sum: u64,
+    last: Option<(i64, u64)>,
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Per-peer statistics aggregated elsewhere per (peer, syscall) on
+    /// several CPUs and merged with `merge_peer` (bytes counted for the
+    /// read/write family only, the latest last call over syscalls and
+    /// CPUs) give the peer table recording each call gives, as long as the
+    /// collector's peer table has room for every peer (the order of first
+    /// call, which decides who is folded beyond it, is not aggregated).
+    #[test]
+    fn merged_peers_equal_recorded_calls(
+        raw in proptest::collection::vec(event_strategy(), 0..600),
+        cpus in proptest::collection::vec(0usize..3, 600),
+        peers in proptest::collection::vec(0u8..20, 1..40),
+    ) {
+        use agent_core::collector::COLLECT_PEERS;
+        // Peers 0..16 (at most the collector's table), none for >= 16; in
+        // the order a tracer sees them end (one call per end time: which
+        // of two calls ending at once is the last is not defined).
+        let mut events = to_events(&raw);
+        events.sort_by_key(|e| e.exit_ns);
+        events.dedup_by_key(|e| e.exit_ns);
+        let events: Vec<SyscallEvent> = events
+            .into_iter()
+            .zip(peers.iter().cycle())
+            .map(|(mut ev, &p)| {
+                ev.peer = ((p as usize) < COLLECT_PEERS).then(|| peer_addr(p));
+                ev
+            })
+            .collect();
+        let mut recorded: Box<Collector> = Box::new(Collector::new(0));
+        for ev in &events {
+            recorded.record(ev);
+        }
+        let mut partials: Vec<HashMap<(PeerAddr, SyscallId), PartialPeer>> =
+            (0..3).map(|_| HashMap::new()).collect();
+        for (ev, cpu) in events.iter().zip(&cpus) {
+            let Some(addr) = ev.peer else { continue };
+            let id = SyscallId::from_raw(ev.arch, ev.nr);
+            let p = partials[*cpu].entry((addr, id)).or_default();
+            p.calls += 1;
+            p.total_ns += ev.duration_ns();
+            match ev.errno() {
+                Some(_) => p.errors += 1,
+                None if ev.ret > 0 => p.ok_result_sum += ev.ret as u64,
+                None => {}
+            }
+            if p.last.is_none_or(|(_, end)| ev.exit_ns >= end) {
+                p.last = Some((ev.ret, ev.exit_ns));
+            }
+        }
+        let mut merged: Box<Collector> = Box::new(Collector::new(0));
+        for p in &partials {
+            for ((addr, id), s) in p {
+                let figures = PeerFigures {
+                    calls: s.calls,
+                    bytes: if id.is_read_write_family() { s.ok_result_sum } else { 0 },
+                    total_ns: s.total_ns,
+                    errors: s.errors,
+                };
+                merged.merge_peer(*addr, figures, s.last.map(|(ret, end)| (*id, ret, end)));
+            }
+        }
+        let m = merged.summarize([1; 16], run_record(), Facts::new());
+        let r = recorded.summarize([1; 16], run_record(), Facts::new());
+        prop_assert_eq!(m.peers, r.peers);
+    }
+}

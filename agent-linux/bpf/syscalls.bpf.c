@@ -28,6 +28,9 @@
  *   call in flight across a cut (for the window's in-flight list).
  *   Records lost to a full ring, and calls the full maps could not hold,
  *   are counted per CPU in LOST.
+ * - PEERS (socket peers, see the block below) does for TCP and UDP sockets
+ *   what agent_core::Collector's per-peer table does: per (remote end,
+ *   syscall id) calls, errors, time, bytes and the last call.
  * - Raw tracepoints: attached by name (no tracefs needed) and cheaper than
  *   the classic ones. Their `regs` is the user register set; the loader
  *   gives the offsets of the six argument registers of the host's native
@@ -114,6 +117,45 @@
 #define LOST_RING 0
 #define LOST_MAPS 1
 
+/* ---- Socket peers (issue 21, parity with ptrace's per-peer statistics).
+ * The remote end of the fd argument's socket when it is TCP or UDP, read
+ * at entry as ptrace reads it (after a close the socket is gone): from
+ * the socket itself (sk->__sk_common: daddr, dport; v6_daddr for IPv6),
+ * or, for connect, from the address the call names (its errors are that
+ * address's, as under ptrace). A socket with no remote end (unconnected
+ * UDP, listening TCP: port 0) has none. Unix sockets have none under
+ * ptrace either. The agent maps an IPv4-mapped IPv6 address to IPv4 and
+ * drops the unspecified address (fd/sockaddr.rs remote_end), as ptrace
+ * does. src/ebpf/events.rs and aggregate.rs mirror these layouts. */
+#define PEER_KEYS 4096
+
+struct peer {
+	__u8 addr[16];  /* network order; IPv4 in the first 4 bytes */
+	__u16 port;     /* host order; 0: no peer */
+	__u8 family;    /* AF_INET or AF_INET6; 0: no peer */
+	__u8 transport; /* FD_TCP or FD_UDP */
+	__u8 pad[4];
+};
+
+/* Per peer and syscall id (the agent tells the read/write family apart
+ * and picks the latest last call over ids and CPUs). */
+struct peer_key {
+	struct peer peer;
+	__u16 id;
+	__u8 gen;
+	__u8 pad[5];
+};
+
+struct peer_stats {
+	__u64 calls;
+	__u64 errors;
+	__u64 total_ns;
+	__u64 ok_result_sum; /* positive results of successful calls */
+	__u64 last_exit_ns;
+	__s64 last_ret;
+};
+/* ---- end of socket peers' types */
+
 struct event {
 	__u32 kind;
 	__u32 tid;
@@ -132,6 +174,8 @@ struct event {
 	__u8 flag;
 	__u8 slot; /* the run's slot */
 	__u8 pad[5];
+	/* KIND_CROSSED: the call's socket peer (family 0: none). */
+	struct peer peer;
 };
 
 /* Per ABI (0 native, 1 compat) and syscall number, from agent-core and
@@ -152,6 +196,7 @@ struct thread {
 	__u8 compat;        /* made through the compat ABI */
 	__u8 slot;          /* the run's slot */
 	__u8 pad;
+	struct peer peer;   /* the call in flight's socket peer */
 };
 
 /* What agent_core::KeyStats holds, for one CPU (src/ebpf/aggregate.rs
@@ -183,6 +228,8 @@ const volatile __u32 compat_probe = COMPAT_NONE;
 /* Byte offsets in struct pt_regs of the six argument registers: native
  * ABI, then compat ABI. */
 const volatile __u32 arg_off[2][6] = {};
+/* agent_core::SyscallId of connect (its peer is the address it names). */
+const volatile __u16 connect_id = ID_NONE;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -204,6 +251,23 @@ struct {
 	__type(key, __u32);
 	__type(value, struct sysinfo);
 } SYSINFO SEC(".maps");
+
+/* ---- ebpfarm: syscall numbers at or above MAX_NR ----
+ * The few ABIs with numbers outside SYSINFO's range: AArch32's private
+ * calls (0x0f0001..0x0f0006: breakpoint, cacheflush, usr26, usr32,
+ * set_tls, get_tls) made by 32-bit ARM processes under an aarch64
+ * kernel; every static 32-bit ARM binary calls set_tls at start. Key:
+ * abi << 32 | nr; filled by the loader from agent-core's tables (every id
+ * whose raw number in that ABI is at or above MAX_NR). Looked up only for
+ * such numbers, so the common path is unchanged. */
+#define HIGH_NRS 64
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, HIGH_NRS);
+	__type(key, __u64);
+	__type(value, struct sysinfo);
+} SYSINFO_HIGH SEC(".maps");
+/* ---- end ebpfarm ---- */
 
 /* Key: id << 16 | fd_kind << 8 | slot << 1 | generation. */
 struct {
@@ -228,6 +292,14 @@ struct {
 	__type(key, __u64);
 	__type(value, struct trans);
 } TRANS SEC(".maps");
+
+/* Socket peers: per (peer, id, slot << 1 | generation), per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, PEER_KEYS);
+	__type(key, struct peer_key);
+	__type(value, struct peer_stats);
+} PEERS SEC(".maps");
 
 /* Per slot: the next cut (monotonic ns, even) | the generation before
  * it; set by the agent. */
@@ -297,7 +369,30 @@ static __always_inline int is_compat(struct task_struct *task)
 	return 0;
 }
 
-static __always_inline __u8 socket_kind(struct file *file)
+/* The remote end of a TCP or UDP socket `sk` of `family` into `p`;
+ * nothing when it has none (port 0). */
+static __always_inline void socket_peer(struct sock *sk, __u16 family, __u8 transport,
+					struct peer *p)
+{
+	__u16 port = BPF_CORE_READ(sk, __sk_common.skc_dport);
+	if (!port)
+		return;
+	if (family == AF_INET) {
+		__u32 daddr = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+		__builtin_memcpy(p->addr, &daddr, 4);
+	} else {
+		/* Kernels without IPv6 have no v6_daddr (and no AF_INET6 sockets). */
+		if (!bpf_core_field_exists(sk->__sk_common.skc_v6_daddr))
+			return;
+		BPF_CORE_READ_INTO(&p->addr, sk, __sk_common.skc_v6_daddr);
+	}
+	p->port = __builtin_bswap16(port);
+	p->family = family;
+	p->transport = transport;
+}
+
+/* `peer`: filled with a TCP or UDP socket's remote end (see socket_peer). */
+static __always_inline __u8 socket_kind(struct file *file, struct peer *peer)
 {
 	struct socket *sock = BPF_CORE_READ(file, private_data);
 	if (!sock)
@@ -312,11 +407,14 @@ static __always_inline __u8 socket_kind(struct file *file)
 		return FD_SOCKET;
 	short type = BPF_CORE_READ(sock, type);
 	__u16 protocol = BPF_CORE_READ_BITFIELD_PROBED(sk, sk_protocol);
+	__u8 kind = FD_SOCKET;
 	if (type == SOCK_STREAM && protocol == IPPROTO_TCP)
-		return FD_TCP;
-	if (type == SOCK_DGRAM && protocol == IPPROTO_UDP)
-		return FD_UDP;
-	return FD_SOCKET;
+		kind = FD_TCP;
+	else if (type == SOCK_DGRAM && protocol == IPPROTO_UDP)
+		kind = FD_UDP;
+	if (kind != FD_SOCKET)
+		socket_peer(sk, family, kind, peer);
+	return kind;
 }
 
 /* The kind of the current task's fd `fd`, read from its file table.
@@ -324,7 +422,7 @@ static __always_inline __u8 socket_kind(struct file *file)
  * type, so the chain is read with plain loads (checked, fault-safe)
  * rather than a helper call per field, which is most of this function's
  * cost otherwise. Only the variable index into the fd array needs one. */
-static __always_inline __u8 fd_kind(struct task_struct *task, __s64 fd)
+static __always_inline __u8 fd_kind(struct task_struct *task, __s64 fd, struct peer *peer)
 {
 	if (fd < 0)
 		return FD_NONE;
@@ -347,7 +445,7 @@ static __always_inline __u8 fd_kind(struct task_struct *task, __s64 fd)
 	umode_t mode = BPF_CORE_READ(inode, i_mode);
 	switch (mode & S_IFMT) {
 	case S_IFSOCK:
-		return socket_kind(file);
+		return socket_kind(file, peer);
 	case S_IFIFO:
 		return FD_PIPE;
 	case 0:
@@ -371,6 +469,35 @@ static __always_inline __u64 read_arg(void *regs, __u32 abi, __u32 i)
 	bpf_probe_read_kernel(&v, sizeof(v), (char *)regs + off);
 	return v;
 }
+
+/* The peer connect's address names (`ptr`, `len` bytes, in the program's
+ * memory) for a socket of `transport`, as fd/sockaddr.rs read_peer reads
+ * it: family and port, then the IPv4 address or (with room for it) the
+ * IPv6 one; nothing for another family or an unreadable address. */
+static __always_inline void named_peer(__u64 ptr, __u64 len, __u8 transport, struct peer *p)
+{
+	struct peer none = {};
+	*p = none;
+	__u8 head[8];
+	if (!ptr || len < 8 || bpf_probe_read_user(head, sizeof(head), (void *)ptr))
+		return;
+	__u16 family; /* sa_family: host order */
+	__builtin_memcpy(&family, head, 2);
+	if (family == AF_INET) {
+		__builtin_memcpy(p->addr, &head[4], 4);
+	} else if (family == AF_INET6 && len >= 24) {
+		if (bpf_probe_read_user(p->addr, 16, (void *)(ptr + 8)))
+			return;
+	} else {
+		return;
+	}
+	p->port = head[2] << 8 | head[3];
+	if (!p->port)
+		return;
+	p->family = family;
+	p->transport = transport;
+}
+/* ---- end of socket peers' readers */
 
 /* sys_enter(struct pt_regs *regs, long id) */
 SEC("raw_tracepoint/sys_enter")
@@ -409,18 +536,34 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	if (nr < MAX_NR) {
 		__u32 key = abi * MAX_NR + nr;
 		info = bpf_map_lookup_elem(&SYSINFO, &key);
+	} else {
+		/* ebpfarm: AArch32's private calls (SYSINFO_HIGH). */
+		__u64 key = (__u64)abi << 32 | nr;
+		info = bpf_map_lookup_elem(&SYSINFO_HIGH, &key);
 	}
 	t->id = info ? info->id : ID_UNKNOWN;
 	t->compat = abi;
 	t->fd_kind = FD_NONE;
 	t->size = 0;
+	t->peer.family = 0;
 	if (STAGE >= 3 && info) {
 		void *regs = (void *)ctx->args[0];
 		__u32 fd_idx = (__u32)info->fd_arg - 1;
 		if (fd_idx < 6) {
 			__u64 raw = read_arg(regs, abi, fd_idx);
 			__s64 fd = abi ? (__s64)(__s32)raw : (__s64)raw;
-			t->fd_kind = fd_kind(task, fd);
+			struct peer peer = {};
+			t->fd_kind = fd_kind(task, fd, &peer);
+			/* Socket peers: connect's is the address it names. */
+			if (t->id == connect_id && (t->fd_kind == FD_TCP || t->fd_kind == FD_UDP)) {
+				__u64 ptr = read_arg(regs, abi, 1);
+				if (abi)
+					ptr = (__u32)ptr;
+				__u64 len = (__u32)read_arg(regs, abi, 2);
+				named_peer(ptr, len, t->fd_kind, &peer);
+			}
+			if (peer.family)
+				t->peer = peer;
 		}
 		__u32 size_idx = (__u32)info->size_arg - 1;
 		if (size_idx < 6)
@@ -492,7 +635,67 @@ static __always_inline void send_crossed(__u32 tid, __u32 tgid, struct thread *t
 	e->cut_ns = cut;
 	e->fd_kind = t->fd_kind;
 	e->slot = t->slot;
+	if (t->peer.family)
+		e->peer = t->peer;
 	bpf_ringbuf_submit(e, 0);
+}
+
+/* Socket peers: folds the completed call into PEERS. */
+static __always_inline void count_peer(struct thread *t, __u32 id, __u32 gen, __u64 now, __u64 d,
+				       __s64 ret)
+{
+	struct peer_key k;
+	__builtin_memset(&k, 0, sizeof(k));
+	k.peer = t->peer;
+	k.id = id;
+	k.gen = gen;
+	struct peer_stats zero = {};
+	struct peer_stats *p = slot(&PEERS, &k, &zero);
+	if (!p)
+		return;
+	p->calls += 1;
+	p->total_ns += d;
+	if (ret < 0 && ret >= -4095)
+		p->errors += 1;
+	else if (ret > 0)
+		p->ok_result_sum += ret;
+	if (now >= p->last_exit_ns) {
+		p->last_exit_ns = now;
+		p->last_ret = ret;
+	}
+}
+
+#define SIGNAL_GROUP_EXIT 0x00000004
+#define ERESTARTSYS 512
+#define ERESTART_RESTARTBLOCK 516
+#define EINTR 4
+
+/* Whether a call that returned `ret` while SIGKILL is pending completed as
+ * ptrace would have seen it. A fatal signal other than SIGKILL sent to an
+ * untraced process is queued as SIGKILL to every thread at once
+ * (complete_signal's shortcut, group_exit_code = the signal); a traced one
+ * does not take the shortcut: its thread ends the call, ptrace sees the
+ * exit stop, then the signal kills it. So `strace -f -c` and the ptrace
+ * backend count:
+ * - a call that was not interrupted by it: the kill or tgkill a process
+ *   sends itself (abort, raise, `kill -USR1 $$`), in any thread;
+ * - in a process with one live thread, also the call the signal
+ *   interrupted (a read ended with -ERESTARTSYS by SIGTERM): that thread
+ *   is the one ptrace sees take the signal.
+ * With more live threads, the interrupted calls stay dropped: the kernel
+ * does not say which thread ptrace would have picked, and the others end
+ * by SIGKILL with no exit stop (docs/edge-agent.md, known differences). A
+ * real SIGKILL drops every call, as under ptrace. */
+static __always_inline int completed_before_fatal_signal(struct task_struct *task, __s64 ret)
+{
+	struct signal_struct *sig = task->signal;
+	if (!sig || !(sig->flags & SIGNAL_GROUP_EXIT))
+		return 0;
+	int signo = sig->group_exit_code & 0x7f;
+	if (!signo || signo == SIGKILL)
+		return 0;
+	int interrupted = ret == -EINTR || (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK);
+	return !interrupted || sig->live.counter == 1;
 }
 
 /* sys_exit(struct pt_regs *regs, long ret) */
@@ -520,7 +723,8 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	 * (ptrace_stop skips a task with a fatal signal pending). Not a
 	 * completed call here either. */
 	struct task_struct *task = bpf_get_current_task_btf();
-	if (task->pending.signal.sig[0] & (1UL << (SIGKILL - 1))) {
+	if ((task->pending.signal.sig[0] & (1UL << (SIGKILL - 1))) &&
+	    !completed_before_fatal_signal(task, (__s64)ctx->args[1])) {
 		t->entry_ns = 0;
 		return 0;
 	}
@@ -599,6 +803,8 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		}
 		a->param_sum += t->size;
 	}
+	if (t->peer.family)
+		count_peer(t, id, gen, now, d, ret);
 	t->last_id = id;
 	t->last_exit_ns = now;
 	t->entry_ns = 0;

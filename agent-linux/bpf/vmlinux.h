@@ -79,6 +79,8 @@ struct files_struct {
 
 struct signal_struct {
 	atomic_t live;
+	int group_exit_code;
+	unsigned int flags;
 };
 
 struct list_head {
@@ -105,8 +107,17 @@ struct task_struct {
 	struct sigpending pending;
 };
 
+struct in6_addr {
+	__u8 s6_addr[16];
+};
+
+/* In the kernel skc_daddr and skc_dport sit in anonymous unions: CO-RE
+ * finds them by name through those. */
 struct sock_common {
+	__be32 skc_daddr;
+	__be16 skc_dport;
 	unsigned short skc_family;
+	struct in6_addr skc_v6_daddr;
 };
 
 struct sock {

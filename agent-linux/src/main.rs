@@ -292,10 +292,9 @@ enum BackendName {
 #[derive(Args, Debug)]
 struct BackendArgs {
     /// The tracer: ptrace, ebpf, or auto (eBPF when the agent may load BPF
-    /// programs and the kernel has BTF, else ptrace). The default stays
-    /// ptrace until the tracer's ptrace-specific tests name their backend
-    /// (see docs/edge-agent.md, "Backends").
-    #[arg(long, value_enum, default_value_t = BackendName::Ptrace)]
+    /// programs and the kernel has BTF, else ptrace; `--only` makes it
+    /// ptrace). One line on stderr says which auto chose and why.
+    #[arg(long, value_enum, default_value_t = BackendName::Auto)]
     backend: BackendName,
 }
 
@@ -867,6 +866,12 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         .only
         .as_ref()
         .map(|_| "--only needs ptrace's seccomp prefilter");
+    if needs_ptrace.is_none() && !matches!(a.backend.choice(), ebpf::Choice::Ptrace) {
+        // A stop asked while the BPF programs load (tens of ms; more in a
+        // debug build) detaches as soon as the command runs, rather than
+        // killing the agent with the default action.
+        signals::install().context("cannot install signal handlers")?;
+    }
     if let ebpf::Chosen::Ebpf(probe) = ebpf::choose(a.backend.choice(), needs_ptrace)? {
         return trace_and_save_ebpf(&opts, *probe, sink, stats);
     }
@@ -999,6 +1004,8 @@ fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
             eprintln!("edge-agent: window {} was not saved: {e:#}", w.run.window);
         }
     };
+    // The target's own errors first: one line, with no backend chosen.
+    agent_linux::trace::check_attach_target(opts.pid)?;
     if let ebpf::Chosen::Ebpf(probe) = ebpf::choose(a.backend.choice(), None)? {
         let (mut summary, s) = ebpf::runner::attach(&opts, *probe, &mut on_window)?;
         if stats {

@@ -340,17 +340,30 @@ pub(crate) fn fork_stopped(
     })
 }
 
-/// Checks `opts` (a process that exists and is not the agent) and makes
-/// the session of an attach to it: where both backends' `attach` start.
-pub(crate) fn attach_session(opts: &AttachOptions) -> anyhow::Result<Session> {
-    check_window(opts.window)?;
-    let pid = opts.pid;
+/// Checks that `pid` is a process the agent may attach to, whatever the
+/// backend: it exists, is not the agent, and has not exited (a zombie
+/// would never end again for the eBPF backend, which waits for its exit).
+/// The caller checks it before choosing a backend, so that these errors
+/// are one line.
+pub fn check_attach_target(pid: Tid) -> anyhow::Result<()> {
     if pid <= 0 || !Path::new(&format!("/proc/{pid}")).exists() {
         bail!("no process with PID {pid}");
     }
     if pid == sys::getpid() {
         bail!("cannot attach to the agent itself");
     }
+    if status_field(pid, "State:").is_some_and(|s| s.starts_with('Z')) {
+        bail!("process {pid} has already exited (a zombie its parent has not reaped)");
+    }
+    Ok(())
+}
+
+/// Checks `opts` (see [`check_attach_target`]) and makes the session of
+/// an attach to it: where both backends' `attach` start.
+pub(crate) fn attach_session(opts: &AttachOptions) -> anyhow::Result<Session> {
+    check_window(opts.window)?;
+    let pid = opts.pid;
+    check_attach_target(pid)?;
     let platform = opts.platform.clone().unwrap_or_else(PlatformFacts::detect);
     let facts = facts::build(&platform, &process_program(pid), &opts.facts)?;
     let mut session = Session::new(pid, facts);

@@ -158,7 +158,7 @@ fn on_clients_socket_reads_are_ncread() {
 }
 
 #[test]
-fn a_single_noisy_window_is_not_flagged_but_three_in_five_are() {
+fn a_single_noisy_window_is_not_flagged_but_four_in_five_are() {
     let noisy = |windows: &[u64]| {
         spec_with(
             windows
@@ -193,7 +193,11 @@ fn a_single_noisy_window_is_not_flagged_but_three_in_five_are() {
         "{}",
         report::text(&d)
     );
+    // Three in five are not enough (the default is 4 of 5) ...
     let d = diagnose(&noisy(&[85, 87, 89]), &median_only());
+    assert!(d.findings.is_empty(), "{}", report::text(&d));
+    // ... four are.
+    let d = diagnose(&noisy(&[85, 86, 88, 89]), &median_only());
     assert!(
         !d.findings.is_empty()
             && d.findings
@@ -321,9 +325,11 @@ fn html_plots_each_metric_with_the_culprit_shaded() {
 #[test]
 fn fewer_than_three_devices_is_an_error_that_says_so() {
     let spec = FleetSpec::new(2, WINDOWS);
-    // The statistical methods (the semantic ones need no 3 peers of a
-    // program: tests/peers_semantic.rs).
+    // The median and histogram methods (link and the semantic ones judge
+    // the whole fleet, not 3 peers of a program: tests/peers_link.rs,
+    // tests/peers_semantic.rs).
     let statistical = Options {
+        link: false,
         errno: false,
         hang: false,
         ..Options::default()

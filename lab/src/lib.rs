@@ -2,6 +2,7 @@
 //! the end-to-end tests. Nothing here is diagnosis; it drives the agent, the
 //! service and the diagnosis from outside, as a user would.
 //!
+//! - [`args`]: the options of `edge-service demo`;
 //! - [`demo`]: `edge-service demo`, the research's first case study (TCP
 //!   memory misconfiguration) end to end;
 //! - [`proactive`]: `edge-service demo --proactive`, the same clients
@@ -11,10 +12,12 @@
 //! - [`procs`]: child processes (commands run to completion, the local
 //!   service killed on drop, finding the `edge-agent` binary).
 
+pub mod args;
 pub mod demo;
 pub mod http;
 pub mod netns;
 pub mod proactive;
 pub mod procs;
 
-pub use demo::{demo, DemoArgs};
+pub use args::DemoArgs;
+pub use demo::demo;

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde_json::Value;
 
-use crate::demo::DemoArgs;
+use crate::args::DemoArgs;
 use crate::http::{FILE_PATH, HTTP_PORT};
 use crate::netns::{Namespaces, SERVER_IP};
 use crate::procs::Service;

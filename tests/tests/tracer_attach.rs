@@ -40,9 +40,10 @@ fn sigint_detaches_and_the_program_finishes() {
     let file = dir.path().join("attach.summary");
     let worker = spawn_worker();
     std::thread::sleep(Duration::from_millis(100));
+    // ptrace's stop and detach (TracerPid) are what is checked.
     let mut agent = Command::new(&bin)
         .arg("attach")
-        .args(["--window", "whole"])
+        .args(["--backend", "ptrace", "--window", "whole"])
         .arg(worker.id().to_string())
         .arg("--out")
         .arg(&file)
@@ -73,9 +74,10 @@ fn kill_9_of_the_agent_lets_the_program_run_on() {
     let dir = tempfile::tempdir().unwrap();
     let worker = spawn_worker();
     std::thread::sleep(Duration::from_millis(100));
+    // ptrace's stop and detach (TracerPid) are what is checked.
     let mut agent = Command::new(&bin)
         .arg("attach")
-        .args(["--window", "whole"])
+        .args(["--backend", "ptrace", "--window", "whole"])
         .arg(worker.id().to_string())
         .arg("--out")
         .arg(dir.path().join("x.summary"))
@@ -187,7 +189,11 @@ fn attach_errors_are_one_clear_line() {
         }
     }
     let pid = pid.expect("strace started sleep");
-    let out = output_timeout(Command::new(&bin).args(["attach", &pid.to_string()]), 30);
+    // A second tracer is ptrace's refusal (eBPF attaches beside one).
+    let out = output_timeout(
+        Command::new(&bin).args(["attach", "--backend", "ptrace", &pid.to_string()]),
+        30,
+    );
     let _ = traced.kill();
     let _ = traced.wait();
     assert!(!out.status.success());

@@ -439,3 +439,278 @@ fn ebpf_summaries_carry_the_device_id() {
     let hex = std::fs::read_to_string(&id_file).unwrap();
     assert_eq!(hex::encode(summary.origin.device), hex.trim());
 }
+
+/// A SIGUSR1 handler run 20 times (20 kill, 20 rt_sigreturn), then a child
+/// that kills itself with SIGTERM (the same workload as
+/// `scripts/cross-workloads/signals.c`, which the arm64 guest runs).
+const SIGNALS: &str = r#"
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static volatile sig_atomic_t got;
+static void on_usr1(int sig) { (void)sig; got++; }
+int main(void) {
+  struct sigaction a;
+  memset(&a, 0, sizeof a);
+  a.sa_handler = on_usr1;
+  sigaction(SIGUSR1, &a, 0);
+  for (int i = 0; i < 20; i++) kill(getpid(), SIGUSR1);
+  pid_t pid = fork();
+  if (pid == 0) { kill(getpid(), SIGTERM); _exit(2); }
+  int st;
+  waitpid(pid, &st, 0);
+  return got == 20 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM ? 0 : 1;
+}
+"#;
+
+/// Signals: the child's fatal `kill(getpid(), SIGTERM)` returns before the
+/// signal kills it under strace (a traced process's fatal signal is not
+/// turned into SIGKILL at once); the eBPF backend, whose program is not
+/// traced, counts it too, and both backends agree on everything else.
+#[test]
+fn ebpf_counts_match_strace_on_signals() {
+    if !ebpf_available("ebpf_counts_match_strace_on_signals") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_c(dir.path(), "signals", SIGNALS);
+    let cmd = [exe.to_str().unwrap()];
+    let (out, summary) = agent_run(dir.path(), EBPF, &cmd);
+    assert!(out.status.success(), "{out:?}");
+    let (_, strace) = strace_counts(dir.path(), &[], &cmd);
+    let agent = summary_counts(&summary);
+    assert_eq!(agent["kill"].0, 21, "20 to itself, 1 fatal to the child");
+    assert_eq!(agent["rt_sigreturn"].0, 20);
+    assert_same_counts(&agent, &strace, &[]);
+    assert_eq!(summary.run.processes, 2);
+    let (_, p) = agent_run(dir.path(), PTRACE, &cmd);
+    assert_eq!(per_key(&p), per_key(&summary), "per key, both backends");
+    assert_eq!(transitions(&p), transitions(&summary), "transitions");
+}
+
+/// A client of the test's servers: TCP over IPv4 to 127.0.0.1:argv[1]
+/// (write 100 bytes, read the 200-byte answer, a write on a dup of the
+/// socket, close both), the same over IPv6 to [::1]:argv[2], a dual-stack
+/// IPv6 socket to ::ffff:127.0.0.1:argv[1] (the IPv4 server again), a
+/// connected UDP socket to 127.0.0.1:argv[3] (3 rounds of 50 bytes out,
+/// 60 in), one datagram from an unconnected UDP socket, a refused TCP
+/// connect to 127.0.0.1:argv[4], and a Unix socket pair (no peer).
+const PEER_CLIENT: &str = r#"
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+static char b[256];
+static int talk(int s) {
+  if (write(s, b, 100) != 100) return 1;
+  for (int got = 0; got < 200;) {
+    int k = read(s, b, 200 - got);
+    if (k <= 0) return 1;
+    got += k;
+  }
+  int d = dup(s);
+  if (write(d, b, 1) != 1) return 1;
+  close(d);
+  return close(s);
+}
+int main(int argc, char **argv) {
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(atoi(argv[1]));
+  int t = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(t, (struct sockaddr *)&a, sizeof a) || talk(t)) return 2;
+  struct sockaddr_in6 a6 = {0};
+  a6.sin6_family = AF_INET6;
+  a6.sin6_addr = in6addr_loopback;
+  a6.sin6_port = htons(atoi(argv[2]));
+  int t6 = socket(AF_INET6, SOCK_STREAM, 0);
+  if (connect(t6, (struct sockaddr *)&a6, sizeof a6) || talk(t6)) return 3;
+  inet_pton(AF_INET6, "::ffff:127.0.0.1", &a6.sin6_addr);
+  a6.sin6_port = a.sin_port;
+  int m = socket(AF_INET6, SOCK_STREAM, 0);
+  if (connect(m, (struct sockaddr *)&a6, sizeof a6) || talk(m)) return 4;
+  a.sin_port = htons(atoi(argv[3]));
+  int u = socket(AF_INET, SOCK_DGRAM, 0);
+  if (connect(u, (struct sockaddr *)&a, sizeof a)) return 5;
+  for (int i = 0; i < 3; i++) {
+    if (send(u, b, 50, 0) != 50) return 6;
+    if (recv(u, b, sizeof b, 0) != 60) return 7;
+  }
+  close(u);
+  int v = socket(AF_INET, SOCK_DGRAM, 0);
+  if (sendto(v, b, 10, 0, (struct sockaddr *)&a, sizeof a) != 10) return 8;
+  close(v);
+  a.sin_port = htons(atoi(argv[4]));
+  int r = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(r, (struct sockaddr *)&a, sizeof a) == 0) return 9;
+  close(r);
+  int p[2];
+  socketpair(AF_UNIX, SOCK_STREAM, 0, p);
+  write(p[0], b, 5);
+  read(p[1], b, 5);
+  return 0;
+}
+"#;
+
+/// Serves each connection of `listener` (read 100 bytes, write 200, then
+/// until the client closes), forever.
+fn serve_tcp(listener: std::net::TcpListener) {
+    use std::io::{Read, Write};
+    std::thread::spawn(move || {
+        for c in listener.incoming() {
+            let Ok(mut c) = c else { return };
+            let mut request = [0u8; 100];
+            if c.read_exact(&mut request).is_ok() && c.write_all(&[1u8; 200]).is_ok() {
+                let _ = std::io::copy(&mut c, &mut std::io::sink());
+            }
+        }
+    });
+}
+
+/// A peer's figures but its time: (address, calls, bytes, errors, the
+/// last call's syscall and result).
+type PeerRow = (
+    agent_core::PeerAddr,
+    u64,
+    u64,
+    u64,
+    Option<(agent_core::SyscallId, i64)>,
+);
+
+fn peer_rows(s: &Summary) -> Vec<PeerRow> {
+    s.peers
+        .list
+        .iter()
+        .map(|p| {
+            (
+                p.addr,
+                p.calls,
+                p.bytes,
+                p.errors,
+                p.last.map(|l| (l.id, l.result)),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn both_backends_agree_on_socket_peers() {
+    use agent_core::{FdKind, PeerAddr, PeerIp};
+    if !ebpf_available("both_backends_agree_on_socket_peers") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_c(dir.path(), "peer_client", PEER_CLIENT);
+    // The same servers for both runs: the same peers.
+    let tcp4 = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let tcp6 = std::net::TcpListener::bind("[::1]:0").unwrap();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let refused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let ports = [
+        tcp4.local_addr().unwrap().port(),
+        tcp6.local_addr().unwrap().port(),
+        udp.local_addr().unwrap().port(),
+        refused.local_addr().unwrap().port(),
+    ];
+    drop(refused);
+    serve_tcp(tcp4);
+    serve_tcp(tcp6);
+    std::thread::spawn(move || {
+        let mut b = [0u8; 256];
+        while let Ok((_, from)) = udp.recv_from(&mut b) {
+            let _ = udp.send_to(&[2u8; 60], from);
+        }
+    });
+    let args: Vec<String> = ports.iter().map(|p| p.to_string()).collect();
+    let mut cmd = vec![exe.to_str().unwrap()];
+    cmd.extend(args.iter().map(|a| a.as_str()));
+    let (pout, p) = agent_run(dir.path(), PTRACE, &cmd);
+    let (eout, e) = agent_run(dir.path(), EBPF, &cmd);
+    for out in [&pout, &eout] {
+        assert!(
+            out.status.success(),
+            "{out:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(peer_rows(&p), peer_rows(&e), "peers: ptrace, then eBPF");
+    assert_eq!(p.peers.rest, e.peers.rest);
+
+    // What both hold, stated on its own: the IPv4 server (twice: once
+    // through the IPv4-mapped address), the IPv6 one, the connected UDP
+    // one, the refused one; nothing for the unconnected UDP socket nor
+    // the Unix pair.
+    let v4 = |transport, port| PeerAddr {
+        transport,
+        ip: PeerIp::V4([127, 0, 0, 1]),
+        port,
+    };
+    let mut v6 = [0u8; 16];
+    v6[15] = 1;
+    let close = agent_core::SyscallId::from_name("close").unwrap();
+    let connect = agent_core::SyscallId::from_name("connect").unwrap();
+    let rows = peer_rows(&e);
+    let row = |addr: PeerAddr| {
+        *rows
+            .iter()
+            .find(|r| r.0 == addr)
+            .unwrap_or_else(|| panic!("{addr:?} not among {rows:?}"))
+    };
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    // Per connection: connect, write, read(s), dup, write, close, close.
+    let (_, calls, bytes, errors, last) = row(v4(FdKind::Tcp, ports[0]));
+    assert!(calls >= 2 * 7, "{calls}");
+    assert_eq!((bytes, errors, last), (2 * 301, 0, Some((close, 0))));
+    let (_, calls, bytes, errors, _) = row(PeerAddr {
+        transport: FdKind::Tcp,
+        ip: PeerIp::V6(v6),
+        port: ports[1],
+    });
+    assert!(calls >= 7, "{calls}");
+    assert_eq!((bytes, errors), (301, 0));
+    let (_, calls, bytes, errors, _) = row(v4(FdKind::Udp, ports[2]));
+    assert_eq!((calls, bytes, errors), (8, 3 * 110, 0));
+    let refused = -(libc::ECONNREFUSED as i64);
+    assert_eq!(
+        row(v4(FdKind::Tcp, ports[3])),
+        (v4(FdKind::Tcp, ports[3]), 1, 0, 1, Some((connect, refused)))
+    );
+}
+
+/// `run` without `--backend` is `auto`: one stderr line names the backend
+/// and why, eBPF where it loads (as `--backend ebpf` shows), else ptrace
+/// with the reason; `--only` makes it ptrace.
+#[test]
+fn the_default_backend_is_auto_and_says_which() {
+    let run = |args: &[&str]| {
+        output_timeout(
+            Command::new(agent())
+                .args(["run", "--out", "/dev/null"])
+                .args(args)
+                .args(["--", "true"]),
+            60,
+        )
+    };
+    let loads = run(EBPF).status.success();
+    let out = run(&[]);
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    let want = if loads {
+        "edge-agent: backend ebpf (BPF programs load here)"
+    } else {
+        "edge-agent: backend ptrace (eBPF unavailable: "
+    };
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].starts_with(want), "{err}");
+    let out = run(&["--only", "read"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "edge-agent: backend ptrace (--only needs ptrace's seccomp prefilter)"
+    );
+}

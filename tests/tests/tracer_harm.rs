@@ -209,8 +209,10 @@ fn any_only_set_starts_the_program_traced() {
 fn sigint_during_a_job_control_stop_keeps_the_status() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("o.summary");
+    // ptrace's detach from a stopped program (TracerPid) is what is
+    // checked.
     let (mut agent, program) = start_traced(
-        &["--out", out.to_str().unwrap()],
+        &["--backend", "ptrace", "--out", out.to_str().unwrap()],
         "kill -STOP $$; sleep 1; exit 5",
     );
     // Wait for the stop.

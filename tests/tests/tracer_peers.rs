@@ -136,8 +136,24 @@ fn peer(s: &Summary, addr: PeerAddr) -> &Peer {
         .unwrap_or_else(|| panic!("{addr:?} is not among the peers {:?}", s.peers))
 }
 
+/// The ptrace backend: besides the peers, each socket's remote end is
+/// asked of `/proc` once (the `--stats` counter), not at every call.
 #[test]
 fn an_attached_server_names_its_clients() {
+    attached_server_names_its_clients("ptrace");
+}
+
+/// The eBPF backend reads each socket's remote end in the kernel: the same
+/// peers. (Through `auto`, whose stderr line tells when the programs are
+/// attached.)
+#[test]
+fn an_attached_server_names_its_clients_under_ebpf() {
+    if ebpf_available("an_attached_server_names_its_clients_under_ebpf") {
+        attached_server_names_its_clients("auto");
+    }
+}
+
+fn attached_server_names_its_clients(backend: &str) {
     // Built before the target starts: a first build can outlast it.
     let bin = agent();
     let dir = tempfile::tempdir().unwrap();
@@ -158,7 +174,7 @@ fn an_attached_server_names_its_clients() {
     let file = dir.path().join("server.summary");
     let mut agent = Command::new(&bin)
         .arg("attach")
-        .args(["--window", "whole"])
+        .args(["--backend", backend, "--window", "whole"])
         .arg(server.id().to_string())
         .arg("--out")
         .arg(&file)
@@ -166,7 +182,16 @@ fn an_attached_server_names_its_clients() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    assert_traced_by(server.id(), agent.id(), 10);
+    let stderr = Lines::collect(agent.stderr.take().unwrap());
+    if backend == "ptrace" {
+        assert_traced_by(server.id(), agent.id(), 10);
+    } else {
+        // The programs are attached when `auto` names the backend it
+        // chose (eBPF: it loads here); the server joins the traced set
+        // just after.
+        stderr.wait_for("edge-agent: backend ebpf", 30);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 
     let mut clients = Vec::new();
     for _ in 0..CLIENTS {
@@ -181,13 +206,14 @@ fn an_attached_server_names_its_clients() {
     }
     assert!(wait_timeout(&mut server, 30).success());
     assert!(wait_timeout(&mut agent, 30).success());
-    let mut stderr = String::new();
-    agent
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    // The reader thread has the last lines once the agent has ended.
+    let counters = if backend == "ptrace" {
+        "proc_reads="
+    } else {
+        "backend=ebpf syscalls="
+    };
+    stderr.wait_for(counters, 10);
+    let stderr = stderr.text();
     let s = Summary::decode(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(s.run.exit, Exit::Code(0), "the server ended while traced");
 
@@ -215,6 +241,9 @@ fn an_attached_server_names_its_clients() {
     assert!(s.peers.rest.calls > 2 * 2 * ROUNDS as u64);
     // No entry for the listening socket.
     assert!(s.peers.list.iter().all(|p| p.addr.port != port));
+    if backend != "ptrace" {
+        return;
+    }
 
     // Each socket's kind and remote end were asked of /proc once (readlink
     // and the tcp table: 2 reads), not at each of its 2 * ROUNDS + 1 calls:

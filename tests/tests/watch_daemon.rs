@@ -111,7 +111,18 @@ fn start_server(exe: &Path, port: u16, marker: &str) -> Killed {
 
 fn start_watch(marker: &str, out: &Path, id_file: &Path, extra: &[&str]) -> (Killed, Lines) {
     let mut child = Command::new(agent())
-        .args(["watch", "--window", "whole", "--match", marker, "--out-dir"])
+        // ptrace's watch: these tests look at the tracer (TracerPid, the
+        // seize of a restarted server); tests/tests/watch_ebpf.rs has eBPF's.
+        .args([
+            "watch",
+            "--backend",
+            "ptrace",
+            "--window",
+            "whole",
+            "--match",
+            marker,
+        ])
+        .arg("--out-dir")
         .arg(out)
         .arg("--device-id-file")
         .arg(id_file)

@@ -88,6 +88,10 @@ impl Watch {
         let child = Command::new(agent())
             .args([
                 "watch",
+                // ptrace's watch: the calls missed between the exec and the
+                // seize are what these tests measure (eBPF's: watch_ebpf.rs).
+                "--backend",
+                "ptrace",
                 "--window",
                 "whole",
                 "--discover",

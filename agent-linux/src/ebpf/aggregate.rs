@@ -1,4 +1,4 @@
-//! The BPF program's per-CPU aggregates (`AGG`, `ERRNOS`, `TRANS` in
+//! The BPF program's per-CPU aggregates (`AGG`, `ERRNOS`, `TRANS`, `PEERS` in
 //! `bpf/syscalls.bpf.c`), read from bytes and merged into a collector with
 //! agent-core's merge API: one window's generation at each cut, and what is
 //! left at the end. Bytes from the kernel are still checked: a key or value
@@ -6,15 +6,22 @@
 
 use agent_core::histogram::BUCKETS;
 use agent_core::stats::KeyStats;
-use agent_core::{Collector, FdKind, Key, SyscallId};
+use agent_core::{Collector, FdKind, Key, PeerAddr, PeerFigures, SyscallId};
 
-use super::events::u64_at;
+use super::events::{peer_at, u64_at, PEER_LEN};
 
 /// `sizeof(struct agg)` in the C program.
 pub const AGG_LEN: usize = 13 * 8 + BUCKETS * 8;
 
 /// `sizeof(struct trans)` in the C program.
 pub const TRANS_LEN: usize = 16;
+
+/// `sizeof(struct peer_key)` in the C program: the peer, the syscall id,
+/// the generation.
+pub const PEER_KEY_LEN: usize = PEER_LEN + 8;
+
+/// `sizeof(struct peer_stats)` in the C program.
+pub const PEER_STATS_LEN: usize = 48;
 
 /// One generation's entries as read from the kernel: per key, one value
 /// per CPU.
@@ -29,6 +36,8 @@ pub struct Generation {
     /// TRANS: `previous id << 32 | id << 16 | slot << 1 | generation`, per
     /// CPU.
     pub transitions: Vec<(u64, Vec<[u8; TRANS_LEN]>)>,
+    /// PEERS: `struct peer_key`, per CPU `struct peer_stats`.
+    pub peers: Vec<([u8; PEER_KEY_LEN], Vec<[u8; PEER_STATS_LEN]>)>,
 }
 
 fn key_of(id: u64, fd_kind: u64) -> Option<Key> {
@@ -69,6 +78,16 @@ pub fn errno_generation(key: u64) -> u8 {
 /// The generation bit of a TRANS key.
 pub fn transition_generation(key: u64) -> u8 {
     (key & 1) as u8
+}
+
+/// The generation bit of a PEERS key.
+pub fn peer_generation(key: &[u8; PEER_KEY_LEN]) -> u8 {
+    key[PEER_LEN + 2] & 1
+}
+
+/// The run's slot in a PEERS key (`gen` is `slot << 1 | generation`).
+pub fn peer_slot(key: &[u8; PEER_KEY_LEN]) -> u8 {
+    (key[PEER_LEN + 2] >> 1) & 0x3f
 }
 
 /// One CPU's `struct agg` as agent-core's statistics; failure times (the
@@ -142,7 +161,60 @@ pub fn merge(generation: &Generation, collector: &mut Collector) -> (u64, u64) {
         }
         collector.merge_transition(from.id, to.id, count, gap);
     }
+    bad += merge_peers(&generation.peers, collector);
     (calls, bad)
+}
+
+/// A peer's last call: its syscall, result and end (monotonic ns).
+type LastPeerCall = (SyscallId, i64, u64);
+
+/// Merges the PEERS entries (per peer and syscall, per CPU) into
+/// `collector`, one peer at a time: bytes are the successful results of
+/// the read/write family, the last call the latest over syscalls and CPUs
+/// (as the ptrace backend, which sees calls end in order, keeps it).
+/// Entries whose key is not a peer and syscall are skipped and counted.
+fn merge_peers(
+    entries: &[([u8; PEER_KEY_LEN], Vec<[u8; PEER_STATS_LEN]>)],
+    collector: &mut Collector,
+) -> u64 {
+    let mut bad = 0;
+    let mut peers: Vec<(PeerAddr, PeerFigures, Option<LastPeerCall>)> = Vec::new();
+    for (raw, per_cpu) in entries {
+        let id = u16::from_ne_bytes([raw[PEER_LEN], raw[PEER_LEN + 1]]);
+        let (Some(addr), Some(key)) = (peer_at(raw, 0), key_of(id as u64, 0)) else {
+            bad += 1;
+            continue;
+        };
+        let i = match peers.iter().position(|(a, _, _)| *a == addr) {
+            Some(i) => i,
+            None => {
+                peers.push((addr, PeerFigures::default(), None));
+                peers.len() - 1
+            }
+        };
+        let (_, figures, last) = &mut peers[i];
+        for v in per_cpu {
+            let at = |i: usize| u64_at(v, 8 * i);
+            let calls = at(0);
+            if calls == 0 {
+                continue;
+            }
+            figures.calls = figures.calls.saturating_add(calls);
+            figures.errors = figures.errors.saturating_add(at(1));
+            figures.total_ns = figures.total_ns.saturating_add(at(2));
+            if key.id.is_read_write_family() {
+                figures.bytes = figures.bytes.saturating_add(at(3));
+            }
+            let (end, result) = (at(4), at(5) as i64);
+            if last.is_none_or(|(_, _, e)| end >= e) {
+                *last = Some((key.id, result, end));
+            }
+        }
+    }
+    for (addr, figures, last) in peers {
+        collector.merge_peer(addr, figures, last);
+    }
+    bad
 }
 
 #[cfg(test)]
@@ -257,6 +329,7 @@ mod tests {
             keys: vec![(key, vec![cpu0, cpu1]), (u32::MAX, vec![cpu0])],
             errnos: vec![(errno_key, vec![0, 1])],
             transitions: vec![(trans_key, vec![[0; TRANS_LEN], trans])],
+            peers: Vec::new(),
         };
         let mut merged: Box<Collector> = Box::new(Collector::new(start));
         assert_eq!(merge(&generation, &mut merged), (2, 1), "one bad key");
@@ -269,5 +342,102 @@ mod tests {
         let r = recorded.summarize([0; 16], run(), Facts::new());
         assert_eq!(m, r);
         assert_eq!(m.syscalls[0].count, 2);
+    }
+}
+
+#[cfg(test)]
+mod peer_tests {
+    use super::*;
+    use agent_core::{Arch, Exit, Facts, PeerIp, RunRecord, SyscallEvent};
+
+    /// A `struct peer_key`: 127.0.0.1:`port` over TCP (`mapped`: as the
+    /// IPv4-mapped IPv6 address a dual-stack socket has), syscall `id`.
+    fn key(port: u16, mapped: bool, id: SyscallId) -> [u8; PEER_KEY_LEN] {
+        let mut k = [0u8; PEER_KEY_LEN];
+        if mapped {
+            k[10..16].copy_from_slice(&[0xff, 0xff, 127, 0, 0, 1]);
+            k[18] = 10;
+        } else {
+            k[..4].copy_from_slice(&[127, 0, 0, 1]);
+            k[18] = 2;
+        }
+        k[16..18].copy_from_slice(&port.to_ne_bytes());
+        k[19] = FdKind::Tcp as u8;
+        k[PEER_LEN..PEER_LEN + 2].copy_from_slice(&id.0.to_ne_bytes());
+        k
+    }
+
+    fn stats(v: [u64; 6]) -> [u8; PEER_STATS_LEN] {
+        let mut b = [0u8; PEER_STATS_LEN];
+        for (i, x) in v.iter().enumerate() {
+            b[8 * i..8 * i + 8].copy_from_slice(&x.to_ne_bytes());
+        }
+        b
+    }
+
+    fn event(nr: u32, ret: i64, entry_ns: u64, exit_ns: u64) -> SyscallEvent {
+        SyscallEvent {
+            tid: 7,
+            arch: Arch::X86_64,
+            nr,
+            args: [3, 0, 64, 0, 0, 0],
+            ret,
+            entry_ns,
+            exit_ns,
+            fd_kind: FdKind::Tcp,
+            peer: Some(PeerAddr {
+                transport: FdKind::Tcp,
+                ip: PeerIp::V4([127, 0, 0, 1]),
+                port: 80,
+            }),
+        }
+    }
+
+    /// A peer's reads (on two CPUs, one through the IPv4-mapped address),
+    /// a failed write and its close merge into what recording the same
+    /// calls gives: bytes from the reads only (not the close's result),
+    /// the close as the last call; a key that is no peer is skipped and
+    /// counted.
+    #[test]
+    fn kernel_peers_merge_like_recorded_calls() {
+        let read = SyscallId::from_raw(Arch::X86_64, 0);
+        let write = SyscallId::from_raw(Arch::X86_64, 1);
+        let close = SyscallId::from_raw(Arch::X86_64, 3);
+        let mut no_peer = key(80, false, read);
+        no_peer[18] = 0;
+        let generation = Generation {
+            peers: vec![
+                (
+                    key(80, false, read),
+                    vec![stats([1, 0, 100, 64, 1_100, 64]), stats([0; 6])],
+                ),
+                (
+                    key(80, true, read),
+                    vec![stats([0; 6]), stats([1, 0, 200, 32, 2_200, 32])],
+                ),
+                (
+                    key(80, false, write),
+                    vec![stats([1, 1, 50, 0, 2_500, -32i64 as u64])],
+                ),
+                (key(80, false, close), vec![stats([1, 0, 10, 0, 3_000, 0])]),
+                (no_peer, vec![stats([5, 0, 1, 1, 1, 1])]),
+            ],
+            ..Generation::default()
+        };
+        let mut merged: Box<Collector> = Box::new(Collector::new(0));
+        assert_eq!(merge(&generation, &mut merged), (0, 1), "one bad key");
+        let mut recorded: Box<Collector> = Box::new(Collector::new(0));
+        // The key statistics are not merged here: compare peers only.
+        recorded.record(&event(0, 64, 1_000, 1_100));
+        recorded.record(&event(0, 32, 2_000, 2_200));
+        recorded.record(&event(1, -32, 2_450, 2_500));
+        recorded.record(&event(3, 0, 2_990, 3_000));
+        let run = || RunRecord::new(0, 1, Exit::Code(0), Arch::X86_64);
+        let m = merged.summarize([0; 16], run(), Facts::new());
+        let r = recorded.summarize([0; 16], run(), Facts::new());
+        assert_eq!(m.peers, r.peers);
+        let p = &m.peers.list[0];
+        assert_eq!((p.calls, p.bytes, p.errors), (4, 96, 1));
+        assert_eq!(p.last.map(|l| (l.id, l.result)), Some((close, 0)));
     }
 }

@@ -1,13 +1,23 @@
 //! The records the BPF program (`bpf/syscalls.bpf.c`, `struct event`)
 //! writes to its ring buffer (a new task, a task's end, a call in flight
 //! across a window's cut) and its per-thread entries (`struct thread`),
-//! read from bytes. Bytes from the kernel are still checked: a record of
-//! the wrong size or kind is refused, never trusted.
+//! read from bytes, with the socket peer (`struct peer`) each carries.
+//! Bytes from the kernel are still checked: a record of the wrong size or
+//! kind is refused, never trusted.
 
-use agent_core::{FdKind, SyscallId};
+use agent_core::{FdKind, PeerAddr, PeerIp, SyscallId};
+
+use crate::fd::sockaddr::remote_end;
 
 /// `sizeof(struct event)` in the C program.
-pub const RECORD_LEN: usize = 40;
+pub const RECORD_LEN: usize = 64;
+
+/// `sizeof(struct peer)` in the C program.
+pub const PEER_LEN: usize = 24;
+
+/// `AF_INET`, `AF_INET6` in `struct peer`'s family.
+const AF_INET: u8 = 2;
+const AF_INET6: u8 = 10;
 
 const KIND_FORK: u32 = 1;
 const KIND_EXIT: u32 = 2;
@@ -77,6 +87,27 @@ pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_ne_bytes(w)
 }
 
+/// The `struct peer` at byte `at` of `b` (which holds it) as the peer the
+/// ptrace backend names for the same socket: `None` when it has none
+/// (family 0), for a family or transport a peer cannot have, and for no
+/// remote end by [`remote_end`]'s rule (an IPv4-mapped IPv6 address is
+/// given as IPv4).
+pub fn peer_at(b: &[u8], at: usize) -> Option<PeerAddr> {
+    let p = b.get(at..at + PEER_LEN)?;
+    let transport = match FdKind::from_u8(p[19])? {
+        t @ (FdKind::Tcp | FdKind::Udp) => t,
+        _ => return None,
+    };
+    let mut addr = [0u8; 16];
+    addr.copy_from_slice(&p[..16]);
+    let ip = match p[18] {
+        AF_INET => PeerIp::V4([addr[0], addr[1], addr[2], addr[3]]),
+        AF_INET6 => PeerIp::V6(addr),
+        _ => return None,
+    };
+    remote_end(transport, ip, u16_at(p, 16))
+}
+
 /// A syscall id from the kernel: one of this build's, else refused.
 fn syscall_id(raw: u32) -> Option<SyscallId> {
     (raw < SyscallId::COUNT as u32).then_some(SyscallId(raw as u16))
@@ -116,6 +147,7 @@ impl Record {
                 call: Pending {
                     id: syscall_id(nr)?,
                     fd_kind: FdKind::from_u8(b[32])?,
+                    peer: peer_at(b, 40),
                     entry_ns: at_ns,
                 },
                 cut_ns: u64_at(b, 24),
@@ -127,7 +159,7 @@ impl Record {
 }
 
 /// `sizeof(struct thread)` in the C program: a value of its THREADS map.
-pub const THREAD_LEN: usize = 32;
+pub const THREAD_LEN: usize = 56;
 
 /// A call the program saw enter and not yet leave.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,6 +168,9 @@ pub struct Pending {
     pub id: SyscallId,
     /// Its fd argument's kind, resolved at entry.
     pub fd_kind: FdKind,
+    /// Its socket's peer, resolved at entry (connect: the address it
+    /// names).
+    pub peer: Option<PeerAddr>,
     /// When it entered (monotonic ns).
     pub entry_ns: u64,
 }
@@ -160,6 +195,7 @@ impl Pending {
             entry_ns,
             id: syscall_id(u16_at(b, 24) as u32)?,
             fd_kind: FdKind::from_u8(b[28])?,
+            peer: peer_at(b, 32),
         })
     }
 }
@@ -180,6 +216,58 @@ mod tests {
         b[33] = flag;
         b[34] = 9;
         b
+    }
+
+    /// A `struct peer`.
+    fn peer_bytes(addr: &[u8], port: u16, family: u8, transport: u8) -> [u8; PEER_LEN] {
+        let mut b = [0u8; PEER_LEN];
+        b[..addr.len()].copy_from_slice(addr);
+        b[16..18].copy_from_slice(&port.to_ne_bytes());
+        b[18] = family;
+        b[19] = transport;
+        b
+    }
+
+    /// The kernel's peers read back as ptrace names them: IPv4, IPv6,
+    /// an IPv4-mapped IPv6 address as IPv4; none for family 0, another
+    /// family, a transport other than TCP or UDP, port 0, the
+    /// unspecified address.
+    #[test]
+    fn peers_read_back_as_ptrace_names_them() {
+        let v4 = |a: [u8; 4], port| PeerAddr {
+            transport: FdKind::Udp,
+            ip: PeerIp::V4(a),
+            port,
+        };
+        assert_eq!(
+            peer_at(&peer_bytes(&[127, 0, 0, 1], 53, AF_INET, 6), 0),
+            Some(v4([127, 0, 0, 1], 53))
+        );
+        let mut six = [0u8; 16];
+        six[0] = 0x20;
+        six[15] = 1;
+        assert_eq!(
+            peer_at(&peer_bytes(&six, 443, AF_INET6, 5), 0),
+            Some(PeerAddr {
+                transport: FdKind::Tcp,
+                ip: PeerIp::V6(six),
+                port: 443
+            })
+        );
+        let mut mapped = [0u8; 16];
+        mapped[10..].copy_from_slice(&[0xff, 0xff, 10, 1, 2, 3]);
+        assert_eq!(
+            peer_at(&peer_bytes(&mapped, 53, AF_INET6, 6), 0),
+            Some(v4([10, 1, 2, 3], 53))
+        );
+        let one = [127, 0, 0, 1];
+        assert_eq!(peer_at(&peer_bytes(&one, 53, 0, 6), 0), None, "none");
+        assert_eq!(peer_at(&peer_bytes(&one, 53, 1, 6), 0), None, "AF_UNIX");
+        assert_eq!(peer_at(&peer_bytes(&one, 53, AF_INET, 7), 0), None, "unix");
+        assert_eq!(peer_at(&peer_bytes(&one, 53, AF_INET, 99), 0), None);
+        assert_eq!(peer_at(&peer_bytes(&one, 0, AF_INET, 6), 0), None, "port 0");
+        assert_eq!(peer_at(&peer_bytes(&[0; 4], 53, AF_INET, 6), 0), None);
+        assert_eq!(peer_at(&[0u8; PEER_LEN - 1], 0), None, "short");
     }
 
     #[test]
@@ -212,10 +300,29 @@ mod tests {
                 call: Pending {
                     id: SyscallId(3),
                     fd_kind: FdKind::Tcp,
+                    peer: None,
                     entry_ns: 250
                 },
                 cut_ns: 300,
                 slot: 9,
+            })
+        );
+    }
+
+    /// A crossing record carries its call's peer after the fixed fields.
+    #[test]
+    fn a_crossing_record_reads_back_its_peer() {
+        let mut b = record(3, 0, 6);
+        b[40..64].copy_from_slice(&peer_bytes(&[10, 0, 0, 7], 53, AF_INET, 6));
+        let Some(Record::Crossed { call, .. }) = Record::parse(&b) else {
+            panic!("not a crossing record");
+        };
+        assert_eq!(
+            call.peer,
+            Some(PeerAddr {
+                transport: FdKind::Udp,
+                ip: PeerIp::V4([10, 0, 0, 7]),
+                port: 53
             })
         );
     }
@@ -228,7 +335,11 @@ mod tests {
         let mut b = record(3, 0, 0);
         b[12..16].copy_from_slice(&u32::MAX.to_ne_bytes());
         assert_eq!(Record::parse(&b), None, "unknown syscall id");
-        assert_eq!(Record::parse(&record(1, 0, 0)[..39]), None, "short");
+        assert_eq!(
+            Record::parse(&record(1, 0, 0)[..RECORD_LEN - 1]),
+            None,
+            "short"
+        );
     }
 
     #[test]
@@ -244,12 +355,22 @@ mod tests {
             Some(Pending {
                 id: SyscallId(7),
                 fd_kind: FdKind::Tcp,
+                peer: None,
                 entry_ns: 1234
+            })
+        );
+        b[32..56].copy_from_slice(&peer_bytes(&[10, 0, 0, 9], 80, AF_INET, 5));
+        assert_eq!(
+            Pending::parse(&b).and_then(|p| p.peer),
+            Some(PeerAddr {
+                transport: FdKind::Tcp,
+                ip: PeerIp::V4([10, 0, 0, 9]),
+                port: 80
             })
         );
         b[28] = 8;
         assert_eq!(Pending::parse(&b), None, "unknown fd kind");
-        assert_eq!(Pending::parse(&b[..31]), None, "short");
+        assert_eq!(Pending::parse(&b[..THREAD_LEN - 1]), None, "short");
         b[28] = 0;
         b[0..8].copy_from_slice(&0u64.to_ne_bytes());
         assert_eq!(Pending::parse(&b), None, "between calls");

@@ -14,8 +14,9 @@ use aya::programs::RawTracePoint;
 use aya::{Ebpf, EbpfLoader};
 
 use super::aggregate::{
-    agg_generation, agg_slot, errno_generation, errno_slot, transition_generation, transition_slot,
-    Generation, AGG_LEN, TRANS_LEN,
+    agg_generation, agg_slot, errno_generation, errno_slot, peer_generation, peer_slot,
+    transition_generation, transition_slot, Generation, AGG_LEN, PEER_KEY_LEN, PEER_STATS_LEN,
+    TRANS_LEN,
 };
 use super::events::{thread_slot, Pending, Record, THREAD_LEN};
 use super::MAX_SLOTS;
@@ -70,6 +71,8 @@ pub struct Probe {
     agg: PerCpuHashMap<MapData, u32, [u8; AGG_LEN]>,
     errnos: PerCpuHashMap<MapData, u64, u64>,
     transitions: PerCpuHashMap<MapData, u64, [u8; TRANS_LEN]>,
+    /// Socket peers: per (peer, syscall id, generation), per CPU.
+    peers: PerCpuHashMap<MapData, [u8; PEER_KEY_LEN], [u8; PEER_STATS_LEN]>,
     control: Array<MapData, u64>,
     first: PerCpuArray<MapData, u64>,
 }
@@ -116,9 +119,12 @@ impl Probe {
     /// the same programs, maps and globals.
     pub fn load_object(object: &[u8], ring_bytes: u32) -> anyhow::Result<Probe> {
         precheck().map_err(|e| anyhow!(e))?;
+        // The kernel reads connect's peer from the address it names.
+        let connect_id = SyscallId::from_name("connect").map_or(u16::MAX, |id| id.0);
         let mut ebpf = EbpfLoader::new()
             .set_global("compat_probe", &host::COMPAT_PROBE, true)
             .set_global("arg_off", &host::ARG_OFF, true)
+            .set_global("connect_id", &connect_id, true)
             .set_max_entries("EVENTS", ring_bytes)
             .load(object)
             .context("the kernel refused the BPF program")?;
@@ -141,6 +147,7 @@ impl Probe {
         let agg = PerCpuHashMap::try_from(take_map(&mut ebpf, "AGG")?)?;
         let errnos = PerCpuHashMap::try_from(take_map(&mut ebpf, "ERRNOS")?)?;
         let transitions = PerCpuHashMap::try_from(take_map(&mut ebpf, "TRANS")?)?;
+        let peers = PerCpuHashMap::try_from(take_map(&mut ebpf, "PEERS")?)?;
         let control = Array::try_from(take_map(&mut ebpf, "CONTROL")?)?;
         let first = PerCpuArray::try_from(take_map(&mut ebpf, "FIRST")?)?;
         let mut probe = Probe {
@@ -152,6 +159,7 @@ impl Probe {
             agg,
             errnos,
             transitions,
+            peers,
             control,
             first,
         };
@@ -195,6 +203,11 @@ impl Probe {
                 taken.transitions.push((key, values.to_vec()));
             }
         }
+        for (key, values) in self.peers.iter().flatten() {
+            if wanted(peer_slot(&key), peer_generation(&key)) {
+                taken.peers.push((key, values.to_vec()));
+            }
+        }
         for (key, _) in &taken.keys {
             let _ = self.agg.remove(key);
         }
@@ -203,6 +216,9 @@ impl Probe {
         }
         for (key, _) in &taken.transitions {
             let _ = self.transitions.remove(key);
+        }
+        for (key, _) in &taken.peers {
+            let _ = self.peers.remove(key);
         }
         taken
     }
@@ -371,6 +387,36 @@ fn fill_sysinfo(ebpf: &mut Ebpf) -> anyhow::Result<()> {
             sysinfo
                 .set(abi as u32 * MAX_NR + nr, value, 0)
                 .context("cannot fill the syscall map")?;
+        }
+    }
+    fill_sysinfo_high(ebpf, &roles)
+}
+
+/// `SYSINFO_HIGH`: the syscalls whose number in an ABI is at or above
+/// [`MAX_NR`] (AArch32's private `0x0f00xx` calls, made by 32-bit ARM
+/// processes under an aarch64 kernel), keyed `abi << 32 | nr`, so the
+/// kernel names them as the ptrace backend does.
+fn fill_sysinfo_high(ebpf: &mut Ebpf, roles: &FdRoles) -> anyhow::Result<()> {
+    let mut high: HashMap<&mut MapData, u64, [u8; 4]> = HashMap::try_from(
+        ebpf.map_mut("SYSINFO_HIGH")
+            .ok_or_else(|| anyhow!("the BPF object has no map SYSINFO_HIGH"))?,
+    )?;
+    let plus_one = |i: Option<usize>| i.map_or(0, |i| i as u8 + 1);
+    for (abi, arch) in abis().iter().take(2).enumerate() {
+        for raw_id in 0..SyscallId::COUNT {
+            let id = SyscallId(raw_id as u16);
+            let Some(nr) = id.to_raw(*arch).filter(|&nr| nr >= MAX_NR) else {
+                continue;
+            };
+            let [lo, hi] = id.0.to_ne_bytes();
+            let value = [
+                lo,
+                hi,
+                plus_one(roles.get(id).fd_arg()),
+                plus_one(id.size_arg()),
+            ];
+            high.insert((abi as u64) << 32 | nr as u64, value, 0)
+                .with_context(|| format!("cannot add syscall {nr:#x} to SYSINFO_HIGH"))?;
         }
     }
     Ok(())

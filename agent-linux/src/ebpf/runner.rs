@@ -507,7 +507,7 @@ fn in_flight_call(session: &Session, tid: u32, p: Pending) -> InFlightCall {
         tid,
         id: p.id,
         fd_kind: p.fd_kind,
-        peer: None,
+        peer: p.peer,
         start_unix_ns: session.to_unix_ns(p.entry_ns),
     }
 }

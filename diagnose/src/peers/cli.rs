@@ -12,6 +12,7 @@ use super::errno::ErrnoParams;
 use super::fleet::{Fleet, Range};
 use super::hang::HangParams;
 use super::histogram::HistogramParams;
+use super::link::LinkParams;
 use super::median::MedianParams;
 use super::{analyse, report, tally_text, Options};
 use crate::cli::default_db;
@@ -24,12 +25,15 @@ pub enum Methods {
     Median,
     /// The Hadoop method: latency histograms against training ranges.
     Histogram,
+    /// Slow network links: bytes per socket call on a host's links
+    /// against the fleet's other links.
+    Link,
     /// Propagated errors: a server's unexpected errno seen at a client.
     Errno,
     /// Crashes and hangs: client calls failing with a connection error or
     /// stuck in flight, blamed on the server that went quiet.
     Hang,
-    /// All four.
+    /// All five.
     All,
 }
 
@@ -270,6 +274,7 @@ pub fn run(args: PeersArgs, store: &dyn SummarySource) -> anyhow::Result<ExitCod
     let options = Options {
         median: matches!(args.method, Methods::Median | Methods::All),
         histogram: matches!(args.method, Methods::Histogram | Methods::All),
+        link: matches!(args.method, Methods::Link | Methods::All),
         errno: matches!(args.method, Methods::Errno | Methods::All),
         hang: matches!(args.method, Methods::Hang | Methods::All),
         median_params: MedianParams {
@@ -278,6 +283,7 @@ pub fn run(args: PeersArgs, store: &dyn SummarySource) -> anyhow::Result<ExitCod
             ..MedianParams::default()
         },
         histogram_params: HistogramParams::default(),
+        link_params: LinkParams::default(),
         errno_params: ErrnoParams {
             window_ns: errno_window_ns,
         },

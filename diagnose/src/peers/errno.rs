@@ -8,6 +8,12 @@
 //! every server). A client's errno counts only when it, too, is unexpected
 //! for clients, so an errno both sides return every second (EAGAIN) never
 //! matches.
+//!
+//! An errno matched at every server of a program (3 or more) is the
+//! workload's, not one server's fault (a small-file workload's lookups of
+//! files it is about to create fail ENOENT at every brick): the method
+//! compares peers, and no server stands out, so a note says so instead of
+//! a finding per server.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -66,9 +72,13 @@ struct Matched {
     client_syscalls: BTreeSet<SyscallId>,
 }
 
+/// Fewest servers of a program an errno must be matched at, all of them,
+/// to be taken as the workload's rather than a culprit's.
+const FLEET_WIDE: usize = 3;
+
 /// The errno method over the whole fleet (servers and clients need not
-/// trace the same program).
-pub fn errno(fleet: &Fleet, params: &ErrnoParams) -> Vec<Finding> {
+/// trace the same program); findings and notes.
+pub fn errno(fleet: &Fleet, params: &ErrnoParams) -> (Vec<Finding>, Vec<String>) {
     let normal = trained_errnos(fleet);
     let unexpected = |d: usize, f: &Failure| {
         let server = fleet.devices[d].is_server();
@@ -115,8 +125,33 @@ pub fn errno(fleet: &Fleet, params: &ErrnoParams) -> Vec<Finding> {
             }
         }
     }
-    matched
+    let mut notes = Vec::new();
+    // Servers per program, and per (program, errno) the servers matched.
+    let mut servers: BTreeMap<&str, usize> = BTreeMap::new();
+    for device in fleet.devices.iter().filter(|d| d.is_server()) {
+        *servers.entry(device.program()).or_default() += 1;
+    }
+    let mut at: BTreeMap<(&str, u16), usize> = BTreeMap::new();
+    for (d, errno) in matched.keys() {
+        *at.entry((fleet.devices[*d].program(), *errno)).or_default() += 1;
+    }
+    for ((program, errno), n) in &at {
+        if *n >= FLEET_WIDE && servers.get(program) == Some(n) {
+            notes.push(format!(
+                "errno: {} from every {program} server ({n}) at once, matched at clients: the \
+                 workload's errors, not one server's (train with this workload to make them normal)",
+                errno_name(*errno)
+            ));
+        }
+    }
+    let fleet_wide = |d: usize, errno: u16| {
+        let program = fleet.devices[d].program();
+        at.get(&(program, errno))
+            .is_some_and(|n| *n >= FLEET_WIDE && servers.get(program) == Some(n))
+    };
+    let findings = matched
         .into_iter()
+        .filter(|((d, errno), _)| !fleet_wide(*d, *errno))
         .map(|((d, errno), m)| {
             let name = errno_name(errno);
             let names = |ids: &BTreeSet<SyscallId>| {
@@ -147,5 +182,6 @@ pub fn errno(fleet: &Fleet, params: &ErrnoParams) -> Vec<Finding> {
                 windows,
             }
         })
-        .collect()
+        .collect();
+    (findings, notes)
 }

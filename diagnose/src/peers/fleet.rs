@@ -11,21 +11,13 @@
 //! is over all its calls.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::IpAddr;
 
-use agent_core::{Facts, Summary};
+use agent_core::{Facts, PeerIp, Summary};
 
 use super::metrics::{Calls, Classifier, Group, Service, RAW_METRICS};
+use super::phase::Phase;
 use super::trail::Trail;
-
-/// Training (fault-free, where thresholds and ranges are learnt) or
-/// diagnosis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Phase {
-    /// Where thresholds are learnt.
-    Training,
-    /// Where devices are judged.
-    Diagnosis,
-}
 
 /// A half-open time range `[since, until)`, ns since the Unix epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +32,29 @@ impl Range {
     /// Whether `t` is in it.
     pub fn contains(&self, t: u64) -> bool {
         self.since <= t && t < self.until
+    }
+}
+
+/// Windows per slice of the link method's traffic tables
+/// ([`super::link`]): long enough that a client has moved data with most
+/// servers in it (a client of a distributed file system works on one
+/// server's file at a time), short enough to place a fault.
+pub const LINK_SLICE_WINDOWS: u64 = 5;
+
+/// Calls and bytes on the sockets to one peer address.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Calls on its sockets.
+    pub calls: u64,
+    /// Bytes moved by the successful read/write-family calls among them.
+    pub bytes: u64,
+}
+
+/// A socket peer's address as an `IpAddr`.
+pub fn ip_of(ip: &PeerIp) -> IpAddr {
+    match *ip {
+        PeerIp::V4(b) => IpAddr::from(b),
+        PeerIp::V6(b) => IpAddr::from(b),
     }
 }
 
@@ -79,6 +94,14 @@ impl Device {
         self.facts
             .get("role")
             .is_some_and(|r| r.eq_ignore_ascii_case("client"))
+    }
+
+    /// Its network address: the free fact `addr` (how other devices' socket
+    /// peers name it), if set and an IP address.
+    pub fn addr(&self) -> Option<IpAddr> {
+        self.facts
+            .get("addr")
+            .and_then(|a| a.trim().parse::<IpAddr>().ok())
     }
 
     /// Whether it serves: the free fact `role` says `server`, or (without
@@ -136,6 +159,9 @@ pub struct Fleet {
     /// Per device: what the semantic methods keep (failures, calls in
     /// flight, socket peers).
     pub trails: Vec<Trail>,
+    /// Per device: (phase, link slice) → per socket peer address, the
+    /// traffic on its sockets (slices of [`LINK_SLICE_WINDOWS`] windows).
+    pub links: Vec<BTreeMap<(Phase, u64), BTreeMap<IpAddr, Traffic>>>,
     /// What was left out.
     pub tally: Tally,
     training: Range,
@@ -157,6 +183,7 @@ impl Fleet {
             service: Vec::new(),
             slices: Vec::new(),
             trails: Vec::new(),
+            links: Vec::new(),
             tally: Tally::default(),
             training,
             diagnosis,
@@ -221,6 +248,7 @@ impl Fleet {
                 self.service.push(BTreeMap::new());
                 self.slices.push(BTreeMap::new());
                 self.trails.push(Trail::default());
+                self.links.push(BTreeMap::new());
                 self.index_of.insert(key, self.devices.len() - 1);
                 self.devices.len() - 1
             }
@@ -237,6 +265,16 @@ impl Fleet {
         // when tracing starts, not on the second.
         let index = s.run.start_unix_ns.saturating_add(self.window_ns / 2) / self.window_ns;
         self.trails[d].add(phase, index, self.window_ns, s);
+        if !s.peers.list.is_empty() {
+            let table = self.links[d]
+                .entry((phase, index / LINK_SLICE_WINDOWS))
+                .or_default();
+            for p in &s.peers.list {
+                let t = table.entry(ip_of(&p.addr.ip)).or_default();
+                t.calls = t.calls.saturating_add(p.calls);
+                t.bytes = t.bytes.saturating_add(p.bytes);
+            }
+        }
         let new_window = !self.service[d].contains_key(&(phase, index));
         let cell = self.service[d].entry((phase, index)).or_default();
         for (sum, add) in cell.iter_mut().zip(calls.service.iter()) {

@@ -19,11 +19,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use agent_core::summary::LastCall;
-use agent_core::{PeerIp, SyscallId};
+use agent_core::SyscallId;
 use summary_view::errno_name;
 
 use super::errno::trained_errnos;
-use super::fleet::Fleet;
+use super::fleet::{ip_of, Fleet};
 use super::metrics::Cause;
 use super::{Finding, Method};
 
@@ -184,22 +184,11 @@ fn servers_by_ip(fleet: &Fleet) -> BTreeMap<IpAddr, Vec<usize>> {
         if !device.is_server() {
             continue;
         }
-        if let Some(ip) = device
-            .facts
-            .get("addr")
-            .and_then(|a| a.trim().parse::<IpAddr>().ok())
-        {
+        if let Some(ip) = device.addr() {
             out.entry(ip).or_default().push(d);
         }
     }
     out
-}
-
-fn ip_of(ip: &PeerIp) -> IpAddr {
-    match *ip {
-        PeerIp::V4(b) => IpAddr::from(b),
-        PeerIp::V6(b) => IpAddr::from(b),
-    }
 }
 
 /// A call's kind for comparing last calls: its syscall, and whether it

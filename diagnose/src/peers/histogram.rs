@@ -22,10 +22,11 @@ use std::collections::BTreeMap;
 
 use agent_core::histogram::BUCKETS;
 
-use super::fleet::{Fleet, Phase, Slice};
+use super::fleet::{Fleet, Slice};
 use super::kofn::persistent;
 use super::median::MIN_DEVICES;
 use super::metrics::{Cause, Group};
+use super::phase::Phase;
 use super::{Finding, Method, PeerSet};
 use crate::fmt::format_duration_ns;
 

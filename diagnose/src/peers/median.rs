@@ -4,9 +4,10 @@
 //! learnt in the training windows — in at least k of the last n windows is
 //! flagged.
 
-use super::fleet::{Device, Fleet, Phase};
+use super::fleet::{Device, Fleet};
 use super::kofn::persistent;
 use super::metrics::{Metric, FILE_READ, FILE_WRITE, SOCKET_READ};
+use super::phase::Phase;
 use super::{Finding, Method, PeerSet, Series};
 use crate::fmt::format_duration_ns;
 
@@ -29,7 +30,7 @@ pub struct MedianParams {
 impl Default for MedianParams {
     fn default() -> MedianParams {
         MedianParams {
-            k: 3,
+            k: 4,
             n: 5,
             margin: 0.25,
             floor: 0.25,
@@ -57,7 +58,8 @@ fn takes(metric: Metric, device: &Device) -> bool {
     }
 }
 
-fn median_of(values: &mut [f64]) -> f64 {
+/// The median of `values` (sorted in place; not empty).
+pub(super) fn median_of(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     let m = values.len() / 2;
     if values.len() % 2 == 1 {

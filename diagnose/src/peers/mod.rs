@@ -7,19 +7,24 @@
 //! as they are read into a time-aligned [`fleet::Fleet`] (sums per metric
 //! and histograms per group, [`metrics`]); devices running the same program
 //! form a peer set; [`median`] (the PVFS method) and [`histogram`] (the
-//! Hadoop method) judge each set; [`errno`] and [`hang`] (the PVFS
-//! semantic methods, over what [`trail`] keeps of each device) judge the
-//! whole fleet, servers against clients; [`report`] prints the findings as
-//! text, JSON or HTML.
+//! Hadoop method) judge each set; [`link`] (slow network links, from both
+//! ends' socket peer tables), [`errno`] and [`hang`] (the PVFS semantic
+//! methods, over what [`trail`] keeps of each device) judge the whole
+//! fleet, servers against clients; [`explain`] sets apart the clients'
+//! symptoms of a flagged server; [`report`] prints the findings as text,
+//! JSON or HTML.
 
 pub mod cli;
 pub mod errno;
+pub mod explain;
 pub mod fleet;
 pub mod hang;
 pub mod histogram;
 pub mod kofn;
+pub mod link;
 pub mod median;
 pub mod metrics;
+pub mod phase;
 pub mod report;
 pub mod synth;
 pub mod trail;
@@ -29,11 +34,14 @@ use std::collections::BTreeMap;
 use anyhow::bail;
 
 use errno::ErrnoParams;
-use fleet::{Device, Fleet, Phase, Tally};
+use explain::Explained;
+use fleet::{Device, Fleet, Tally, LINK_SLICE_WINDOWS};
 use hang::HangParams;
 use histogram::HistogramParams;
+use link::LinkParams;
 use median::{MedianParams, MIN_DEVICES};
 use metrics::Cause;
+use phase::Phase;
 
 /// Which method found a finding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -42,6 +50,8 @@ pub enum Method {
     Median,
     /// The Hadoop method ([`histogram`]).
     Histogram,
+    /// Slow network links ([`link`]).
+    Link,
     /// Propagated errnos ([`errno`]).
     Errno,
     /// Crashes and hangs ([`hang`]).
@@ -54,6 +64,7 @@ impl Method {
         match self {
             Method::Median => "median",
             Method::Histogram => "histogram",
+            Method::Link => "link",
             Method::Errno => "errno",
             Method::Hang => "hang",
         }
@@ -120,6 +131,8 @@ pub struct Options {
     pub median: bool,
     /// Run the histogram method.
     pub histogram: bool,
+    /// Run the link method.
+    pub link: bool,
     /// Run the errno method.
     pub errno: bool,
     /// Run the crash/hang method.
@@ -128,6 +141,8 @@ pub struct Options {
     pub median_params: MedianParams,
     /// The histogram method's settings.
     pub histogram_params: HistogramParams,
+    /// The link method's settings.
+    pub link_params: LinkParams,
     /// The errno method's settings.
     pub errno_params: ErrnoParams,
     /// The crash/hang method's settings.
@@ -139,10 +154,12 @@ impl Default for Options {
         Options {
             median: true,
             histogram: true,
+            link: true,
             errno: true,
             hang: true,
             median_params: MedianParams::default(),
             histogram_params: HistogramParams::default(),
+            link_params: LinkParams::default(),
             errno_params: ErrnoParams::default(),
             hang_params: HangParams::default(),
         }
@@ -158,6 +175,8 @@ pub struct PeerDiagnosis {
     pub sets: Vec<PeerSet>,
     /// The flagged devices; empty: no culprit.
     pub findings: Vec<Finding>,
+    /// Clients' findings explained by a flagged server ([`explain`]).
+    pub explained: Vec<Explained>,
     /// The median method's time series.
     pub series: Vec<Series>,
     /// What could not be judged, and why.
@@ -188,8 +207,8 @@ pub fn peer_sets(fleet: &Fleet) -> Vec<PeerSet> {
 
 /// Judges the fleet. Errors: no device, no training or diagnosis window,
 /// no program with at least [`MIN_DEVICES`] devices when only the
-/// statistical methods run (the semantic ones compare servers with
-/// clients, not peers of one program).
+/// median and histogram methods run (link, errno and hang judge the whole
+/// fleet, not peers of one program).
 pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis> {
     if fleet.devices.is_empty() {
         bail!(
@@ -214,8 +233,8 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
     let (sets, small): (Vec<PeerSet>, Vec<PeerSet>) = all_sets
         .into_iter()
         .partition(|s| s.devices.len() >= MIN_DEVICES);
-    let semantic = options.errno || options.hang;
-    if sets.is_empty() && !semantic {
+    let fleet_wide = options.errno || options.hang || options.link;
+    if sets.is_empty() && !fleet_wide {
         let what: Vec<String> = small
             .iter()
             .map(|s| format!("{} device(s) tracing {:?}", s.devices.len(), s.program))
@@ -253,14 +272,23 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
             notes.extend(r.notes);
         }
     }
+    if options.link {
+        let (found, link_notes) = link::link(fleet, &options.link_params);
+        findings.extend(found);
+        notes.extend(link_notes);
+    }
     if options.errno {
-        findings.extend(errno::errno(fleet, &options.errno_params));
+        let (found, errno_notes) = errno::errno(fleet, &options.errno_params);
+        findings.extend(found);
+        notes.extend(errno_notes);
     }
     if options.hang {
         let (found, hang_notes) = hang::hang(fleet, &options.hang_params);
         findings.extend(found);
         notes.extend(hang_notes);
     }
+    let pad_ns = fleet.window_ns.saturating_mul(LINK_SLICE_WINDOWS);
+    let (mut findings, explained) = explain::explain(findings, &fleet.devices, pad_ns);
     findings.sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)
@@ -271,6 +299,7 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
         devices: fleet.devices.clone(),
         sets,
         findings,
+        explained,
         series,
         notes,
         tally: fleet.tally.clone(),

@@ -71,6 +71,11 @@ pub struct FleetSpec {
     pub faults: Vec<Fault>,
     /// Seed of every draw.
     pub seed: u64,
+    /// Socket peers each device lists per window (at most 8): the next
+    /// devices of the fleet, by their `addr` fact (10.s.d₁.d₀, s the
+    /// seed), each link about 300 calls of about 28 KB (for the link
+    /// method; 0: no addresses, no peers).
+    pub links: usize,
 }
 
 impl FleetSpec {
@@ -87,6 +92,7 @@ impl FleetSpec {
             role: Some("server".into()),
             faults: Vec::new(),
             seed: 1,
+            links: 0,
         }
     }
 
@@ -182,6 +188,9 @@ impl FleetSpec {
         if let Some(role) = &self.role {
             let _ = facts.add("role", role);
         }
+        if self.links > 0 {
+            let _ = facts.add("addr", &self.addr(d).to_string());
+        }
         let mut id = [0u8; 16];
         rng.fill(&mut id);
         let mut summary = Summary::empty();
@@ -207,7 +216,30 @@ impl FleetSpec {
             window_ns: self.window_ns,
         };
         summary.syscalls = syscalls.into_iter().collect();
+        for k in 1..=self.links.min(self.devices.saturating_sub(1)) {
+            let far = match self.addr((d + k) % self.devices) {
+                std::net::IpAddr::V4(a) => a.octets(),
+                std::net::IpAddr::V6(_) => continue,
+            };
+            let calls = rng.random_range(270..330);
+            add_link(
+                &mut summary,
+                far,
+                calls,
+                calls * rng.random_range(25_000..31_000),
+            );
+        }
+        // The format's order: most calls first, ties by lower address.
         summary
+            .peers
+            .list
+            .sort_by(|a, b| b.calls.cmp(&a.calls).then(a.addr.cmp(&b.addr)));
+        summary
+    }
+
+    /// Device `d`'s address when it lists links: 10.seed.(d / 256).(d % 256).
+    pub fn addr(&self, d: usize) -> std::net::IpAddr {
+        std::net::IpAddr::from([10, self.seed as u8, (d / 256) as u8, (d % 256) as u8])
     }
 
     /// Every window of every device, window by window.
@@ -336,6 +368,23 @@ pub fn add_peer(
             result,
             end_unix_ns,
         }),
+    });
+}
+
+/// Lists a TCP peer at `ip` (port 49152) with `calls` calls that moved
+/// `bytes` bytes in the window (a link, for the link method).
+pub fn add_link(summary: &mut Summary, ip: [u8; 4], calls: u64, bytes: u64) {
+    let _ = summary.peers.list.push(agent_core::Peer {
+        addr: agent_core::PeerAddr {
+            transport: FdKind::Tcp,
+            ip: agent_core::PeerIp::V4(ip),
+            port: 49152,
+        },
+        calls,
+        bytes,
+        total_ns: calls.saturating_mul(50_000),
+        errors: 0,
+        last: None,
     });
 }
 

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use agent_core::summary::LastCall;
 use agent_core::{FdKind, PeerAddr, Summary, SyscallId};
 
-use super::fleet::Phase;
+use super::phase::Phase;
 
 /// Failed calls of one (syscall, fd kind, errno) in one window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

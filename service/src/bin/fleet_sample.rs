@@ -5,7 +5,7 @@
 //! the analysis.
 //!
 //! Usage: edge-service-fleet-sample --db FILE [--devices 100] [--windows 3600]
-//!        [--disk-fault DEVICE:FROM_WINDOW] [--seed 1]
+//!        [--disk-fault DEVICE:FROM_WINDOW] [--seed 1] [--links 0]
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,6 +31,7 @@ fn run() -> anyhow::Result<()> {
             "--devices" => spec.devices = value("--devices", args.next())?,
             "--windows" => spec.windows = value("--windows", args.next())?,
             "--seed" => spec.seed = value("--seed", args.next())?,
+            "--links" => spec.links = value("--links", args.next())?,
             "--disk-fault" => {
                 let v: String = value("--disk-fault", args.next())?;
                 let (d, from) = v

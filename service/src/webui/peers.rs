@@ -61,6 +61,9 @@ pub struct FindingView {
     /// Two decimals, as the text report prints it.
     pub score: String,
     pub evidence: String,
+    /// For a symptom set apart: the flagged server's device that explains
+    /// it (empty for a finding).
+    pub explained_by: String,
 }
 
 /// One metric's time series: its title and SVG.
@@ -79,6 +82,8 @@ pub struct PeersView {
     /// (program, devices) of each peer set judged.
     pub sets: Vec<(String, usize)>,
     pub findings: Vec<FindingView>,
+    /// Clients' findings set apart as a flagged server's symptoms.
+    pub explained: Vec<FindingView>,
     pub plots: Vec<PlotView>,
     pub notes: Vec<String>,
     /// What was read and left out, in words.
@@ -135,21 +140,23 @@ pub fn run(
 }
 
 fn options(method: &str) -> Result<Options, String> {
-    let (median, histogram, errno, hang) = match method.trim() {
-        "" | "all" => (true, true, true, true),
-        "median" => (true, false, false, false),
-        "histogram" => (false, true, false, false),
-        "errno" => (false, false, true, false),
-        "hang" => (false, false, false, true),
+    let (median, histogram, link, errno, hang) = match method.trim() {
+        "" | "all" => (true, true, true, true, true),
+        "median" => (true, false, false, false, false),
+        "histogram" => (false, true, false, false, false),
+        "link" => (false, false, true, false, false),
+        "errno" => (false, false, false, true, false),
+        "hang" => (false, false, false, false, true),
         other => {
             return Err(format!(
-                "unknown method `{other}` (median, histogram, errno, hang or all)"
+                "unknown method `{other}` (median, histogram, link, errno, hang or all)"
             ))
         }
     };
     Ok(Options {
         median,
         histogram,
+        link,
         errno,
         hang,
         median_params: MedianParams::default(),
@@ -167,6 +174,23 @@ fn filter(group: &str, program: &Option<String>, r: Range) -> DiagnoseFilter {
     }
 }
 
+fn finding_view(d: &peers::PeerDiagnosis, f: &peers::Finding, by: Option<usize>) -> FindingView {
+    FindingView {
+        device: summary_view::id_hex(&d.devices[f.device].id),
+        program: d.devices[f.device].program().to_string(),
+        method: f.method.name().to_string(),
+        cause: f.cause.name().to_string(),
+        metric: f.metric.clone(),
+        first: time_text(f.first_window_unix_ns),
+        last: time_text(f.last_window_unix_ns),
+        score: format!("{:.2}", f.score),
+        evidence: f.evidence.clone(),
+        explained_by: by
+            .map(|b| summary_view::id_hex(&d.devices[b].id))
+            .unwrap_or_default(),
+    }
+}
+
 fn view(d: &peers::PeerDiagnosis) -> PeersView {
     PeersView {
         devices: d.devices.len(),
@@ -178,17 +202,12 @@ fn view(d: &peers::PeerDiagnosis) -> PeersView {
         findings: d
             .findings
             .iter()
-            .map(|f| FindingView {
-                device: summary_view::id_hex(&d.devices[f.device].id),
-                program: d.devices[f.device].program().to_string(),
-                method: f.method.name().to_string(),
-                cause: f.cause.name().to_string(),
-                metric: f.metric.clone(),
-                first: time_text(f.first_window_unix_ns),
-                last: time_text(f.last_window_unix_ns),
-                score: format!("{:.2}", f.score),
-                evidence: f.evidence.clone(),
-            })
+            .map(|f| finding_view(d, f, None))
+            .collect(),
+        explained: d
+            .explained
+            .iter()
+            .map(|e| finding_view(d, &e.finding, Some(e.by)))
             .collect(),
         plots: d
             .series

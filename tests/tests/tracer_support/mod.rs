@@ -249,6 +249,14 @@ pub fn ebpf_available(test: &str) -> bool {
     false
 }
 
+/// Lines of the agent's stderr `err` other than the one saying which
+/// backend `--backend auto` (the default) chose and why.
+pub fn lines_but_backend(err: &str) -> usize {
+    err.lines()
+        .filter(|l| !l.starts_with("edge-agent: backend "))
+        .count()
+}
+
 /// A process's stderr lines (the agent's), gathered by a thread.
 #[derive(Clone, Default)]
 pub struct Lines(Arc<Mutex<Vec<String>>>);

@@ -1,13 +1,14 @@
 //! The JSON report: `{"devices": [{"device", "facts"}], "findings":
 //! [{"device", "method", "cause", "metric", "first_window_unix_ns",
 //! "last_window_unix_ns", "score", "evidence"}]}` (issue 15's shape), plus
-//! `notes`, `window_ns`, `slice_windows` and `read` (what was taken and
-//! skipped).
+//! `explained` (clients' findings set apart as a flagged server's
+//! symptoms, each with `explained_by`), `notes`, `window_ns`,
+//! `slice_windows` and `read` (what was taken and skipped).
 
 use serde_json::{json as j, Map, Value};
 
 use super::fact_pairs;
-use crate::peers::PeerDiagnosis;
+use crate::peers::{Finding, PeerDiagnosis};
 
 /// The diagnosis as JSON.
 pub fn json(d: &PeerDiagnosis) -> Value {
@@ -28,27 +29,34 @@ pub fn json(d: &PeerDiagnosis) -> Value {
             })
         })
         .collect();
-    let findings: Vec<Value> = d
-        .findings
+    let finding = |f: &Finding| {
+        j!({
+            "device": hex::encode(d.devices[f.device].id),
+            "method": f.method.name(),
+            "cause": f.cause.name(),
+            "metric": f.metric,
+            "first_window_unix_ns": f.first_window_unix_ns,
+            "last_window_unix_ns": f.last_window_unix_ns,
+            "score": if f.score.is_finite() { f.score } else { 0.0 },
+            "evidence": f.evidence,
+            "windows": f.windows.len(),
+        })
+    };
+    let findings: Vec<Value> = d.findings.iter().map(finding).collect();
+    let explained: Vec<Value> = d
+        .explained
         .iter()
-        .map(|f| {
-            j!({
-                "device": hex::encode(d.devices[f.device].id),
-                "method": f.method.name(),
-                "cause": f.cause.name(),
-                "metric": f.metric,
-                "first_window_unix_ns": f.first_window_unix_ns,
-                "last_window_unix_ns": f.last_window_unix_ns,
-                "score": if f.score.is_finite() { f.score } else { 0.0 },
-                "evidence": f.evidence,
-                "windows": f.windows.len(),
-            })
+        .map(|e| {
+            let mut v = finding(&e.finding);
+            v["explained_by"] = Value::String(hex::encode(d.devices[e.by].id));
+            v
         })
         .collect();
     let t = &d.tally;
     j!({
         "devices": devices,
         "findings": findings,
+        "explained": explained,
         "notes": d.notes,
         "window_ns": d.window_ns,
         "slice_windows": d.slice_windows,

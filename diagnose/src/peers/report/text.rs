@@ -59,7 +59,8 @@ pub fn text(d: &PeerDiagnosis) -> String {
                 f.metric,
                 match f.method {
                     crate::peers::Method::Median => format!("{} window(s)", f.windows.len()),
-                    crate::peers::Method::Histogram => format!("{} slice(s)", f.windows.len()),
+                    crate::peers::Method::Histogram | crate::peers::Method::Link =>
+                        format!("{} slice(s)", f.windows.len()),
                     crate::peers::Method::Errno | crate::peers::Method::Hang =>
                         format!("{} window(s)", f.windows.len()),
                 },
@@ -68,6 +69,27 @@ pub fn text(d: &PeerDiagnosis) -> String {
                 f.score
             );
             let _ = writeln!(o, "   {}", f.evidence);
+        }
+    }
+    if !d.explained.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nExplained by a flagged server (symptoms, not culprits):"
+        );
+        for e in &d.explained {
+            let f = &e.finding;
+            let _ = writeln!(
+                o,
+                "  - device {} ({}): {} by {} ({}), explained by device {} ({}): {}",
+                hex::encode(d.devices[f.device].id),
+                d.devices[f.device].program(),
+                f.cause.name(),
+                f.method.name(),
+                f.metric,
+                hex::encode(d.devices[e.by].id),
+                d.devices[e.by].program(),
+                f.evidence
+            );
         }
     }
     if !d.notes.is_empty() {

@@ -1,0 +1,289 @@
+//! The link method: a slow network link, judged from both ends' socket
+//! peer tables rather than from call times.
+//!
+//! Why not service times: servers and clients that wait in `epoll` read a
+//! socket only once data has arrived, so a shaped link does not lengthen
+//! their socket reads (the PVFS paper's network faults were missed on dd
+//! for the same reason). What a slow link changes is how data arrives: in
+//! small pieces, so the side receiving over it moves far fewer bytes per
+//! call (a brick behind a 20 mbit link read 3 KB per call where its peers
+//! read 28 KB; its clients read its replies 2.5 KB at a time against 28 KB
+//! from the other bricks).
+//!
+//! The method, per slice of [`LINK_SLICE_WINDOWS`] windows:
+//! - a *link* is one device's sockets to one peer address, as that device's
+//!   windows list it (`peers`), both ends kept apart (each end sees the
+//!   bytes it received and sent); a link counts when it carried at least
+//!   `min_calls` calls in the slice, and both ends are fleet devices known
+//!   by their `addr` fact;
+//! - every link's bytes per call against the median over the slice's
+//!   links; each host's (address's) score is the median of that ratio over
+//!   the links it is an end of, and its deviation `-ln(score)` when below 1
+//!   (a host whose links all carry a tenth of the usual bytes per call
+//!   deviates by 2.3);
+//! - a host is over when its deviation exceeds its threshold, learnt as in
+//!   the median method: its largest training deviation × (1 + margin) +
+//!   floor. The worst host over is taken first and its links set aside
+//!   before the others are scored again, so the far ends of a slow host's
+//!   links (which share its slow links) are not blamed with it;
+//! - a host over in k of n consecutive judged slices is flagged, cause
+//!   network, as the device at that address that lists the most links.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use super::fleet::{Fleet, Traffic, LINK_SLICE_WINDOWS};
+use super::kofn::persistent;
+use super::median::median_of;
+use super::metrics::Cause;
+use super::phase::Phase;
+use super::{Finding, Method};
+
+/// The method's settings (docs/peers.md, "The link method").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkParams {
+    /// Over-threshold slices needed ...
+    pub k: usize,
+    /// ... among this many consecutive judged slices.
+    pub n: usize,
+    /// Fewest calls a link needs in a slice to count (the control
+    /// chatter of an idle connection carries a few hundred bytes per call
+    /// whatever the link).
+    pub min_calls: u64,
+    /// The threshold is the training's largest deviation times
+    /// (1 + margin) ...
+    pub margin: f64,
+    /// ... plus this (0.5: a host whose links carry 0.6 of the median
+    /// bytes per call is over even if training never saw it deviate).
+    pub floor: f64,
+}
+
+impl Default for LinkParams {
+    fn default() -> LinkParams {
+        LinkParams {
+            k: 2,
+            n: 3,
+            min_calls: 100,
+            margin: 0.25,
+            floor: 0.5,
+        }
+    }
+}
+
+/// Fewest links a slice needs to be judged (a median of two says nothing).
+const MIN_LINKS: usize = 3;
+/// Fewest links a host needs to be an end of to be scored.
+const MIN_HOST_LINKS: usize = 2;
+
+/// One slice's links: (observing host, far host) → traffic.
+type Links = BTreeMap<(IpAddr, IpAddr), Traffic>;
+
+/// The fleet's links, per phase and slice, between hosts known by address.
+fn links_by_slice(fleet: &Fleet, phase: Phase, min_calls: u64) -> BTreeMap<u64, Links> {
+    let mut out: BTreeMap<u64, Links> = BTreeMap::new();
+    let known: BTreeSet<IpAddr> = fleet.devices.iter().filter_map(|d| d.addr()).collect();
+    for (d, device) in fleet.devices.iter().enumerate() {
+        let Some(me) = device.addr() else { continue };
+        for ((_, slice), table) in fleet.links[d].range((phase, 0)..=(phase, u64::MAX)) {
+            for (far, t) in table {
+                if *far == me || !known.contains(far) {
+                    continue;
+                }
+                // Two devices at one address (a file system client and its
+                // workload) are one end.
+                let sum = out
+                    .entry(*slice)
+                    .or_default()
+                    .entry((me, *far))
+                    .or_default();
+                sum.calls = sum.calls.saturating_add(t.calls);
+                sum.bytes = sum.bytes.saturating_add(t.bytes);
+            }
+        }
+    }
+    for links in out.values_mut() {
+        links.retain(|_, t| t.calls >= min_calls);
+    }
+    out.retain(|_, links| links.len() >= MIN_LINKS);
+    out
+}
+
+/// Each host's deviation in one slice: how far below the slice's median
+/// bytes per call its links carry (0: at or above it).
+fn deviations(links: &Links) -> BTreeMap<IpAddr, f64> {
+    if links.len() < MIN_LINKS {
+        return BTreeMap::new();
+    }
+    let per_call = |t: &Traffic| (t.bytes as f64 / t.calls.max(1) as f64).max(1.0);
+    let mut all: Vec<f64> = links.values().map(per_call).collect();
+    let median = median_of(&mut all);
+    let mut ratios: BTreeMap<IpAddr, Vec<f64>> = BTreeMap::new();
+    for ((me, far), t) in links {
+        let r = per_call(t) / median;
+        ratios.entry(*me).or_default().push(r);
+        ratios.entry(*far).or_default().push(r);
+    }
+    ratios
+        .into_iter()
+        .filter(|(_, r)| r.len() >= MIN_HOST_LINKS)
+        .map(|(host, mut r)| (host, (-median_of(&mut r).ln()).max(0.0)))
+        .collect()
+}
+
+/// The hosts over their threshold in one slice, worst first, each one's
+/// links set aside before the rest are scored again; with every scored
+/// host's deviation as first scored.
+fn over_in_slice(
+    links: &Links,
+    thresholds: &BTreeMap<IpAddr, f64>,
+) -> (BTreeMap<IpAddr, f64>, BTreeMap<IpAddr, f64>) {
+    let scored = deviations(links);
+    let mut over = BTreeMap::new();
+    let mut rest = links.clone();
+    loop {
+        let worst = deviations(&rest)
+            .into_iter()
+            .filter_map(|(h, dev)| {
+                let t = *thresholds.get(&h)?;
+                (dev > t).then_some((h, dev, dev / t))
+            })
+            .max_by(|a, b| a.2.total_cmp(&b.2));
+        let Some((host, dev, _)) = worst else { break };
+        over.insert(host, dev);
+        rest.retain(|(me, far), _| *me != host && *far != host);
+    }
+    (scored, over)
+}
+
+/// The device a host's finding names: the one at that address that lists
+/// the most links (the process doing the networking, not a workload
+/// sharing its address).
+fn device_at(fleet: &Fleet, host: IpAddr) -> Option<usize> {
+    fleet
+        .devices
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.addr() == Some(host))
+        .max_by_key(|(d, _)| (fleet.links[*d].len(), usize::MAX - *d))
+        .map(|(d, _)| d)
+}
+
+fn format_bytes(b: f64) -> String {
+    if b >= 10_000.0 {
+        format!("{:.1} KB", b / 1000.0)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+/// Runs the method on the whole fleet; findings and notes.
+pub fn link(fleet: &Fleet, params: &LinkParams) -> (Vec<Finding>, Vec<String>) {
+    let mut notes = Vec::new();
+    let training = links_by_slice(fleet, Phase::Training, params.min_calls);
+    let diagnosis = links_by_slice(fleet, Phase::Diagnosis, params.min_calls);
+    if diagnosis.is_empty() {
+        if fleet.links.iter().any(|l| !l.is_empty()) {
+            notes.push(format!(
+                "link: no slice of {LINK_SLICE_WINDOWS} windows with {MIN_LINKS} or more links \
+                 of {} calls between devices known by their addr fact: not judged",
+                params.min_calls
+            ));
+        }
+        return (Vec::new(), notes);
+    }
+    let mut worst_trained: BTreeMap<IpAddr, f64> = BTreeMap::new();
+    for links in training.values() {
+        for (host, dev) in deviations(links) {
+            let w = worst_trained.entry(host).or_insert(0.0);
+            *w = w.max(dev);
+        }
+    }
+    let thresholds: BTreeMap<IpAddr, f64> = worst_trained
+        .iter()
+        .map(|(h, d)| (*h, d * (1.0 + params.margin) + params.floor))
+        .collect();
+    // Per host, in slice order: (slice, deviation, over).
+    let mut judged: BTreeMap<IpAddr, Vec<(u64, f64, bool)>> = BTreeMap::new();
+    let mut untrained: BTreeSet<IpAddr> = BTreeSet::new();
+    for (slice, links) in &diagnosis {
+        let (scored, over) = over_in_slice(links, &thresholds);
+        for (host, dev) in scored {
+            if !thresholds.contains_key(&host) {
+                untrained.insert(host);
+                continue;
+            }
+            judged
+                .entry(host)
+                .or_default()
+                .push((*slice, dev, over.contains_key(&host)));
+        }
+    }
+    for host in &untrained {
+        notes.push(format!(
+            "link: host {host}: no training slice with its links: not judged"
+        ));
+    }
+    let mut findings = Vec::new();
+    for (host, slices) in &judged {
+        let over: Vec<bool> = slices.iter().map(|s| s.2).collect();
+        let flagged = persistent(&over, params.k, params.n);
+        if flagged.is_empty() {
+            continue;
+        }
+        let Some(device) = device_at(fleet, *host) else {
+            continue;
+        };
+        let threshold = thresholds[host];
+        let mean_dev = flagged.iter().map(|i| slices[*i].1).sum::<f64>() / flagged.len() as f64;
+        let (mine, others) =
+            bytes_per_call(&diagnosis, *host, flagged.iter().map(|i| slices[*i].0));
+        let first_window = slices[flagged[0]].0 * LINK_SLICE_WINDOWS;
+        let last_window = slices[flagged[flagged.len() - 1]].0 * LINK_SLICE_WINDOWS;
+        findings.push(Finding {
+            device,
+            method: Method::Link,
+            cause: Cause::Network,
+            metric: "bytes-per-call".to_string(),
+            first_window_unix_ns: fleet.window_start(first_window),
+            last_window_unix_ns: fleet.window_start(last_window),
+            score: mean_dev / threshold,
+            windows: flagged
+                .iter()
+                .map(|i| slices[*i].0 * LINK_SLICE_WINDOWS)
+                .collect(),
+            evidence: format!(
+                "its links ({host}) carried {} per socket call against {} on the other links, \
+                 in {} of {} slices of {LINK_SLICE_WINDOWS} windows (over when below 1/{:.1} \
+                 of the median, from training)",
+                format_bytes(mine),
+                format_bytes(others),
+                flagged.len(),
+                slices.len(),
+                threshold.exp()
+            ),
+        });
+    }
+    (findings, notes)
+}
+
+/// Bytes per call on `host`'s links and on the others, over `slices`.
+fn bytes_per_call(
+    diagnosis: &BTreeMap<u64, Links>,
+    host: IpAddr,
+    slices: impl Iterator<Item = u64>,
+) -> (f64, f64) {
+    let (mut mine, mut others) = (Traffic::default(), Traffic::default());
+    for slice in slices {
+        for ((me, far), t) in diagnosis.get(&slice).into_iter().flatten() {
+            let sum = if *me == host || *far == host {
+                &mut mine
+            } else {
+                &mut others
+            };
+            sum.calls = sum.calls.saturating_add(t.calls);
+            sum.bytes = sum.bytes.saturating_add(t.bytes);
+        }
+    }
+    let per = |t: Traffic| t.bytes as f64 / t.calls.max(1) as f64;
+    (per(mine), per(others))
+}
