@@ -252,7 +252,7 @@ struct {
 	__type(value, struct sysinfo);
 } SYSINFO SEC(".maps");
 
-/* ---- ebpfarm: syscall numbers at or above MAX_NR ----
+/* Syscall numbers at or above MAX_NR.
  * The few ABIs with numbers outside SYSINFO's range: AArch32's private
  * calls (0x0f0001..0x0f0006: breakpoint, cacheflush, usr26, usr32,
  * set_tls, get_tls) made by 32-bit ARM processes under an aarch64
@@ -267,7 +267,6 @@ struct {
 	__type(key, __u64);
 	__type(value, struct sysinfo);
 } SYSINFO_HIGH SEC(".maps");
-/* ---- end ebpfarm ---- */
 
 /* Key: id << 16 | fd_kind << 8 | slot << 1 | generation. */
 struct {
@@ -537,7 +536,7 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		__u32 key = abi * MAX_NR + nr;
 		info = bpf_map_lookup_elem(&SYSINFO, &key);
 	} else {
-		/* ebpfarm: AArch32's private calls (SYSINFO_HIGH). */
+		/* AArch32's private calls (SYSINFO_HIGH). */
 		__u64 key = (__u64)abi << 32 | nr;
 		info = bpf_map_lookup_elem(&SYSINFO_HIGH, &key);
 	}
