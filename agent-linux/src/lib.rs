@@ -40,8 +40,10 @@ pub mod trace;
 pub mod wait;
 pub mod watch;
 mod watch_ebpf;
+pub mod watching;
 
 pub use facts::PlatformFacts;
 pub use trace::{attach, trace_command, AttachOptions, Started, TraceOptions, TraceOutcome};
 pub use wait::WaitPolicy;
-pub use watch::{watch, watch_changing, watch_steered, Discover, WatchOptions};
+pub use watch::{Discover, WatchOptions};
+pub use watching::{watch, watch_changing, watch_steered};

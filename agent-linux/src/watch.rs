@@ -448,44 +448,14 @@ impl Observer for Watcher<'_> {
     }
 }
 
-/// Watches until a stop is requested (SIGINT/SIGTERM with
-/// [`crate::signals::install`]); each traced process's summary goes to
-/// `on_summary` when it ends (or, for those still running at the stop, when
-/// the agent detaches from them).
-///
-/// Matching processes already running are traced from the first scan on,
-/// except the agent itself and its ancestors.
-pub fn watch(opts: &WatchOptions, on_summary: &mut dyn FnMut(Summary)) -> anyhow::Result<()> {
-    watch_changing(opts, &mut || None, on_summary)
-}
-
-/// [`watch`], asking `changes` at each scan whether the text to match has
-/// changed (`Some(new text)`; `None`: as before). It must answer at once:
-/// the tracees wait while it runs.
-pub fn watch_changing(
-    opts: &WatchOptions,
-    changes: &mut dyn FnMut() -> Option<String>,
-    on_summary: &mut dyn FnMut(Summary),
-) -> anyhow::Result<()> {
-    watch_steered(
-        opts,
-        &mut || Update {
-            pattern: changes(),
-            device: None,
-        },
-        on_summary,
-    )
-}
-
-/// [`watch`], asking `steer` at each scan what the service's directives
-/// changed: the text to match, and the per-device directives (see
-/// [`crate::directives::WatchSteering::apply_all`]). It must answer at
-/// once: the tracees wait while it runs.
-pub fn watch_steered(
-    opts: &WatchOptions,
-    changes: &mut dyn FnMut() -> Update,
-    on_summary: &mut dyn FnMut(Summary),
-) -> anyhow::Result<()> {
+/// The watcher of `opts` (checked), subscribed to the execs, with the
+/// first directives taken: what both backends' loops run
+/// ([`crate::watching`] chooses the backend).
+pub(crate) fn new_watcher<'a>(
+    opts: &'a WatchOptions,
+    changes: &'a mut dyn FnMut() -> Update,
+    on_summary: &'a mut dyn FnMut(Summary),
+) -> anyhow::Result<Watcher<'a>> {
     if opts.pattern.is_empty() {
         anyhow::bail!("--match needs a non-empty text");
     }
@@ -529,12 +499,13 @@ pub fn watch_steered(
     }
     // The first directives, if already fetched, before the first scan.
     watcher.take_change();
-    let mut engine = match ebpf::choose(opts.backend, None)? {
-        ebpf::Chosen::Ebpf(probe) => {
-            return crate::watch_ebpf::watch(&mut watcher, *probe, opts);
-        }
-        ebpf::Chosen::Ptrace => Engine::new(None, false),
-    };
+    Ok(watcher)
+}
+
+/// `watch` on the ptrace backend: each matching process seized, until a
+/// stop is requested.
+pub(crate) fn run_ptrace(mut watcher: Watcher<'_>, opts: &WatchOptions) -> anyhow::Result<()> {
+    let mut engine = Engine::new(None, false);
     engine.set_wait_policy(opts.wait);
     // The processes running now, at once rather than after the first tick.
     watcher.scan(&mut Seizer(&mut engine));
