@@ -538,7 +538,15 @@ pub(crate) fn say_ready(opts: &WatchOptions) {
 
 impl Watcher<'_> {
     /// The first scan: the matching processes running now, at once rather
-    /// than after the first tick.
+    /// than after the first tick. (Only the eBPF loop calls it, which
+    /// builds without eBPF do not have.)
+    #[cfg_attr(
+        not(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        )),
+        allow(dead_code)
+    )]
     pub(crate) fn first_scan(&mut self, engine: &mut dyn RunTracer) {
         self.scan(engine);
     }
