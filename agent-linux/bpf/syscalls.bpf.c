@@ -104,6 +104,22 @@
 /* agent_core::histogram::BUCKETS */
 #define BUCKETS 26
 
+/* uapi's map flag: entries are allocated when a key is first added, not
+ * all at creation. Preallocated, the per-CPU hashes below take every key
+ * times every CPU (AGG alone 4 096 x 312 bytes x 64 = 82 MB on 64 CPUs)
+ * and their creation slows the agent's start; a window adds each key
+ * once, so the allocation is off the per-call path. Only from 6.1 may a
+ * tracing program use such a map safely (the BPF memory allocator):
+ * older kernels warn with a backtrace in the kernel log, may deadlock,
+ * and refuse it under PREEMPT_RT. So scripts/build-bpf also builds the
+ * object with -DPREALLOC_MAPS, which the loader takes on those. */
+#define BPF_F_NO_PREALLOC 1
+#ifdef PREALLOC_MAPS
+#define HASH_FLAGS 0
+#else
+#define HASH_FLAGS BPF_F_NO_PREALLOC
+#endif
+
 /* Per-CPU map entries: two generations of the keys a window uses. */
 #define AGG_KEYS 4096
 #define ERRNO_KEYS 4096
@@ -245,12 +261,10 @@ struct {
 	__type(value, struct thread);
 } THREADS SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2 * MAX_NR);
-	__type(key, __u32);
-	__type(value, struct sysinfo);
-} SYSINFO SEC(".maps");
+/* Per ABI and number (abi * MAX_NR + nr): read-only data the loader
+ * fills before load, one write with the object rather than 2 048 map
+ * updates at every start. */
+const volatile struct sysinfo SYSINFO[2 * MAX_NR] = {};
 
 /* Syscall numbers at or above MAX_NR.
  * The few ABIs with numbers outside SYSINFO's range: AArch32's private
@@ -271,6 +285,7 @@ struct {
 /* Key: id << 16 | fd_kind << 8 | slot << 1 | generation. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, HASH_FLAGS);
 	__uint(max_entries, AGG_KEYS);
 	__type(key, __u32);
 	__type(value, struct agg);
@@ -279,6 +294,7 @@ struct {
 /* Key: id << 32 | fd_kind << 24 | slot << 17 | generation << 16 | errno. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, HASH_FLAGS);
 	__uint(max_entries, ERRNO_KEYS);
 	__type(key, __u64);
 	__type(value, __u64);
@@ -287,6 +303,7 @@ struct {
 /* Key: previous id << 32 | id << 16 | slot << 1 | generation. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, HASH_FLAGS);
 	__uint(max_entries, TRANS_KEYS);
 	__type(key, __u64);
 	__type(value, struct trans);
@@ -295,6 +312,7 @@ struct {
 /* Socket peers: per (peer, id, slot << 1 | generation), per CPU. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, HASH_FLAGS);
 	__uint(max_entries, PEER_KEYS);
 	__type(key, struct peer_key);
 	__type(value, struct peer_stats);
@@ -534,7 +552,8 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	struct sysinfo *info = 0;
 	if (nr < MAX_NR) {
 		__u32 key = abi * MAX_NR + nr;
-		info = bpf_map_lookup_elem(&SYSINFO, &key);
+		if (key < 2 * MAX_NR)
+			info = (struct sysinfo *)&SYSINFO[key];
 	} else {
 		/* AArch32's private calls (SYSINFO_HIGH). */
 		__u64 key = (__u64)abi << 32 | nr;

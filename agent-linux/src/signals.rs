@@ -66,6 +66,25 @@ pub fn quiet() {
     sys::set_timer(0, 0);
 }
 
+/// Runs `f` in the calling thread with the agent's signals (SIGINT,
+/// SIGTERM, SIGALRM) blocked, then restores the mask: one that came
+/// meanwhile is delivered then, so a stop or a tick is late, never lost.
+/// For work the kernel abandons when a signal is pending: the BPF verifier
+/// gives up with EAGAIN, and `watch`'s exec reader sends SIGALRM at every
+/// exec on the machine, so on a busy host the programs would never load.
+pub fn held<T>(f: impl FnOnce() -> T) -> io::Result<T> {
+    use nix::sys::signal::{pthread_sigmask, SigmaskHow};
+    let mut old = nix::sys::signal::SigSet::empty();
+    pthread_sigmask(
+        SigmaskHow::SIG_BLOCK,
+        Some(&agent_signals()),
+        Some(&mut old),
+    )?;
+    let result = f();
+    pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None)?;
+    Ok(result)
+}
+
 /// Spawns a helper thread that never takes the tracer loop's signals
 /// (SIGINT, SIGTERM, SIGALRM): one it took would not interrupt the loop's
 /// waitpid. The mask is set before the spawn (the thread inherits it) and
@@ -75,14 +94,15 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
-    let mut blocked = SigSet::empty();
+    held(|| std::thread::Builder::new().name(name.into()).spawn(f))?
+}
+
+/// The signals this module handles.
+fn agent_signals() -> nix::sys::signal::SigSet {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
     for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGALRM] {
-        blocked.add(sig);
+        set.add(sig);
     }
-    let mut old = SigSet::empty();
-    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&blocked), Some(&mut old))?;
-    let spawned = std::thread::Builder::new().name(name.into()).spawn(f);
-    pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None)?;
-    spawned
+    set
 }

@@ -1,4 +1,5 @@
-//! Loading the BPF program (`bpf/syscalls.bpf.o`, committed, rebuilt by
+//! Loading the BPF program (`bpf/syscalls.bpf.o`, or before Linux 6.1
+//! `bpf/syscalls-prealloc.bpf.o`; committed, rebuilt by
 //! `scripts/build-bpf`) with aya, telling it the host's register layout,
 //! giving it each syscall's id, fd and size arguments, attaching its five
 //! raw tracepoints, and reading (and clearing) what it writes. Dropping the [`Probe`] closes its fds, which
@@ -26,10 +27,18 @@ use crate::sys;
 
 /// The compiled program, aligned as the ELF parser wants it.
 static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/syscalls.bpf.o");
+/// The same with preallocated hash maps, for kernels before 6.1, where a
+/// tracing program's run-time allocation warns in the kernel log and may
+/// deadlock (`PREALLOC_MAPS` in the C source).
+static OBJECT_PREALLOC: &[u8] = aya::include_bytes_aligned!("../../bpf/syscalls-prealloc.bpf.o");
 
 /// Syscall numbers below this have a SYSINFO entry (`MAX_NR` in the C
 /// program).
 const MAX_NR: u32 = 1024;
+
+/// `struct sysinfo` in the C program: the id's two bytes (native order),
+/// then 1 + the fd argument's index and 1 + the size argument's (0: none).
+type SysInfo = [u8; 4];
 
 /// The raw tracepoints and the programs attached to them.
 const ATTACH: [(&str, &str); 5] = [
@@ -111,7 +120,13 @@ impl Probe {
     /// Loads and attaches the program; `ring_bytes` sizes the ring buffer
     /// (a power of two of at least a page).
     pub fn load(ring_bytes: u32) -> anyhow::Result<Probe> {
-        Probe::load_object(OBJECT, ring_bytes)
+        let (release, _) = sys::uname();
+        let object = if allocates_safely(&release) {
+            OBJECT
+        } else {
+            OBJECT_PREALLOC
+        };
+        Probe::load_object(object, ring_bytes)
     }
 
     /// Loads and attaches another build of `bpf/syscalls.bpf.c` (the
@@ -119,16 +134,27 @@ impl Probe {
     /// the same programs, maps and globals.
     pub fn load_object(object: &[u8], ring_bytes: u32) -> anyhow::Result<Probe> {
         precheck().map_err(|e| anyhow!(e))?;
+        // The verifier gives up (EAGAIN) when a signal is pending, and
+        // `watch` is woken by SIGALRM at every exec on the machine.
+        crate::signals::held(|| Probe::load_held(object, ring_bytes))
+            .context("cannot block signals while loading")?
+    }
+
+    /// [`Probe::load_object`] once signals are held.
+    fn load_held(object: &[u8], ring_bytes: u32) -> anyhow::Result<Probe> {
         // The kernel reads connect's peer from the address it names.
         let connect_id = SyscallId::from_name("connect").map_or(u16::MAX, |id| id.0);
+        let roles = FdRoles::new();
+        let sysinfo = sysinfo_table(&roles);
         let mut ebpf = EbpfLoader::new()
             .set_global("compat_probe", &host::COMPAT_PROBE, true)
             .set_global("arg_off", &host::ARG_OFF, true)
             .set_global("connect_id", &connect_id, true)
+            .set_global("SYSINFO", &*sysinfo, true)
             .set_max_entries("EVENTS", ring_bytes)
             .load(object)
             .context("the kernel refused the BPF program")?;
-        fill_sysinfo(&mut ebpf)?;
+        fill_sysinfo_high(&mut ebpf, &roles)?;
         for (prog, tracepoint) in ATTACH {
             let p: &mut RawTracePoint = ebpf
                 .program_mut(prog)
@@ -363,33 +389,45 @@ pub fn abis() -> &'static [Arch] {
     Native::ABIS
 }
 
-/// Tells the program, per ABI and syscall number, the syscall's id (so
-/// the kernel keys its statistics as the collector does), which argument
-/// is an fd (from the same roles the ptrace backend uses) and which the
-/// size (`SyscallId::size_arg`): `struct sysinfo`.
-fn fill_sysinfo(ebpf: &mut Ebpf) -> anyhow::Result<()> {
-    let mut sysinfo: Array<&mut MapData, [u8; 4]> = Array::try_from(
-        ebpf.map_mut("SYSINFO")
-            .ok_or_else(|| anyhow!("the BPF object has no map SYSINFO"))?,
-    )?;
-    let roles = FdRoles::new();
-    let plus_one = |i: Option<usize>| i.map_or(0, |i| i as u8 + 1);
+/// Whether a kernel of this release (`uname -r`) lets tracing programs
+/// use hash maps that allocate as keys arrive: 6.1 and later. A release
+/// that does not parse is taken as older (preallocation is safe anywhere).
+fn allocates_safely(release: &str) -> bool {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next().and_then(|p| p.parse::<u32>().ok());
+    let minor = parts.next().and_then(|p| p.parse::<u32>().ok());
+    match (major, minor) {
+        (Some(major), Some(minor)) => (major, minor) >= (6, 1),
+        _ => false,
+    }
+}
+
+/// What the program is told per ABI and syscall number (index
+/// `abi * MAX_NR + nr`, its read-only `SYSINFO`): the syscall's id (so the
+/// kernel keys its statistics as the collector does), which argument is an
+/// fd (from the same roles the ptrace backend uses) and which the size
+/// (`SyscallId::size_arg`). Set as the object's data before load.
+fn sysinfo_table(roles: &FdRoles) -> Box<[SysInfo; 2 * MAX_NR as usize]> {
+    let mut table = Box::new([[0u8; 4]; 2 * MAX_NR as usize]);
     for (abi, arch) in abis().iter().take(2).enumerate() {
         for nr in 0..MAX_NR {
-            let id = SyscallId::from_raw(*arch, nr);
-            let [lo, hi] = id.0.to_ne_bytes();
-            let value = [
-                lo,
-                hi,
-                plus_one(roles.get(id).fd_arg()),
-                plus_one(id.size_arg()),
-            ];
-            sysinfo
-                .set(abi as u32 * MAX_NR + nr, value, 0)
-                .context("cannot fill the syscall map")?;
+            table[(abi as u32 * MAX_NR + nr) as usize] =
+                sysinfo(roles, SyscallId::from_raw(*arch, nr));
         }
     }
-    fill_sysinfo_high(ebpf, &roles)
+    table
+}
+
+/// One syscall's `struct sysinfo`.
+fn sysinfo(roles: &FdRoles, id: SyscallId) -> SysInfo {
+    let plus_one = |i: Option<usize>| i.map_or(0, |i| i as u8 + 1);
+    let [lo, hi] = id.0.to_ne_bytes();
+    [
+        lo,
+        hi,
+        plus_one(roles.get(id).fd_arg()),
+        plus_one(id.size_arg()),
+    ]
 }
 
 /// `SYSINFO_HIGH`: the syscalls whose number in an ABI is at or above
@@ -397,27 +435,66 @@ fn fill_sysinfo(ebpf: &mut Ebpf) -> anyhow::Result<()> {
 /// processes under an aarch64 kernel), keyed `abi << 32 | nr`, so the
 /// kernel names them as the ptrace backend does.
 fn fill_sysinfo_high(ebpf: &mut Ebpf, roles: &FdRoles) -> anyhow::Result<()> {
-    let mut high: HashMap<&mut MapData, u64, [u8; 4]> = HashMap::try_from(
+    let mut high: HashMap<&mut MapData, u64, SysInfo> = HashMap::try_from(
         ebpf.map_mut("SYSINFO_HIGH")
             .ok_or_else(|| anyhow!("the BPF object has no map SYSINFO_HIGH"))?,
     )?;
-    let plus_one = |i: Option<usize>| i.map_or(0, |i| i as u8 + 1);
     for (abi, arch) in abis().iter().take(2).enumerate() {
         for raw_id in 0..SyscallId::COUNT {
             let id = SyscallId(raw_id as u16);
             let Some(nr) = id.to_raw(*arch).filter(|&nr| nr >= MAX_NR) else {
                 continue;
             };
-            let [lo, hi] = id.0.to_ne_bytes();
-            let value = [
-                lo,
-                hi,
-                plus_one(roles.get(id).fd_arg()),
-                plus_one(id.size_arg()),
-            ];
-            high.insert((abi as u64) << 32 | nr as u64, value, 0)
+            high.insert((abi as u64) << 32 | nr as u64, sysinfo(roles, id), 0)
                 .with_context(|| format!("cannot add syscall {nr:#x} to SYSINFO_HIGH"))?;
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use aya::maps::IterableMap;
+
+    use super::{allocates_safely, precheck, Probe, OBJECT, OBJECT_PREALLOC};
+
+    /// Both objects load here (where the test may load BPF programs), and
+    /// their per-CPU hashes carry the flag each was built with
+    /// (BPF_F_NO_PREALLOC, 1, or none).
+    #[test]
+    fn both_objects_load_with_their_hash_flags() {
+        if let Err(why) = precheck() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        for (object, flag) in [(OBJECT, 1), (OBJECT_PREALLOC, 0)] {
+            let probe = Probe::load_object(object, 1 << 16).unwrap();
+            let hashes = [
+                probe.agg.map(),
+                probe.errnos.map(),
+                probe.transitions.map(),
+                probe.peers.map(),
+            ];
+            for map in hashes {
+                assert_eq!(map.info().unwrap().map_flags() & 1, flag);
+            }
+        }
+    }
+
+    #[test]
+    fn hashes_allocate_as_keys_arrive_from_6_1() {
+        for release in ["6.1.0-28-amd64", "6.18.44-fc-v669", "7.0", "6.1"] {
+            assert!(allocates_safely(release), "{release}");
+        }
+        for release in [
+            "6.0.19",
+            "5.15.0-91-generic",
+            "5.10.0-26-arm64",
+            "4.19",
+            "",
+            "x",
+        ] {
+            assert!(!allocates_safely(release), "{release}");
+        }
+    }
 }

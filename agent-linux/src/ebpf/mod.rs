@@ -121,7 +121,7 @@ mod tests {
         assert_eq!(
             hex(digest.as_ref()),
             recorded.trim(),
-            "agent-linux/bpf/syscalls.bpf.o is stale: run scripts/build-bpf and commit the object"
+            "agent-linux/bpf/syscalls*.bpf.o are stale: run scripts/build-bpf and commit the objects"
         );
     }
 
