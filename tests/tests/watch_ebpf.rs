@@ -54,8 +54,18 @@ const AFTER_DISCOVERY: [&str; 4] = ["write", "getppid", "clone", "wait4"];
 /// `edge-agent watch --backend ebpf --match MARKER --out-dir OUT`, ready
 /// once it says what it watches for; stderr in `err`.
 fn start_watch(marker: &str, out: &Path, err: &Path) -> Child {
+    let mut child = spawn_watch(marker, out, err);
+    if let Err(why) = wait_until_watching(&mut child, err) {
+        panic!("watch did not start: {why}");
+    }
+    child
+}
+
+/// `edge-agent watch --backend ebpf --match MARKER --out-dir OUT`, just
+/// spawned; stderr in `err`.
+fn spawn_watch(marker: &str, out: &Path, err: &Path) -> Child {
     std::fs::create_dir_all(out).unwrap();
-    let child = Command::new(agent())
+    Command::new(agent())
         .args(["watch", "--backend", "ebpf", "--window", "whole"])
         .args(["--discover", "connector", "--match", marker])
         .arg("--out-dir")
@@ -63,20 +73,23 @@ fn start_watch(marker: &str, out: &Path, err: &Path) -> Child {
         .stdin(Stdio::null())
         .stderr(std::fs::File::create(err).unwrap())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// Waits until the watch says what it watches for (Ok), or it ended or
+/// 30 s passed (Err: what it wrote on stderr).
+fn wait_until_watching(child: &mut Child, err: &Path) -> Result<(), String> {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(err)
-        .unwrap_or_default()
-        .contains("edge-agent: watching for")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "watch did not start within 30 s: {}",
-            std::fs::read_to_string(err).unwrap_or_default()
-        );
+    loop {
+        let text = std::fs::read_to_string(err).unwrap_or_default();
+        if text.contains("edge-agent: watching for") {
+            return Ok(());
+        }
+        if child.try_wait().unwrap().is_some() || Instant::now() >= deadline {
+            return Err(text);
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
-    child
 }
 
 fn summaries(dir: &Path) -> Vec<Summary> {
@@ -235,33 +248,12 @@ fn exec_storm_does_not_stop_the_programs_loading() {
     let mut outcome = Ok(());
     for attempt in 0..3 {
         let err = dir.path().join(format!("watch{attempt}.err"));
-        let mut watch = Command::new(agent())
-            .args(["watch", "--backend", "ebpf", "--discover", "connector"])
-            .args(["--match", "no-such-program-storm"])
-            .arg("--out-dir")
-            .arg(dir.path().join("out"))
-            .stdin(Stdio::null())
-            .stderr(std::fs::File::create(&err).unwrap())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let started = loop {
-            let text = std::fs::read_to_string(&err).unwrap_or_default();
-            if text.contains("edge-agent: watching for") {
-                break true;
-            }
-            if watch.try_wait().unwrap().is_some() || Instant::now() > deadline {
-                break false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let mut watch = spawn_watch("no-such-program-storm", &dir.path().join("out"), &err);
+        let started = wait_until_watching(&mut watch, &err);
         let _ = watch.kill();
         watch.wait().unwrap();
-        if !started {
-            outcome = Err(format!(
-                "start {attempt}: {}",
-                std::fs::read_to_string(&err).unwrap_or_default()
-            ));
+        if let Err(why) = started {
+            outcome = Err(format!("start {attempt}: {why}"));
             break;
         }
     }
