@@ -110,6 +110,40 @@ async fn text(client: &Client, css: &str) -> String {
         .unwrap()
 }
 
+/// Clicks the element `locator` finds (waiting for it) and waits for the
+/// page the click loads. Without the wait, a check right after the click
+/// could read the page being left, or an empty one mid-load: the filtered
+/// runs list was once counted as 0.
+async fn follow(client: &Client, locator: Locator<'_>) {
+    let element = client
+        .wait()
+        .at_most(Duration::from_secs(30))
+        .for_element(locator)
+        .await
+        .unwrap_or_else(|e| panic!("nothing to click: {e}"));
+    // A mark on the page being left; the new page's window has none.
+    client
+        .execute("window.edgeLeaving = true;", vec![])
+        .await
+        .unwrap();
+    element.click().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        // Mid-navigation, a script may fail to run; that is not an answer.
+        let loaded = client
+            .execute(
+                "return window.edgeLeaving === undefined && document.readyState === 'complete';",
+                vec![],
+            )
+            .await;
+        if matches!(loaded, Ok(serde_json::Value::Bool(true))) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the click loaded no new page");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// How many elements match `css` (at least one is waited for).
 async fn count(client: &Client, css: &str) -> usize {
     wait_for(client, css).await;
@@ -128,13 +162,7 @@ async fn click_through(client: &Client, url: &str, out: &Path, windowed: &str) {
         .await
         .unwrap();
     shot(client, out, "1-login.png").await;
-    client
-        .find(Locator::Id("login"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    follow(client, Locator::Id("login")).await;
 
     // Devices.
     wait_for(client, "#devices").await;
@@ -153,36 +181,20 @@ async fn click_through(client: &Client, url: &str, out: &Path, windowed: &str) {
     shot(client, out, "2-devices.png").await;
 
     // Runs of wget, then the windowed run.
-    client
-        .find(Locator::LinkText("Runs"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    follow(client, Locator::LinkText("Runs")).await;
     wait_for(client, "#filter").await;
     let program = client
         .find(Locator::Css("input[name=program]"))
         .await
         .unwrap();
     program.send_keys("wget").await.unwrap();
-    client
-        .find(Locator::Id("filter"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    follow(client, Locator::Id("filter")).await;
     assert_eq!(
         count(client, "#runs a.run").await,
         GOOD + BAD + WINDOWS as usize
     );
     shot(client, out, "3-runs.png").await;
-    wait_for(client, &format!("a[href='/runs/{windowed}']"))
-        .await
-        .click()
-        .await
-        .unwrap();
+    follow(client, Locator::Css(&format!("a[href='/runs/{windowed}']"))).await;
     let table = text(client, "#show-table").await;
     assert!(table.starts_with(&format!("run {windowed}")), "{table}");
     assert!(table.contains("program wget"), "{table}");
@@ -191,13 +203,7 @@ async fn click_through(client: &Client, url: &str, out: &Path, windowed: &str) {
     shot(client, out, "4-run.png").await;
 
     // Diagnosis.
-    client
-        .find(Locator::LinkText("Diagnosis"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    follow(client, Locator::LinkText("Diagnosis")).await;
     wait_for(client, "#diagnose").await;
     client
         .find(Locator::Css("input[name=program]"))
@@ -213,13 +219,7 @@ async fn click_through(client: &Client, url: &str, out: &Path, windowed: &str) {
         .send_keys("1d")
         .await
         .unwrap();
-    client
-        .find(Locator::Id("diagnose"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    follow(client, Locator::Id("diagnose")).await;
     assert_eq!(text(client, "#run-count").await, (GOOD + BAD).to_string());
     assert_eq!(text(client, "#class-good .count").await, GOOD.to_string());
     assert_eq!(text(client, "#class-bad .count").await, BAD.to_string());
@@ -330,13 +330,7 @@ async fn fill(client: &Client, name: &str, value: &str) {
 async fn click_peers_and_reports(client: &Client, out: &Path, report_text: &str) {
     let fleet = peers_fleet();
     let secs = |w: u64| (fleet.window_start(w) / 1_000_000_000).to_string();
-    client
-        .find(Locator::LinkText("Peers"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    follow(client, Locator::LinkText("Peers")).await;
     wait_for(client, "#analyse").await;
     fill(client, "train_since", "2025-11-21T04:40:00Z").await;
     fill(client, "train_until", &secs(40)).await;
@@ -349,13 +343,7 @@ async fn click_peers_and_reports(client: &Client, out: &Path, report_text: &str)
         .click()
         .await
         .unwrap();
-    client
-        .find(Locator::Id("analyse"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    follow(client, Locator::Id("analyse")).await;
     assert_eq!(text(client, "#device-count").await, "4");
     let slow = common::hex(&fleet.device_id(3));
     assert_eq!(text(client, "#findings .device").await, slow);
@@ -364,21 +352,11 @@ async fn click_peers_and_reports(client: &Client, out: &Path, report_text: &str)
     assert!(count(client, "#series svg").await >= 2);
     shot(client, out, "6-peers.png").await;
 
-    client
-        .find(Locator::LinkText("Reports"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    follow(client, Locator::LinkText("Reports")).await;
     assert_eq!(count(client, "#reports tr.report").await, 1);
     assert_eq!(text(client, "#reports .trigger").await, "slow");
     shot(client, out, "7-reports.png").await;
-    wait_for(client, "a.report-link")
-        .await
-        .click()
-        .await
-        .unwrap();
+    follow(client, Locator::Css("a.report-link")).await;
     let first_line = report_text.lines().next().unwrap();
     let shown = text(client, "#report-text").await;
     assert!(shown.starts_with(first_line), "{first_line:?} / {shown:?}");
