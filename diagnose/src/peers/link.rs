@@ -16,10 +16,15 @@
 //!   bytes it received and sent); a link counts when it carried at least
 //!   `min_calls` calls in the slice, and both ends are fleet devices known
 //!   by their `addr` fact;
-//! - every link's bytes per call against the median over the slice's
-//!   links; each host's (address's) score is the median of that ratio over
-//!   the links it is an end of, and its deviation `-ln(score)` when below 1
-//!   (a host whose links all carry a tenth of the usual bytes per call
+//! - a *pair* of hosts is judged by its slower end: only the receiving end
+//!   sees the small pieces (under dd reads a slow brick still writes its
+//!   replies 36 KB per call while its clients read them 1.7 KB at a time),
+//!   so a host's own ends are normal on half its links and a median over
+//!   ends would sit between the two;
+//! - every pair's bytes per call against the median over the slice's
+//!   pairs; each host's (address's) score is the median of that ratio over
+//!   the pairs it is in, and its deviation `-ln(score)` when below 1 (a
+//!   host whose pairs all carry a tenth of the usual bytes per call
 //!   deviates by 2.3);
 //! - a host is over when its deviation exceeds its threshold, learnt as in
 //!   the median method: its largest training deviation × (1 + margin) +
@@ -70,10 +75,12 @@ impl Default for LinkParams {
     }
 }
 
-/// Fewest links a slice needs to be judged (a median of two says nothing).
-const MIN_LINKS: usize = 3;
-/// Fewest links a host needs to be an end of to be scored.
-const MIN_HOST_LINKS: usize = 2;
+/// Fewest pairs a slice needs to be judged (a median of two says nothing).
+const MIN_PAIRS: usize = 3;
+/// Fewest pairs a host needs to be in to be scored.
+const MIN_HOST_PAIRS: usize = 2;
+/// Fewest pairs without the host its own are measured against.
+const MIN_OTHER_PAIRS: usize = 1;
 
 /// One slice's links: (observing host, far host) → traffic.
 type Links = BTreeMap<(IpAddr, IpAddr), Traffic>;
@@ -104,30 +111,85 @@ fn links_by_slice(fleet: &Fleet, phase: Phase, min_calls: u64) -> BTreeMap<u64, 
     for links in out.values_mut() {
         links.retain(|_, t| t.calls >= min_calls);
     }
-    out.retain(|_, links| links.len() >= MIN_LINKS);
+    out.retain(|_, links| slower_ends(links).len() >= MIN_PAIRS);
     out
 }
 
-/// Each host's deviation in one slice: how far below the slice's median
-/// bytes per call its links carry (0: at or above it).
+fn per_call(t: &Traffic) -> f64 {
+    (t.bytes as f64 / t.calls.max(1) as f64).max(1.0)
+}
+
+/// Each pair of hosts (lower address first) with the traffic of its end
+/// that moved fewer bytes per call: the receiving end of a slow link. A
+/// pair seen from one end only has that end's.
+fn slower_ends(links: &Links) -> BTreeMap<(IpAddr, IpAddr), Traffic> {
+    let mut pairs: BTreeMap<(IpAddr, IpAddr), Traffic> = BTreeMap::new();
+    for ((me, far), t) in links {
+        let pair = ((*me).min(*far), (*me).max(*far));
+        pairs
+            .entry(pair)
+            .and_modify(|kept| {
+                if per_call(t) < per_call(kept) {
+                    *kept = *t;
+                }
+            })
+            .or_insert(*t);
+    }
+    pairs
+}
+
+/// Each host's deviation in one slice: how far below the median of the
+/// other pairs its own pairs carry at their slower end, in bytes per call
+/// (0: at or above it). The others only: clients kept waiting on a slow
+/// server spend much of a slice on it, and a median over every pair would
+/// then be the slow host's own.
 fn deviations(links: &Links) -> BTreeMap<IpAddr, f64> {
-    if links.len() < MIN_LINKS {
+    let pairs = slower_ends(links);
+    if pairs.len() < MIN_PAIRS {
         return BTreeMap::new();
     }
-    let per_call = |t: &Traffic| (t.bytes as f64 / t.calls.max(1) as f64).max(1.0);
-    let mut all: Vec<f64> = links.values().map(per_call).collect();
-    let median = median_of(&mut all);
-    let mut ratios: BTreeMap<IpAddr, Vec<f64>> = BTreeMap::new();
-    for ((me, far), t) in links {
-        let r = per_call(t) / median;
-        ratios.entry(*me).or_default().push(r);
-        ratios.entry(*far).or_default().push(r);
+    let mut all: Vec<f64> = pairs.values().map(per_call).collect();
+    all.sort_by(f64::total_cmp);
+    let mut mine: BTreeMap<IpAddr, Vec<f64>> = BTreeMap::new();
+    for ((a, b), t) in &pairs {
+        mine.entry(*a).or_default().push(per_call(t));
+        mine.entry(*b).or_default().push(per_call(t));
     }
-    ratios
-        .into_iter()
-        .filter(|(_, r)| r.len() >= MIN_HOST_LINKS)
-        .map(|(host, mut r)| (host, (-median_of(&mut r).ln()).max(0.0)))
+    mine.into_iter()
+        .filter(|(_, own)| own.len() >= MIN_HOST_PAIRS)
+        .filter_map(|(host, mut own)| {
+            own.sort_by(f64::total_cmp);
+            let others = median_without(&all, &own)?;
+            let mut ratios: Vec<f64> = own.iter().map(|b| b / others).collect();
+            Some((host, (-median_of(&mut ratios).ln()).max(0.0)))
+        })
         .collect()
+}
+
+/// The median of the sorted `all` once the sorted `removed` (values taken
+/// from it, with their multiplicity) are left out; `None` when
+/// fewer than [`MIN_OTHER_PAIRS`] remain. One walk, no copy: a slice of a
+/// large fleet has hundreds of pairs and as many hosts.
+fn median_without(all: &[f64], removed: &[f64]) -> Option<f64> {
+    let left = all.len().checked_sub(removed.len())?;
+    if left < MIN_OTHER_PAIRS {
+        return None;
+    }
+    let (low_rank, high_rank) = ((left - 1) / 2, left / 2);
+    let (mut low, mut rank, mut skip) = (0.0, 0, removed.iter().peekable());
+    for v in all {
+        if skip.next_if(|r| **r == *v).is_some() {
+            continue;
+        }
+        if rank == low_rank {
+            low = *v;
+        }
+        if rank == high_rank {
+            return Some((low + v) / 2.0);
+        }
+        rank += 1;
+    }
+    None
 }
 
 /// The hosts over their threshold in one slice, worst first, each one's
@@ -184,8 +246,8 @@ pub fn link(fleet: &Fleet, params: &LinkParams) -> (Vec<Finding>, Vec<String>) {
     if diagnosis.is_empty() {
         if fleet.links.iter().any(|l| !l.is_empty()) {
             notes.push(format!(
-                "link: no slice of {LINK_SLICE_WINDOWS} windows with {MIN_LINKS} or more links \
-                 of {} calls between devices known by their addr fact: not judged",
+                "link: no slice of {LINK_SLICE_WINDOWS} windows with {MIN_PAIRS} or more pairs \
+                 of devices known by their addr fact with links of {} calls: not judged",
                 params.min_calls
             ));
         }
@@ -252,7 +314,8 @@ pub fn link(fleet: &Fleet, params: &LinkParams) -> (Vec<Finding>, Vec<String>) {
                 .map(|i| slices[*i].0 * LINK_SLICE_WINDOWS)
                 .collect(),
             evidence: format!(
-                "its links ({host}) carried {} per socket call against {} on the other links, \
+                "its links ({host}) carried {} per socket call at their slower end against {} \
+                 on the other links, \
                  in {} of {} slices of {LINK_SLICE_WINDOWS} windows (over when below 1/{:.1} \
                  of the median, from training)",
                 format_bytes(mine),
@@ -266,7 +329,8 @@ pub fn link(fleet: &Fleet, params: &LinkParams) -> (Vec<Finding>, Vec<String>) {
     (findings, notes)
 }
 
-/// Bytes per call on `host`'s links and on the others, over `slices`.
+/// Bytes per call at the slower end of `host`'s pairs and of the others,
+/// over `slices`.
 fn bytes_per_call(
     diagnosis: &BTreeMap<u64, Links>,
     host: IpAddr,
@@ -274,8 +338,11 @@ fn bytes_per_call(
 ) -> (f64, f64) {
     let (mut mine, mut others) = (Traffic::default(), Traffic::default());
     for slice in slices {
-        for ((me, far), t) in diagnosis.get(&slice).into_iter().flatten() {
-            let sum = if *me == host || *far == host {
+        let Some(links) = diagnosis.get(&slice) else {
+            continue;
+        };
+        for ((a, b), t) in slower_ends(links) {
+            let sum = if a == host || b == host {
                 &mut mine
             } else {
                 &mut others
@@ -286,4 +353,20 @@ fn bytes_per_call(
     }
     let per = |t: Traffic| t.bytes as f64 / t.calls.max(1) as f64;
     (per(mine), per(others))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median_without;
+
+    #[test]
+    fn median_without_leaves_out_each_removed_value_once() {
+        let all = [1.0, 2.0, 2.0, 3.0, 4.0, 5.0];
+        // 1 2 3 4 5 → 3; 1 2 3 4 → 2.5.
+        assert_eq!(median_without(&all, &[2.0]), Some(3.0));
+        assert_eq!(median_without(&all, &[2.0, 5.0]), Some(2.5));
+        assert_eq!(median_without(&all, &[1.0, 2.0, 2.0, 3.0, 4.0]), Some(5.0));
+        assert_eq!(median_without(&all, &all), None);
+        assert_eq!(median_without(&all, &[]), Some(2.5));
+    }
 }
