@@ -33,9 +33,52 @@ pub fn persistent(over: &[bool], k: usize, n: usize) -> Vec<usize> {
         .collect()
 }
 
+/// The highest level that `values` (one per judged window, in time order)
+/// reach or pass in at least `k` of some `n` consecutive windows: the
+/// largest, over every such stretch, of its k-th largest value. A level
+/// above it is passed in fewer than k of any n windows, so a threshold
+/// set there would not flag the training itself. With `k = n = 1` it is the
+/// largest value. With fewer than `k` values no stretch holds k: the
+/// largest, to stay on the safe side. `None` when empty.
+pub fn sustained(values: &[f64], k: usize, n: usize) -> Option<f64> {
+    let n = n.max(1);
+    let k = k.clamp(1, n);
+    if values.len() < k {
+        return values.iter().copied().reduce(f64::max);
+    }
+    let stretch = n.min(values.len());
+    values
+        .windows(stretch)
+        .map(|w| {
+            let mut w = w.to_vec();
+            w.sort_by(|a, b| b.total_cmp(a));
+            w[k - 1]
+        })
+        .reduce(f64::max)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::persistent;
+    use super::{persistent, sustained};
+
+    #[test]
+    fn the_sustained_level_ignores_lone_spikes() {
+        let values = [1.0, 2.0, 90.0, 1.0, 3.0, 2.0, 1.0, 50.0];
+        assert_eq!(sustained(&values, 1, 1), Some(90.0));
+        // 4 of 5: in 2 90 1 3 2 the fourth largest is 2 (and 3 in none).
+        assert_eq!(sustained(&values, 4, 5), Some(2.0));
+        // 2 of 5: 90 and 50 are 5 apart, never in one stretch.
+        assert_eq!(sustained(&values, 2, 5), Some(3.0));
+        assert_eq!(sustained(&values, 2, 6), Some(50.0));
+        // Fewer values than n: one stretch; fewer than k: the largest.
+        assert_eq!(sustained(&[5.0, 1.0, 4.0], 2, 5), Some(4.0));
+        assert_eq!(sustained(&[5.0, 1.0], 4, 5), Some(5.0));
+        assert_eq!(sustained(&[], 4, 5), None);
+        // A level above it is never over in k of n: the training is clean.
+        let level = sustained(&values, 4, 5).unwrap();
+        let over: Vec<bool> = values.iter().map(|v| *v > level).collect();
+        assert!(persistent(&over, 4, 5).is_empty());
+    }
 
     #[test]
     fn a_single_window_is_not_enough() {

@@ -5,7 +5,7 @@
 //! flagged.
 
 use super::fleet::{Device, Fleet};
-use super::kofn::persistent;
+use super::kofn::{persistent, sustained};
 use super::metrics::{Metric, FILE_READ, FILE_WRITE, SOCKET_READ};
 use super::phase::Phase;
 use super::{Finding, Method, PeerSet, Series};
@@ -188,14 +188,13 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
             .values
             .iter()
             .map(|v| {
-                let mut max_dev: Option<f64> = None;
-                for (x, m) in v.iter().zip(&train.median) {
-                    if let Some(x) = x {
-                        let dev = (x - m).max(0.0);
-                        max_dev = Some(max_dev.map_or(dev, |d| d.max(dev)));
-                    }
-                }
-                max_dev.map(|d| d * (1.0 + params.margin) + params.floor * typical)
+                let devs: Vec<f64> = v
+                    .iter()
+                    .zip(&train.median)
+                    .filter_map(|(x, m)| x.map(|x| (x - m).max(0.0)))
+                    .collect();
+                sustained(&devs, params.k, params.n)
+                    .map(|d| d * (1.0 + params.margin) + params.floor * typical)
             })
             .collect();
         for (i, d) in devices.iter().enumerate() {
