@@ -220,7 +220,7 @@ fn a_single_noisy_window_is_not_flagged_but_four_in_five_are() {
 fn a_lone_slow_window_in_training_does_not_hide_a_lasting_fault() {
     // Device 2 had one window 20 times slower in training (a flush on the
     // fleet testbed: a brick's write time 13 ms and 100 ms above the
-    // median in single windows, where a disk hog later kept it 6-8 ms
+    // median in single windows, where a disk hog later kept it 4-18 ms
     // above). Its threshold is the level its training held in 4 of 5
     // windows, not that window's: the slow disk from window 80 is found.
     let spike = Fault::Disk {
