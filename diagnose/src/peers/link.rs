@@ -21,16 +21,16 @@
 //!   replies 36 KB per call while its clients read them 1.7 KB at a time),
 //!   so a host's own ends are normal on half its links and a median over
 //!   ends would sit between the two;
-//! - every pair's bytes per call against the median over the slice's
-//!   pairs; each host's (address's) score is the median of that ratio over
-//!   the pairs it is in, and its deviation `-ln(score)` when below 1 (a
-//!   host whose pairs all carry a tenth of the usual bytes per call
-//!   deviates by 2.3);
-//! - a host is over when its deviation exceeds its threshold, learnt as in
-//!   the median method: its largest training deviation × (1 + margin) +
-//!   floor. The worst host over is taken first and its links set aside
-//!   before the others are scored again, so the far ends of a slow host's
-//!   links (which share its slow links) are not blamed with it;
+//! - each host's (address's) score is the median, over the pairs it is
+//!   in, of the pair's bytes per call against the median of the slice's
+//!   other pairs (those it is not in), and its deviation `-ln(score)` when
+//!   below 1 (a host whose pairs all carry a tenth of the usual bytes per
+//!   call deviates by 2.3);
+//! - a host is over when its deviation exceeds its threshold, learnt from
+//!   training: its largest training deviation × (1 + margin) + floor.
+//!   The worst host over is taken first and its links set aside before
+//!   the others are scored again, so the far ends of a slow host's links
+//!   (which share its slow links) are not blamed with it;
 //! - a host over in k of n consecutive judged slices is flagged, cause
 //!   network, as the device at that address that lists the most links.
 
