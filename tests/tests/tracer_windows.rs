@@ -339,8 +339,26 @@ fn ebpf_windows_carry_the_call_in_flight_at_each_cut() {
     );
     let sleep = SyscallId::from_name("clock_nanosleep").unwrap();
     let (last, cut) = windows.split_last().unwrap();
-    let mut starts = Vec::new();
+    // The 2.5 s sleep is in flight at every cut made before it ends. When
+    // the program started late in the first window (a loaded machine), the
+    // sleep can end just before a later cut while the exit comes after it:
+    // that window is cut with nothing in flight, and is not judged here.
+    let first = &windows[0];
+    assert_eq!(first.in_flight.count, 1, "window 0: {:?}", first.in_flight);
+    let sleep_start = first.in_flight.oldest[0].start_unix_ns;
+    assert!(
+        sleep_start >= first.run.start_unix_ns
+            && sleep_start < first.run.start_unix_ns + first.run.duration_ns,
+        "the sleep started in the first window"
+    );
+    let sleep_end = sleep_start + 2_500_000_000;
+    let mut judged = 0;
     for w in cut {
+        let cut_at = w.run.start_unix_ns + w.run.duration_ns;
+        if cut_at + 100_000_000 > sleep_end {
+            continue;
+        }
+        judged += 1;
         assert_eq!(
             w.in_flight.count, 1,
             "window {}: {:?}",
@@ -349,17 +367,10 @@ fn ebpf_windows_carry_the_call_in_flight_at_each_cut() {
         let call = &w.in_flight.oldest[0];
         assert_eq!(call.id, sleep);
         assert_eq!(call.fd_kind, FdKind::None);
-        starts.push(call.start_unix_ns);
+        assert_eq!(call.start_unix_ns, sleep_start, "one start");
     }
-    assert!(
-        starts.iter().all(|s| *s == starts[0]),
-        "one start: {starts:?}"
-    );
-    let first = &windows[0].run;
-    assert!(
-        starts[0] >= first.start_unix_ns && starts[0] < first.start_unix_ns + first.duration_ns,
-        "the sleep started in the first window"
-    );
+    // The first two cuts come at most 2 s after the sleep started.
+    assert!(judged >= 2, "{judged} windows cut during the sleep");
     assert_eq!(last.in_flight.count, 0, "nothing in flight at the end");
     assert_eq!(last.run.exit, Exit::Code(0));
     assert_eq!(summed_counts(&windows)["clock_nanosleep"].0, 1);
