@@ -211,29 +211,28 @@ fn a_server_behind_a_slow_link_is_named_not_its_clients() {
     assert_eq!(f.first_window_unix_ns, s.window_start(FAULT_FROM));
 }
 
+/// The link method's findings on a fleet with this network.
+fn link_found(net: Net) -> Vec<(bool, usize, Method, &'static str)> {
+    let d = analyse(&fleet_on(net, Vec::new()), &link_only()).unwrap();
+    found(&d, &d.findings)
+}
+
 #[test]
 fn a_slow_server_is_named_when_only_the_receiving_ends_see_it() {
     // Half of a slow server's ends (its own, when it sends; its clients',
     // when they send) look normal: a median over ends sat between the two
     // and missed 4 of 20 network-hog runs on the GlusterFS testbed.
     for flow in [Flow::Reads, Flow::Writes] {
-        let net = Net {
+        let slow = Net {
             flow,
             ..Net::new(Slow::Server(2))
         };
-        let d = analyse(&fleet_on(net, Vec::new()), &link_only()).unwrap();
-        assert_eq!(
-            found(&d, &d.findings),
-            vec![(true, 2, Method::Link, "network")],
-            "{:#?}",
-            d.findings
-        );
+        assert_eq!(link_found(slow), vec![(true, 2, Method::Link, "network")]);
         let fault_free = Net {
             flow,
             ..Net::new(Slow::None)
         };
-        let d = analyse(&fleet_on(fault_free, Vec::new()), &link_only()).unwrap();
-        assert_eq!(found(&d, &d.findings), vec![]);
+        assert_eq!(link_found(fault_free), vec![]);
     }
 }
 
@@ -247,13 +246,7 @@ fn a_slow_server_that_holds_most_of_a_slice_is_still_named() {
         crowded: true,
         ..Net::new(Slow::Server(2))
     };
-    let d = analyse(&fleet_on(net, Vec::new()), &link_only()).unwrap();
-    assert_eq!(
-        found(&d, &d.findings),
-        vec![(true, 2, Method::Link, "network")],
-        "{:#?}",
-        d.findings
-    );
+    assert_eq!(link_found(net), vec![(true, 2, Method::Link, "network")]);
 }
 
 #[test]

@@ -84,9 +84,13 @@ const MIN_OTHER_PAIRS: usize = 1;
 
 /// One slice's links: (observing host, far host) → traffic.
 type Links = BTreeMap<(IpAddr, IpAddr), Traffic>;
+/// One slice's pairs: (lower address, higher address) → the traffic of
+/// the pair's slower end.
+type Pairs = BTreeMap<(IpAddr, IpAddr), Traffic>;
 
-/// The fleet's links, per phase and slice, between hosts known by address.
-fn links_by_slice(fleet: &Fleet, phase: Phase, min_calls: u64) -> BTreeMap<u64, Links> {
+/// The fleet's pairs, per phase and slice, between hosts known by address
+/// (each end's link counted when it made `min_calls` calls).
+fn pairs_by_slice(fleet: &Fleet, phase: Phase, min_calls: u64) -> BTreeMap<u64, Pairs> {
     let mut out: BTreeMap<u64, Links> = BTreeMap::new();
     let known: BTreeSet<IpAddr> = fleet.devices.iter().filter_map(|d| d.addr()).collect();
     for (d, device) in fleet.devices.iter().enumerate() {
@@ -108,11 +112,13 @@ fn links_by_slice(fleet: &Fleet, phase: Phase, min_calls: u64) -> BTreeMap<u64, 
             }
         }
     }
-    for links in out.values_mut() {
-        links.retain(|_, t| t.calls >= min_calls);
-    }
-    out.retain(|_, links| slower_ends(links).len() >= MIN_PAIRS);
-    out
+    out.into_iter()
+        .filter_map(|(slice, mut links)| {
+            links.retain(|_, t| t.calls >= min_calls);
+            let pairs = slower_ends(&links);
+            (pairs.len() >= MIN_PAIRS).then_some((slice, pairs))
+        })
+        .collect()
 }
 
 fn per_call(t: &Traffic) -> f64 {
@@ -122,8 +128,8 @@ fn per_call(t: &Traffic) -> f64 {
 /// Each pair of hosts (lower address first) with the traffic of its end
 /// that moved fewer bytes per call: the receiving end of a slow link. A
 /// pair seen from one end only has that end's.
-fn slower_ends(links: &Links) -> BTreeMap<(IpAddr, IpAddr), Traffic> {
-    let mut pairs: BTreeMap<(IpAddr, IpAddr), Traffic> = BTreeMap::new();
+fn slower_ends(links: &Links) -> Pairs {
+    let mut pairs = Pairs::new();
     for ((me, far), t) in links {
         let pair = ((*me).min(*far), (*me).max(*far));
         pairs
@@ -143,15 +149,14 @@ fn slower_ends(links: &Links) -> BTreeMap<(IpAddr, IpAddr), Traffic> {
 /// (0: at or above it). The others only: clients kept waiting on a slow
 /// server spend much of a slice on it, and a median over every pair would
 /// then be the slow host's own.
-fn deviations(links: &Links) -> BTreeMap<IpAddr, f64> {
-    let pairs = slower_ends(links);
+fn deviations(pairs: &Pairs) -> BTreeMap<IpAddr, f64> {
     if pairs.len() < MIN_PAIRS {
         return BTreeMap::new();
     }
     let mut all: Vec<f64> = pairs.values().map(per_call).collect();
     all.sort_by(f64::total_cmp);
     let mut mine: BTreeMap<IpAddr, Vec<f64>> = BTreeMap::new();
-    for ((a, b), t) in &pairs {
+    for ((a, b), t) in pairs {
         mine.entry(*a).or_default().push(per_call(t));
         mine.entry(*b).or_default().push(per_call(t));
     }
@@ -193,26 +198,28 @@ fn median_without(all: &[f64], removed: &[f64]) -> Option<f64> {
 }
 
 /// The hosts over their threshold in one slice, worst first, each one's
-/// links set aside before the rest are scored again; with every scored
+/// pairs set aside before the rest are scored again; with every scored
 /// host's deviation as first scored.
 fn over_in_slice(
-    links: &Links,
+    pairs: &Pairs,
     thresholds: &BTreeMap<IpAddr, f64>,
 ) -> (BTreeMap<IpAddr, f64>, BTreeMap<IpAddr, f64>) {
-    let scored = deviations(links);
+    let scored = deviations(pairs);
     let mut over = BTreeMap::new();
-    let mut rest = links.clone();
+    let mut rest = pairs.clone();
+    let mut current = scored.clone();
     loop {
-        let worst = deviations(&rest)
-            .into_iter()
+        let worst = current
+            .iter()
             .filter_map(|(h, dev)| {
-                let t = *thresholds.get(&h)?;
-                (dev > t).then_some((h, dev, dev / t))
+                let t = *thresholds.get(h)?;
+                (*dev > t).then_some((*h, *dev, dev / t))
             })
             .max_by(|a, b| a.2.total_cmp(&b.2));
         let Some((host, dev, _)) = worst else { break };
         over.insert(host, dev);
-        rest.retain(|(me, far), _| *me != host && *far != host);
+        rest.retain(|(a, b), _| *a != host && *b != host);
+        current = deviations(&rest);
     }
     (scored, over)
 }
@@ -241,8 +248,8 @@ fn format_bytes(b: f64) -> String {
 /// Runs the method on the whole fleet; findings and notes.
 pub fn link(fleet: &Fleet, params: &LinkParams) -> (Vec<Finding>, Vec<String>) {
     let mut notes = Vec::new();
-    let training = links_by_slice(fleet, Phase::Training, params.min_calls);
-    let diagnosis = links_by_slice(fleet, Phase::Diagnosis, params.min_calls);
+    let training = pairs_by_slice(fleet, Phase::Training, params.min_calls);
+    let diagnosis = pairs_by_slice(fleet, Phase::Diagnosis, params.min_calls);
     if diagnosis.is_empty() {
         if fleet.links.iter().any(|l| !l.is_empty()) {
             notes.push(format!(
@@ -254,8 +261,8 @@ pub fn link(fleet: &Fleet, params: &LinkParams) -> (Vec<Finding>, Vec<String>) {
         return (Vec::new(), notes);
     }
     let mut worst_trained: BTreeMap<IpAddr, f64> = BTreeMap::new();
-    for links in training.values() {
-        for (host, dev) in deviations(links) {
+    for pairs in training.values() {
+        for (host, dev) in deviations(pairs) {
             let w = worst_trained.entry(host).or_insert(0.0);
             *w = w.max(dev);
         }
@@ -267,8 +274,8 @@ pub fn link(fleet: &Fleet, params: &LinkParams) -> (Vec<Finding>, Vec<String>) {
     // Per host, in slice order: (slice, deviation, over).
     let mut judged: BTreeMap<IpAddr, Vec<(u64, f64, bool)>> = BTreeMap::new();
     let mut untrained: BTreeSet<IpAddr> = BTreeSet::new();
-    for (slice, links) in &diagnosis {
-        let (scored, over) = over_in_slice(links, &thresholds);
+    for (slice, pairs) in &diagnosis {
+        let (scored, over) = over_in_slice(pairs, &thresholds);
         for (host, dev) in scored {
             if !thresholds.contains_key(&host) {
                 untrained.insert(host);
@@ -332,17 +339,17 @@ pub fn link(fleet: &Fleet, params: &LinkParams) -> (Vec<Finding>, Vec<String>) {
 /// Bytes per call at the slower end of `host`'s pairs and of the others,
 /// over `slices`.
 fn bytes_per_call(
-    diagnosis: &BTreeMap<u64, Links>,
+    diagnosis: &BTreeMap<u64, Pairs>,
     host: IpAddr,
     slices: impl Iterator<Item = u64>,
 ) -> (f64, f64) {
     let (mut mine, mut others) = (Traffic::default(), Traffic::default());
     for slice in slices {
-        let Some(links) = diagnosis.get(&slice) else {
+        let Some(pairs) = diagnosis.get(&slice) else {
             continue;
         };
-        for ((a, b), t) in slower_ends(links) {
-            let sum = if a == host || b == host {
+        for ((a, b), t) in pairs {
+            let sum = if *a == host || *b == host {
                 &mut mine
             } else {
                 &mut others
