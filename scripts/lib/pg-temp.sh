@@ -6,6 +6,10 @@
 #                                     standard input closes, then stop
 #   pg-temp.sh start DIR [--durable]  start, print the ready line, return
 #   pg-temp.sh stop DIR               stop a server `start` left running
+#   pg-temp.sh halt DIR fast|immediate  stop the server with `pg_ctl -m MODE`
+#                                     (a restart's first half: its data stays)
+#   pg-temp.sh resume DIR             start a halted server again on its port
+#                                     and options, print the ready line, return
 #
 # `initdb` writes the cluster into DIR/data as an unprivileged user (`nobody`
 # when run as root, through setpriv: initdb and postgres refuse to run as
@@ -18,6 +22,10 @@
 # is not what they test); benchmarks pass --durable. $PG_TEMP_OPTS adds
 # server options (`-c ssl=on -c ssl_cert_file=...`); files it names inside
 # DIR are given to the server's user with DIR.
+#
+# `halt` and `resume` restart a server `run` or `start` made (the tests of
+# reconnection: service/tests/pg_restart.rs); `run` still stops it at its
+# end, whichever process it is by then (it reads DIR/data/postmaster.pid).
 #
 # `run` ties the server to its caller: when the caller exits, for whatever
 # reason, its end of the pipe closes and the server is stopped. The tests
@@ -63,9 +71,52 @@ stop_server() {
     kill -KILL "$pid" 2>/dev/null || true
 }
 
+# Starts postgres on port $1 in the background ($pid), its output
+# appended to the log; its options are the ones saved at the first start.
+launch_postgres() {
+    "${as_user[@]}" "$pg_bin/postgres" -D "$dir/data" -p "$1" -k "$dir" \
+        -c listen_addresses=127.0.0.1 -c fsync=$fsync -c max_connections=200 \
+        -c shared_buffers=256MB -c logging_collector=off ${PG_TEMP_OPTS:-} \
+        </dev/null >>"$dir/postgres.log" 2>&1 &
+    pid=$!
+}
+
+# Waits until the server of $pid accepts connections on port $1 (true), or
+# it died or 30 s passed (false).
+wait_ready() {
+    for _ in $(seq 1 300); do
+        kill -0 "$pid" 2>/dev/null || return 1
+        "$pg_bin/pg_isready" -q -h "$dir" -p "$1" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
 case $mode in
     stop)
         stop_server
+        exit 0
+        ;;
+    halt)
+        how=${3:-fast}
+        case $how in fast | smart | immediate) ;; *) usage ;; esac
+        "${as_user[@]}" "$pg_bin/pg_ctl" -D "$dir/data" -m "$how" -w -t 60 stop >/dev/null
+        exit 0
+        ;;
+    resume)
+        [ -f "$dir/server.conf" ] || {
+            echo "pg-temp: no server was started in $dir" >&2
+            exit 1
+        }
+        # shellcheck disable=SC1091
+        . "$dir/server.conf"
+        launch_postgres "$port"
+        wait_ready "$port" || {
+            echo "pg-temp: postgres did not start again:" >&2
+            tail -n 20 "$dir/postgres.log" >&2
+            exit 1
+        }
+        echo "ready postgres://postgres@127.0.0.1:$port/postgres"
         exit 0
         ;;
     run | start) ;;
@@ -97,22 +148,9 @@ $durable && fsync=on
 port=
 for _ in 1 2 3 4 5; do
     port=$(free_port)
-    "${as_user[@]}" "$pg_bin/postgres" -D "$dir/data" -p "$port" -k "$dir" \
-        -c listen_addresses=127.0.0.1 -c fsync=$fsync -c max_connections=200 \
-        -c shared_buffers=256MB -c logging_collector=off ${PG_TEMP_OPTS:-} \
-        >>"$dir/postgres.log" 2>&1 &
-    pid=$!
+    launch_postgres "$port"
     ready=false
-    for _ in $(seq 1 300); do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            break
-        fi
-        if "$pg_bin/pg_isready" -q -h "$dir" -p "$port"; then
-            ready=true
-            break
-        fi
-        sleep 0.1
-    done
+    wait_ready "$port" && ready=true
     $ready && break
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
@@ -128,6 +166,8 @@ $ready || {
     tail -n 20 "$dir/postgres.log" >&2
     exit 1
 }
+# What `resume` needs to start the same server again.
+printf 'port=%q fsync=%q PG_TEMP_OPTS=%q\n' "$port" "$fsync" "${PG_TEMP_OPTS:-}" >"$dir/server.conf"
 echo "ready postgres://postgres@127.0.0.1:$port/postgres"
 
 if [ "$mode" = run ]; then

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::redact::redact_passwords;
 use super::{PgStore, SqliteStore, Store, StoreError, StoreOpener};
 
 /// Writer connections of a server on PostgreSQL: enough that a commit
@@ -30,8 +31,10 @@ impl std::fmt::Debug for Location {
 impl std::fmt::Display for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Location::Sqlite(path) => write!(f, "{}", path.display()),
-            Location::Postgres(url) => f.write_str(&redact_password(url)),
+            // A key=value connection string given as `--db` is read as a
+            // file name; its password is hidden all the same.
+            Location::Sqlite(path) => f.write_str(&redact_passwords(&path.display().to_string())),
+            Location::Postgres(url) => f.write_str(&redact_passwords(url)),
         }
     }
 }
@@ -90,30 +93,13 @@ impl Location {
             Location::Sqlite(db) => {
                 if !db.exists() {
                     anyhow::bail!(
-                        "database {} does not exist (edge-service serve creates it; check --db or EDGE_SERVICE_DB)",
-                        db.display()
+                        "database {self} does not exist (edge-service serve creates it; check --db or EDGE_SERVICE_DB)"
                     );
                 }
                 Ok(Box::new(SqliteStore::open(db, Duration::from_secs(5))?))
             }
             Location::Postgres(url) => Ok(Box::new(PgStore::connect(url)?)),
         }
-    }
-}
-
-/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
-pub fn redact_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_string(),
-        },
-        None => url.to_string(),
     }
 }
 
@@ -151,9 +137,7 @@ mod tests {
         let url = "postgres://edge:s3cret@db:5432/fleet?sslmode=require";
         let shown = Location::parse(Path::new(url)).to_string();
         assert_eq!(shown, "postgres://edge:***@db:5432/fleet?sslmode=require");
-        assert_eq!(
-            redact_password("postgres://edge@db/f"),
-            "postgres://edge@db/f"
-        );
+        let key_value = Location::parse(Path::new("host=db password=s3cret")).to_string();
+        assert_eq!(key_value, "host=db password=***");
     }
 }

@@ -8,11 +8,13 @@
 
 mod location;
 mod postgres;
+mod redact;
 mod rows;
 mod sqlite;
 
-pub use location::{redact_password, Location};
+pub use location::Location;
 pub use postgres::PgStore;
+pub use redact::redact_passwords;
 pub use rows::{
     kind_from_name, kind_name, DeviceFilter, DeviceRow, NewRun, PeerRow, RunFilter, RunRow,
     StoredRun, SyscallRow,

@@ -19,13 +19,14 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use agent_core::Exit;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, Row, Statement};
 
-use super::location::redact_password;
+use super::redact::redact_passwords;
 use super::{
     DeviceFilter, DeviceRow, Inserted, NewRun, RunFilter, RunRow, Store, StoreError, StoredRun,
     SCHEMA_VERSION,
@@ -93,14 +94,69 @@ fn driver() -> Result<&'static tokio::runtime::Runtime, StoreError> {
         .map_err(|e| StoreError::Failed(e.clone()))
 }
 
-/// A connection to a PostgreSQL store.
+/// The pause before the first reconnect attempt after one failed; it
+/// doubles with each failure up to [`MAX_RECONNECT_PAUSE`].
+const FIRST_RECONNECT_PAUSE: Duration = Duration::from_millis(100);
+/// The longest pause between two reconnect attempts: it bounds how long
+/// ingest stays down after the database is back.
+const MAX_RECONNECT_PAUSE: Duration = Duration::from_secs(2);
+/// How long a connection attempt may take when the URL sets no
+/// `connect_timeout`: a writer thread must not hang on an unreachable host.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A connection to a PostgreSQL store. It outlives its database's outages:
+/// a lost connection is dropped with its prepared statements and reopened
+/// at the next use, with back-off while the database stays unreachable.
 pub struct PgStore {
-    client: Client,
+    /// The open connection; `None` once it was lost.
+    live: Option<Live>,
     config: Config,
-    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    tls: Tls,
+    reconnect: Reconnect,
+    label: String,
+}
+
+/// An open connection and the statements prepared on it (a statement
+/// belongs to the connection that prepared it: they go together).
+struct Live {
+    client: Client,
     /// Prepared statements by their text (the dynamic filters make a few).
     statements: HashMap<String, Statement>,
-    label: String,
+}
+
+/// When the next reconnect may be tried, after failed ones.
+#[derive(Debug, Default)]
+struct Reconnect {
+    /// Not before this; `None`: at once.
+    not_before: Option<Instant>,
+    /// The pause after the next failure.
+    pause: Duration,
+    /// Why the last attempt failed (for the 503's message).
+    last_error: String,
+}
+
+/// How a connection uses TLS (`sslmode`).
+#[derive(Clone)]
+enum Tls {
+    /// No `sslmode`, or `disable`: plain.
+    Off,
+    /// `require`, `verify-ca`, `verify-full`: TLS with the certificate
+    /// checked, or no connection.
+    Require(tokio_postgres_rustls::MakeRustlsConnect),
+    /// `prefer` (libpq's meaning): TLS when the server offers it, else
+    /// plain, with a warning naming the server.
+    Prefer(tokio_postgres_rustls::MakeRustlsConnect),
+}
+
+/// Whether an operation may be run again after the connection was lost
+/// under it (the server may or may not have done it).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Repeat {
+    /// Reads, and writes whose second run changes nothing (the insert of
+    /// runs: `ON CONFLICT (id) DO NOTHING`).
+    Safe,
+    /// Writes that would be done twice (a new directive, a report).
+    Once,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -114,29 +170,37 @@ impl std::fmt::Debug for PgStore {
 impl PgStore {
     /// Connects to `url` and brings its schema to [`SCHEMA_VERSION`].
     ///
-    /// TLS is used when the URL asks (`sslmode=require` or `prefer`), with
-    /// the server's certificate checked against the web's roots and the
-    /// PEM file of `sslrootcert=FILE` if given; without `sslmode` the
-    /// connection is plain. The password may come from `$PGPASSWORD`
-    /// instead of the URL.
+    /// `sslmode=require` (or `verify-ca`, `verify-full`) connects over TLS
+    /// with the server's certificate checked against the web's roots and
+    /// the PEM file of `sslrootcert=FILE` if given, or not at all;
+    /// `sslmode=prefer` tries TLS and, when the server does not offer it
+    /// (or the handshake fails), connects without it and prints a warning;
+    /// without `sslmode` (or `disable`) the connection is plain. The
+    /// password may come from `$PGPASSWORD` instead of the URL; no message
+    /// shows it.
     pub fn connect(url: &str) -> anyhow::Result<PgStore> {
-        use anyhow::Context;
-        let label = redact_password(url);
-        let (config, tls) = parse_url(url).with_context(|| format!("database {label}"))?;
-        let client = open_client(driver()?, &config, tls.as_ref())
-            .map_err(anyhow::Error::new)
-            .with_context(|| format!("cannot connect to database {label}"))?;
-        let mut store = PgStore {
-            client,
+        let label = redact_passwords(url);
+        let secret = Secret::of(url);
+        let hide = |e: anyhow::Error| anyhow::anyhow!("{}", secret.hide(&format!("{e:#}")));
+        let (config, tls) = parse_url(url)
+            .map_err(|e| e.context(format!("database {label}")))
+            .map_err(hide)?;
+        let mut client = open_client(driver()?, &config, &tls, &label)
+            .map_err(|e| anyhow::anyhow!("cannot connect to database {label}: {}", pg_text(&e)))
+            .map_err(hide)?;
+        migrate(&mut client)
+            .map_err(|e| e.context(format!("cannot create the schema in {label}")))
+            .map_err(hide)?;
+        Ok(PgStore {
+            live: Some(Live {
+                client,
+                statements: HashMap::new(),
+            }),
             config,
             tls,
-            statements: HashMap::new(),
+            reconnect: Reconnect::default(),
             label,
-        };
-        store
-            .migrate()
-            .with_context(|| format!("cannot create the schema in {}", store.label))?;
-        Ok(store)
+        })
     }
 
     /// The schema version of the database.
@@ -145,87 +209,100 @@ impl PgStore {
         Ok(row.get(0))
     }
 
-    /// Brings the database to [`SCHEMA_VERSION`] in one transaction, under
-    /// an advisory lock so that instances started at once migrate once.
-    fn migrate(&mut self) -> anyhow::Result<()> {
-        let client = &mut self.client;
-        driver()?.block_on(async {
-            let tx = client.transaction().await?;
-            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-                .await?;
-            tx.batch_execute(
-                "CREATE TABLE IF NOT EXISTS edge_service_schema (version INTEGER NOT NULL)",
-            )
-            .await?;
-            let version: i32 = tx
-                .query_opt("SELECT version FROM edge_service_schema", &[])
-                .await?
-                .map_or(0, |r| r.get(0));
-            if i64::from(version) > SCHEMA_VERSION {
-                anyhow::bail!(
-                    "schema version {version} is newer than this edge-service's ({SCHEMA_VERSION})"
-                );
+    /// The open connection, reopened first if it was lost (the database
+    /// restarted). While reopening fails, the attempts are spaced by a
+    /// doubling pause (up to [`MAX_RECONNECT_PAUSE`]) and a call between two
+    /// attempts fails at once as busy: the caller answers 503.
+    fn live(&mut self) -> Result<&mut Live, StoreError> {
+        if self.live.as_ref().is_some_and(|l| l.client.is_closed()) {
+            self.live = None;
+        }
+        if self.live.is_none() {
+            let now = Instant::now();
+            if let Some(at) = self.reconnect.not_before.filter(|at| *at > now) {
+                return Err(StoreError::Busy(format!(
+                    "database {} unreachable ({}); next attempt in {} ms",
+                    self.label,
+                    self.reconnect.last_error,
+                    (at - now).as_millis()
+                )));
             }
-            for (to, step) in MIGRATIONS {
-                if version < *to {
-                    tx.batch_execute(step).await?;
+            match open_client(driver()?, &self.config, &self.tls, &self.label) {
+                Ok(client) => {
+                    self.reconnect = Reconnect::default();
+                    self.live = Some(Live {
+                        client,
+                        statements: HashMap::new(),
+                    });
+                }
+                Err(e) => {
+                    let pause = self.reconnect.pause.max(FIRST_RECONNECT_PAUSE);
+                    self.reconnect = Reconnect {
+                        not_before: Some(now + pause),
+                        pause: (pause * 2).min(MAX_RECONNECT_PAUSE),
+                        last_error: pg_text(&e),
+                    };
+                    return Err(StoreError::Busy(format!(
+                        "database {} unreachable: {}",
+                        self.label, self.reconnect.last_error
+                    )));
                 }
             }
-            tx.execute("DELETE FROM edge_service_schema", &[]).await?;
-            let current = i32::try_from(SCHEMA_VERSION).unwrap_or(i32::MAX);
-            tx.execute(
-                "INSERT INTO edge_service_schema (version) VALUES ($1)",
-                &[&current],
-            )
-            .await?;
-            tx.commit().await?;
-            anyhow::Ok(())
-        })
+        }
+        self.live
+            .as_mut()
+            .ok_or_else(|| StoreError::Busy("no connection".into()))
     }
 
-    /// The client, reconnected first if the connection was lost (the
-    /// database restarted): an instance outlives its database's outages.
-    fn client(&mut self) -> Result<&mut Client, StoreError> {
-        if self.client.is_closed() {
-            self.client =
-                open_client(driver()?, &self.config, self.tls.as_ref()).map_err(pg_error)?;
-            self.statements.clear();
+    /// Runs `op` on the open connection. When the connection turns out to
+    /// be lost under it, it is dropped (the next call reopens it) and, if
+    /// `repeat` allows, `op` runs once more on a new one: the first request
+    /// after the database came back succeeds.
+    fn with_connection<T>(
+        &mut self,
+        repeat: Repeat,
+        mut op: impl FnMut(&mut Live, &tokio::runtime::Runtime) -> Result<T, tokio_postgres::Error>,
+    ) -> Result<T, StoreError> {
+        let runtime = driver()?;
+        let mut again = repeat == Repeat::Safe;
+        loop {
+            let live = self.live()?;
+            match op(live, runtime) {
+                Ok(value) => return Ok(value),
+                Err(e) => {
+                    if !connection_lost(&e, &live.client) {
+                        return Err(pg_error(e));
+                    }
+                    self.live = None;
+                    if !again {
+                        return Err(pg_error(e));
+                    }
+                    again = false;
+                }
+            }
         }
-        Ok(&mut self.client)
-    }
-
-    fn statement(&mut self, sql: &str) -> Result<Statement, StoreError> {
-        if let Some(s) = self.statements.get(sql) {
-            return Ok(s.clone());
-        }
-        let client = self.client()?;
-        let statement = driver()?.block_on(client.prepare(sql)).map_err(pg_error)?;
-        self.statements.insert(sql.to_string(), statement.clone());
-        Ok(statement)
     }
 
     fn query(&mut self, sql: &str, args: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
-        let statement = self.statement(sql)?;
-        let client = self.client()?;
-        driver()?
-            .block_on(client.query(&statement, args))
-            .map_err(pg_error)
+        self.with_connection(Repeat::Safe, |live, runtime| {
+            let statement = live.statement(runtime, sql)?;
+            runtime.block_on(live.client.query(&statement, args))
+        })
     }
 
+    /// One row of a statement that writes (not run twice).
     fn query_one(&mut self, sql: &str, args: &[&(dyn ToSql + Sync)]) -> Result<Row, StoreError> {
-        let statement = self.statement(sql)?;
-        let client = self.client()?;
-        driver()?
-            .block_on(client.query_one(&statement, args))
-            .map_err(pg_error)
+        self.with_connection(Repeat::Once, |live, runtime| {
+            let statement = live.statement(runtime, sql)?;
+            runtime.block_on(live.client.query_one(&statement, args))
+        })
     }
 
     fn execute(&mut self, sql: &str, args: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
-        let statement = self.statement(sql)?;
-        let client = self.client()?;
-        driver()?
-            .block_on(client.execute(&statement, args))
-            .map_err(pg_error)
+        self.with_connection(Repeat::Once, |live, runtime| {
+            let statement = live.statement(runtime, sql)?;
+            runtime.block_on(live.client.execute(&statement, args))
+        })
     }
 
     fn select_runs(&mut self, columns: &str, filter: &RunFilter) -> Result<Vec<Row>, StoreError> {
@@ -285,17 +362,39 @@ impl PgStore {
         args.extend(ints.iter().map(|i| i as &(dyn ToSql + Sync)));
         self.query(&sql, &args)
     }
+}
+
+impl Live {
+    /// The statement of `sql`, prepared on this connection once.
+    fn statement(
+        &mut self,
+        runtime: &tokio::runtime::Runtime,
+        sql: &str,
+    ) -> Result<Statement, tokio_postgres::Error> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let statement = runtime.block_on(self.client.prepare(sql))?;
+        self.statements.insert(sql.to_string(), statement.clone());
+        Ok(statement)
+    }
 
     /// The statements of an insert transaction, prepared once per
     /// connection.
-    fn insert_statements(&mut self) -> Result<InsertStatements, StoreError> {
+    fn insert_statements(
+        &mut self,
+        runtime: &tokio::runtime::Runtime,
+    ) -> Result<InsertStatements, tokio_postgres::Error> {
         Ok(InsertStatements {
-            runs: self.statement(INSERT_RUNS)?,
-            groups: self.statement("SELECT id, group_name FROM runs WHERE id = ANY($1::text[])")?,
-            syscalls: self.statement(INSERT_SYSCALLS)?,
-            peers: self.statement(INSERT_PEERS)?,
-            devices: self.statement(UPSERT_DEVICES)?,
-            directives: self.statement(COUNT_DIRECTIVES)?,
+            runs: self.statement(runtime, INSERT_RUNS)?,
+            groups: self.statement(
+                runtime,
+                "SELECT id, group_name FROM runs WHERE id = ANY($1::text[])",
+            )?,
+            syscalls: self.statement(runtime, INSERT_SYSCALLS)?,
+            peers: self.statement(runtime, INSERT_PEERS)?,
+            devices: self.statement(runtime, UPSERT_DEVICES)?,
+            directives: self.statement(runtime, COUNT_DIRECTIVES)?,
         })
     }
 
@@ -369,7 +468,7 @@ impl PgStore {
     }
 }
 
-/// The statements of [`PgStore::insert_once`].
+/// The statements of [`Live::insert_once`].
 struct InsertStatements {
     runs: Statement,
     groups: Statement,
@@ -426,24 +525,57 @@ const UPSERT_DEVICES: &str = "INSERT INTO devices (group_name, device, first_see
     last_start_unix_ns = greatest(devices.last_start_unix_ns, excluded.last_start_unix_ns), \
     runs = devices.runs + excluded.runs, windows = devices.windows + excluded.windows";
 
+/// Brings the database to [`SCHEMA_VERSION`] in one transaction, under an
+/// advisory lock so that instances started at once migrate once.
+fn migrate(client: &mut Client) -> anyhow::Result<()> {
+    driver()?.block_on(async {
+        let tx = client.transaction().await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await?;
+        tx.batch_execute(
+            "CREATE TABLE IF NOT EXISTS edge_service_schema (version INTEGER NOT NULL)",
+        )
+        .await?;
+        let version: i32 = tx
+            .query_opt("SELECT version FROM edge_service_schema", &[])
+            .await?
+            .map_or(0, |r| r.get(0));
+        if i64::from(version) > SCHEMA_VERSION {
+            anyhow::bail!(
+                "schema version {version} is newer than this edge-service's ({SCHEMA_VERSION})"
+            );
+        }
+        for (to, step) in MIGRATIONS {
+            if version < *to {
+                tx.batch_execute(step).await?;
+            }
+        }
+        tx.execute("DELETE FROM edge_service_schema", &[]).await?;
+        let current = i32::try_from(SCHEMA_VERSION).unwrap_or(i32::MAX);
+        tx.execute(
+            "INSERT INTO edge_service_schema (version) VALUES ($1)",
+            &[&current],
+        )
+        .await?;
+        tx.commit().await?;
+        anyhow::Ok(())
+    })
+}
+
 /// Parses a connection URL: our own `sslrootcert=FILE` is taken out (the
-/// client does not know it), `$PGPASSWORD` fills a missing password, and a
-/// URL without `sslmode` connects without TLS.
-fn parse_url(
-    url: &str,
-) -> anyhow::Result<(Config, Option<tokio_postgres_rustls::MakeRustlsConnect>)> {
+/// client does not know it), `sslmode` read here (see [`Tls`]),
+/// `$PGPASSWORD` fills a missing password, and a URL without `sslmode`
+/// connects without TLS.
+fn parse_url(url: &str) -> anyhow::Result<(Config, Tls)> {
     use anyhow::Context;
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
     let mut root_cert = None;
-    let mut asked_for_tls = false;
+    let mut mode = "disable";
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
             Some(("sslrootcert", file)) => root_cert = Some(file.to_string()),
-            Some(("sslmode", mode)) => {
-                asked_for_tls = mode != "disable";
-                kept.push(pair);
-            }
+            Some(("sslmode", m)) => mode = m,
             _ => kept.push(pair),
         }
     }
@@ -454,17 +586,26 @@ fn parse_url(
     };
     let mut config: Config = rebuilt
         .parse()
-        .map_err(|e| anyhow::anyhow!("not a valid PostgreSQL URL: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("not a valid PostgreSQL URL: {e:#}"))?;
     if config.get_password().is_none() {
         if let Some(password) = std::env::var_os("PGPASSWORD") {
             config.password(password.as_encoded_bytes());
         }
     }
     config.application_name("edge-service");
-    if !asked_for_tls {
-        config.ssl_mode(tokio_postgres::config::SslMode::Disable);
-        return Ok((config, None));
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
     }
+    let prefer = match mode {
+        "disable" => return Ok((config, Tls::Off)),
+        "prefer" => true,
+        // Our `require` checks the certificate and the name: libpq's
+        // verify-full.
+        "require" | "verify-ca" | "verify-full" => false,
+        other => anyhow::bail!(
+            "sslmode={other} is not supported (disable, prefer, require, verify-ca or verify-full)"
+        ),
+    };
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     if let Some(file) = &root_cert {
@@ -489,35 +630,111 @@ fn parse_url(
     .context("TLS protocol versions")?
     .with_root_certificates(roots)
     .with_no_client_auth();
+    let connector = tokio_postgres_rustls::MakeRustlsConnect::new(tls);
     Ok((
         config,
-        Some(tokio_postgres_rustls::MakeRustlsConnect::new(tls)),
+        if prefer {
+            Tls::Prefer(connector)
+        } else {
+            Tls::Require(connector)
+        },
     ))
 }
 
-/// Connects and starts the connection's task on the [`driver`].
+/// Connects and starts the connection's task on the [`driver`]. With
+/// `sslmode=prefer`, a server that does not take TLS gets a plain
+/// connection, and standard error a warning naming it (`label`).
 fn open_client(
     runtime: &tokio::runtime::Runtime,
     config: &Config,
-    tls: Option<&tokio_postgres_rustls::MakeRustlsConnect>,
+    tls: &Tls,
+    label: &str,
+) -> Result<Client, tokio_postgres::Error> {
+    use tokio_postgres::config::SslMode;
+    let mut config = config.clone();
+    let client = match tls {
+        Tls::Off => {
+            config.ssl_mode(SslMode::Disable);
+            connect_plain(runtime, &config)?
+        }
+        Tls::Require(tls) => {
+            config.ssl_mode(SslMode::Require);
+            connect_tls(runtime, &config, tls)?
+        }
+        Tls::Prefer(tls) => {
+            config.ssl_mode(SslMode::Require);
+            match connect_tls(runtime, &config, tls) {
+                Ok(client) => client,
+                Err(e) if is_tls_failure(&e) => {
+                    eprintln!(
+                        "edge-service: warning: database {label}: no TLS ({}); sslmode=prefer connects without it, in plaintext (sslmode=require refuses that)",
+                        pg_text(&e)
+                    );
+                    config.ssl_mode(SslMode::Disable);
+                    connect_plain(runtime, &config)?
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    // Acknowledged means on disk: whatever the server's default.
+    runtime.block_on(client.batch_execute("SET synchronous_commit TO on"))?;
+    Ok(client)
+}
+
+fn connect_plain(
+    runtime: &tokio::runtime::Runtime,
+    config: &Config,
 ) -> Result<Client, tokio_postgres::Error> {
     runtime.block_on(async {
-        let client = match tls {
-            Some(tls) => {
-                let (client, connection) = config.connect(tls.clone()).await?;
-                runtime.spawn(connection);
-                client
-            }
-            None => {
-                let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
-                runtime.spawn(connection);
-                client
-            }
-        };
-        // Acknowledged means on disk: whatever the server's default.
-        client.batch_execute("SET synchronous_commit TO on").await?;
+        let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+        runtime.spawn(connection);
         Ok(client)
     })
+}
+
+fn connect_tls(
+    runtime: &tokio::runtime::Runtime,
+    config: &Config,
+    tls: &tokio_postgres_rustls::MakeRustlsConnect,
+) -> Result<Client, tokio_postgres::Error> {
+    runtime.block_on(async {
+        let (client, connection) = config.connect(tls.clone()).await?;
+        runtime.spawn(connection);
+        Ok(client)
+    })
+}
+
+/// The server did not take TLS (it answered no to the request, or the
+/// handshake failed): what `sslmode=prefer` falls back from. The client
+/// tells it only in words.
+fn is_tls_failure(e: &tokio_postgres::Error) -> bool {
+    e.to_string().starts_with("error performing TLS handshake")
+}
+
+/// The password of a connection URL, to be hidden from messages that
+/// might quote it in another form than the URL's (decoded, say).
+struct Secret(Option<String>);
+
+impl Secret {
+    fn of(url: &str) -> Secret {
+        let password = parse_url(url)
+            .ok()
+            .and_then(|(config, _)| config.get_password().map(<[u8]>::to_vec))
+            .and_then(|p| String::from_utf8(p).ok())
+            // Hiding a one- or two-letter password would garble every
+            // word holding those letters; such a password is no secret.
+            .filter(|p| p.len() >= 3);
+        Secret(password)
+    }
+
+    fn hide(&self, text: &str) -> String {
+        let text = redact_passwords(text);
+        match &self.0 {
+            Some(p) => text.replace(p.as_str(), "***"),
+            None => text,
+        }
+    }
 }
 
 /// A batch's runs in insertion order: the first copy of each id, sorted by
@@ -904,15 +1121,41 @@ fn pg_error(e: tokio_postgres::Error) -> StoreError {
             let c = code.code();
             c.starts_with("08") || c.starts_with("53") || c.starts_with("57") || c.starts_with("40")
         });
+    if transient {
+        StoreError::Busy(pg_text(&e))
+    } else {
+        StoreError::Failed(pg_text(&e))
+    }
+}
+
+/// An error of the client in words, passwords hidden.
+fn pg_text(e: &tokio_postgres::Error) -> String {
     let text = match e.as_db_error() {
         Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => format!("{e}"),
+        None => {
+            // The client's words name the kind; its causes say what failed.
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(e);
+            while let Some(c) = cause {
+                text.push_str(&format!(": {c}"));
+                cause = c.source();
+            }
+            text
+        }
     };
-    if transient {
-        StoreError::Busy(text)
-    } else {
-        StoreError::Failed(text)
-    }
+    redact_passwords(&text)
+}
+
+/// The connection `client` is gone, as `e` shows: closed, broken (an I/O
+/// error), or ended by the server (shutting down: class 57P, or a
+/// connection exception: class 08). It must be reopened.
+fn connection_lost(e: &tokio_postgres::Error, client: &Client) -> bool {
+    client.is_closed()
+        || e.is_closed()
+        || e.to_string()
+            .starts_with("error communicating with the server")
+        || e.code()
+            .is_some_and(|c| c.code().starts_with("57P") || c.code().starts_with("08"))
 }
 
 /// A lost deadlock or serialization check: the transaction may simply be
@@ -1079,16 +1322,18 @@ impl Store for PgStore {
         if runs.is_empty() {
             return Ok(Vec::new());
         }
-        let runtime = driver()?;
-        let mut attempt = 1;
-        loop {
-            let statements = self.insert_statements()?;
-            match self.insert_once(runtime, &statements, runs) {
-                Ok(outcomes) => return Ok(outcomes),
-                Err(e) if retryable(&e) && attempt < TRANSACTION_ATTEMPTS => attempt += 1,
-                Err(e) => return Err(pg_error(e)),
+        // Run again after a lost connection, the insert stores nothing
+        // twice: the runs a lost commit did store come back as repeats.
+        self.with_connection(Repeat::Safe, |live, runtime| {
+            let statements = live.insert_statements(runtime)?;
+            let mut attempt = 1;
+            loop {
+                match live.insert_once(runtime, &statements, runs) {
+                    Err(e) if retryable(&e) && attempt < TRANSACTION_ATTEMPTS => attempt += 1,
+                    outcome => return outcome,
+                }
             }
-        }
+        })
     }
 
     fn runs(&mut self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
@@ -1181,12 +1426,12 @@ impl Store for PgStore {
         keep_raw: bool,
         batch: u32,
     ) -> Result<u64, StoreError> {
-        let runtime = driver()?;
-        let client = self.client()?;
         let before = sql_int(before_unix_ns);
         let limit = i64::from(batch);
-        runtime
-            .block_on(async {
+        // Pruning again what a lost commit pruned finds other runs or none.
+        self.with_connection(Repeat::Safe, |live, runtime| {
+            let client = &mut live.client;
+            runtime.block_on(async {
                 let tx = client.transaction().await?;
                 // With keep_raw the runs stay: look among the oldest runs
                 // that still have rows (run order follows the received time).
@@ -1216,7 +1461,7 @@ impl Store for PgStore {
                 tx.commit().await?;
                 Ok(seqs.len() as u64)
             })
-            .map_err(pg_error)
+        })
     }
 
     fn prune_devices(&mut self, before_unix_ns: u64) -> Result<u64, StoreError> {

@@ -147,3 +147,38 @@ pub fn database(test: &str) -> Option<String> {
     let base = server.url.rsplit_once('/').unwrap().0;
     Some(format!("{base}/{name}"))
 }
+
+/// Stops the server made in `dir` with `pg_ctl -m MODE` (`fast`,
+/// `immediate`), keeping its data (`scripts/lib/pg-temp.sh halt`).
+pub fn halt(dir: &Path, mode: &str) {
+    let out = Command::new("bash")
+        .arg(repo().join("scripts/lib/pg-temp.sh"))
+        .args(["halt"])
+        .arg(dir)
+        .arg(mode)
+        .stdin(Stdio::null())
+        .output()
+        .expect("pg-temp.sh runs");
+    assert!(
+        out.status.success(),
+        "pg-temp.sh halt {mode}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Starts a halted server of `dir` again, on its port; returns once it
+/// accepts connections (`scripts/lib/pg-temp.sh resume`).
+pub fn resume(dir: &Path) {
+    let out = Command::new("bash")
+        .arg(repo().join("scripts/lib/pg-temp.sh"))
+        .arg("resume")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("pg-temp.sh runs");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).starts_with("ready "),
+        "pg-temp.sh resume: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
