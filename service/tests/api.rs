@@ -515,6 +515,63 @@ fn directive_refuses_a_missing_database_and_sets_no_device_could_use() {
     assert_eq!(d["only"], serde_json::json!(["read", "write"]));
 }
 
+/// No message shows a database password: not in the URL's user info (one
+/// holding a `/`), not as `?password=`, not in a key=value connection
+/// string, not when the URL is refused, whichever command prints it.
+#[test]
+fn database_passwords_are_never_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "S3cret";
+    // Nothing listens on port 1: every command fails, naming the database.
+    let dbs = [
+        format!("postgres://postgres:{secret}/PW@127.0.0.1:1/edge"),
+        format!("postgres://postgres:{secret}@127.0.0.1:1/edge"),
+        format!("postgres://postgres@127.0.0.1:1/edge?password={secret}"),
+        format!("postgresql://postgres@127.0.0.1:1/edge?sslmode=require&password={secret}"),
+        format!("postgres://postgres:{secret}@127.0.0.1:1/edge?sslmode=bogus"),
+        format!("host=127.0.0.1 port=1 password={secret}"),
+    ];
+    for db in &dbs {
+        // A key=value string is read as an SQLite path, which serve would
+        // create: only the commands that need an existing store.
+        let serve = db.starts_with("postgres");
+        for args in [
+            vec!["directive", "show", "--db", db],
+            vec!["prune", "--older-than", "30d", "--db", db],
+            vec![
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--insecure-no-auth",
+                "--db",
+                db,
+            ],
+        ] {
+            if args[0] == "serve" && !serve {
+                continue;
+            }
+            let out = std::process::Command::new(bin())
+                .args(&args)
+                .env_remove("EDGE_SERVICE_DB")
+                .env_remove("PGPASSWORD")
+                .current_dir(dir.path())
+                .output()
+                .unwrap();
+            let shown = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(!out.status.success(), "{args:?}: {shown}");
+            assert!(
+                !shown.contains(secret),
+                "{args:?} shows the password: {shown}"
+            );
+            assert!(shown.contains("***"), "{args:?}: {shown}");
+        }
+    }
+}
+
 #[test]
 fn the_bearer_scheme_is_case_insensitive() {
     let dir = tempfile::tempdir().unwrap();

@@ -888,6 +888,52 @@ fn postgres_tls_is_used_when_asked_and_the_certificate_is_checked() {
     assert_eq!(ssl_sessions(false), "1");
 }
 
+/// `sslmode=prefer` means libpq's: TLS when the server offers it, else a
+/// plain connection, with a warning naming the server (the test server has
+/// no TLS); `require` refuses that server; a mode the client does not know
+/// is refused by name.
+#[test]
+fn postgres_sslmode_prefer_warns_when_it_falls_back_to_plaintext() {
+    let Some(url) = pg::database("sslmode_prefer") else {
+        return;
+    };
+    let show = |db: &str| {
+        let out = std::process::Command::new(common::bin())
+            .args(["directive", "show", "--db", db])
+            .env_remove("EDGE_SERVICE_DB")
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let server = url
+        .strip_prefix("postgres://postgres@")
+        .and_then(|rest| rest.split_once('/'))
+        .map(|(host, _)| host.to_string())
+        .unwrap();
+
+    let (ok, err) = show(&format!("{url}?sslmode=prefer"));
+    assert!(ok, "{err}");
+    let warning: Vec<&str> = err.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warning.len(), 1, "one warning line: {err}");
+    assert!(
+        warning[0].contains(&server) && warning[0].contains("plaintext"),
+        "{err}"
+    );
+
+    let (ok, err) = show(&format!("{url}?sslmode=require"));
+    assert!(!ok && err.contains("TLS"), "{err}");
+    let (ok, err) = show(&url);
+    assert!(ok && !err.contains("warning"), "{err}");
+    let (ok, err) = show(&format!("{url}?sslmode=allow"));
+    assert!(
+        !ok && err.contains("sslmode=allow is not supported"),
+        "{err}"
+    );
+}
+
 /// A run of device `device` in `group`, full (with `directive=<id>` when
 /// given) or light.
 fn directed_run(seed: u64, device: u8, group: &str, directive: Option<i64>, light: bool) -> NewRun {

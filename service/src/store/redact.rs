@@ -68,6 +68,11 @@ fn redact_parameters(text: &str) -> String {
         let blanks = after_eq.len() - after_eq.trim_start_matches(' ').len();
         let value_start = value_start + blanks;
         let value = &text[value_start..];
+        // Hidden already (a message quoting a redacted URL): as it is, so
+        // that what follows it stays.
+        if value.starts_with(HIDDEN) {
+            continue;
+        }
         let value_len = if let Some(quoted) = value.strip_prefix('\'') {
             // libpq's quoting: `\'` and `\\` inside, up to the closing quote.
             let mut escaped = false;
@@ -145,6 +150,11 @@ mod tests {
             ),
             ("the password is wrong", "the password is wrong"),
             ("password=", "password="),
+            // Redacting twice changes nothing.
+            (
+                "database postgres://u@h/d?password=***: refused",
+                "database postgres://u@h/d?password=***: refused",
+            ),
         ];
         for (text, shown) in cases {
             assert_eq!(redact_passwords(text), shown, "{text}");
