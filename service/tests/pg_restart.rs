@@ -28,6 +28,8 @@ use service::sample;
 /// connections (the reconnect back-off is 2 s at most; the rest is room
 /// for a loaded 2-core machine).
 const RECOVERY_BOUND: Duration = Duration::from_secs(30);
+/// How long the database stays down, at least.
+const OUTAGE: Duration = Duration::from_secs(3);
 /// Summaries per upload.
 const ITEMS: usize = 8;
 /// Upload loops running at once.
@@ -232,6 +234,18 @@ fn restart(load: &Load, server: &str, pg_dir: &Path, mode: &'static str) -> Outa
             "uploads are not refused while the database is down (-m {mode})"
         ));
     }
+    // Down for a few seconds more, long enough for the reconnects to back
+    // off (an instant restart would hide their pause from the figures).
+    // Not fatal: today's failure shows further on.
+    wait_for(Duration::from_secs(15), || {
+        stopped.elapsed() >= OUTAGE
+            && load
+                .log
+                .lock()
+                .unwrap()
+                .last_refusal
+                .contains("next attempt in")
+    });
     pg::resume(pg_dir);
     let back = Instant::now();
     let first_after = || {

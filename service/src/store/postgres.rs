@@ -18,7 +18,7 @@
 //! the WAL is flushed, and the writer acknowledges only after it.
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use agent_core::Exit;
@@ -666,10 +666,7 @@ fn open_client(
             match connect_tls(runtime, &config, tls) {
                 Ok(client) => client,
                 Err(e) if is_tls_failure(&e) => {
-                    eprintln!(
-                        "edge-service: warning: database {label}: no TLS ({}); sslmode=prefer connects without it, in plaintext (sslmode=require refuses that)",
-                        pg_text(&e)
-                    );
+                    warn_plaintext(label, &e);
                     config.ssl_mode(SslMode::Disable);
                     connect_plain(runtime, &config)?
                 }
@@ -703,6 +700,24 @@ fn connect_tls(
         runtime.spawn(connection);
         Ok(client)
     })
+}
+
+/// Tells, once per database and process (reconnects and each reader's
+/// connection would repeat it), that `sslmode=prefer` fell back to a plain
+/// connection.
+fn warn_plaintext(label: &str, e: &tokio_postgres::Error) {
+    static WARNED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let mut warned = WARNED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if warned.iter().any(|w| w == label) {
+        return;
+    }
+    warned.push(label.to_string());
+    eprintln!(
+        "edge-service: warning: database {label}: no TLS ({}); sslmode=prefer connects without it, in plaintext (sslmode=require refuses that)",
+        pg_text(e)
+    );
 }
 
 /// The server did not take TLS (it answered no to the request, or the
