@@ -313,9 +313,9 @@ fn load_runs(
         runs.extend(
             store
                 .load(&db, filter)
-                .with_context(|| format!("cannot read runs from store {}", db.display()))?,
+                .with_context(|| format!("cannot read runs from store {}", store.name(&db)))?,
         );
-        from.push(db.display().to_string());
+        from.push(store.name(&db));
     }
     if !args.inputs.is_empty() {
         let mut files = read_files(&args.inputs, args.skip_bad)?;

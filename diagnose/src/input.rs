@@ -41,6 +41,13 @@ pub trait SummarySource {
         }
         Ok(())
     }
+
+    /// How messages name store `db`. A store whose name may hold a secret
+    /// (a database URL's password) hides it here; this default shows the
+    /// path.
+    fn name(&self, db: &Path) -> String {
+        db.display().to_string()
+    }
 }
 
 /// A file that is not a summary, and why.

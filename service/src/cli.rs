@@ -117,8 +117,15 @@ pub struct DbArg {
     /// commands refuse a file that does not exist; `sqlite:PATH` also
     /// works), or a PostgreSQL database: `postgres://USER@HOST[:PORT]/DB`
     /// (`?sslmode=require` for TLS, `&sslrootcert=CA.pem` for a private CA;
-    /// the password from the URL or $PGPASSWORD).
-    #[arg(long, env = "EDGE_SERVICE_DB", default_value = "edge-service.db")]
+    /// `sslmode=prefer` falls back to plaintext with a warning; the
+    /// password from the URL or $PGPASSWORD, never printed).
+    // hide_env_values: `--help` would show $EDGE_SERVICE_DB's password.
+    #[arg(
+        long,
+        env = "EDGE_SERVICE_DB",
+        hide_env_values = true,
+        default_value = "edge-service.db"
+    )]
     pub db: PathBuf,
 }
 

@@ -61,6 +61,11 @@ impl SummarySource for StoreSource {
         let mut store = location.open_existing()?;
         for_each_stored(store.as_mut(), filter, each).with_context(|| format!("reading {location}"))
     }
+
+    /// The location as `serve` prints it: a password hidden.
+    fn name(&self, db: &Path) -> String {
+        Location::parse(db).to_string()
+    }
 }
 
 /// [`StoreSource::for_each`] on a store already open (the web UI's Peers

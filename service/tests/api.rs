@@ -538,6 +538,20 @@ fn database_passwords_are_never_shown() {
         for args in [
             vec!["directive", "show", "--db", db],
             vec!["prune", "--older-than", "30d", "--db", db],
+            vec!["diagnose", "--db", db],
+            vec![
+                "peers",
+                "--db",
+                db,
+                "--group",
+                "phones",
+                "--train-since",
+                "2h",
+                "--train-until",
+                "1h",
+                "--since",
+                "1h",
+            ],
             vec![
                 "serve",
                 "--listen",
@@ -569,6 +583,18 @@ fn database_passwords_are_never_shown() {
             );
             assert!(shown.contains("***"), "{args:?}: {shown}");
         }
+    }
+    // `--help` names the variable that may hold the URL, not its value.
+    for command in [&["directive", "show"][..], &["serve"], &["prune"]] {
+        let out = std::process::Command::new(bin())
+            .args(command)
+            .arg("--help")
+            .env("EDGE_SERVICE_DB", &dbs[1])
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(help.contains("EDGE_SERVICE_DB"), "{command:?}: {help}");
+        assert!(!help.contains(secret), "{command:?} --help: {help}");
     }
 }
 

@@ -196,7 +196,7 @@ fn load(
         for r in [training, diagnosis] {
             store
                 .for_each(db, &filter(r), &mut |s| fleet.add(s))
-                .with_context(|| format!("cannot read windows from store {}", db.display()))?;
+                .with_context(|| format!("cannot read windows from store {}", store.name(db)))?;
         }
     }
     let no_times = RunFilter {
