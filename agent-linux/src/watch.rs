@@ -28,6 +28,7 @@
 //! they hand a run to a [`RunTracer`].
 
 use std::collections::HashSet;
+use std::rc::Rc;
 use std::time::Duration;
 
 use agent_core::Summary;
@@ -44,6 +45,7 @@ use crate::procevents::Ended;
 use crate::sys::{self, Tid};
 use crate::trace::{process_program, seize_all, summarize};
 use crate::wait::WaitPolicy;
+use crate::watch_shed::Shedding;
 
 /// What `watch` needs.
 #[derive(Clone, Debug)]
@@ -149,7 +151,11 @@ pub(crate) struct Watcher<'a> {
     /// shim scripts that start it.
     own_binary: Option<(u64, u64)>,
     changes: &'a mut dyn FnMut() -> Update,
-    pub(crate) on_summary: &'a mut dyn FnMut(Summary),
+    /// Where summaries go, each stamped with what was shed since the last
+    /// ([`Shedding::stamp`]).
+    pub(crate) on_summary: Box<dyn FnMut(Summary) + 'a>,
+    /// What was shed and not yet said in a summary.
+    pub(crate) shedding: Rc<Shedding>,
     /// `--light`: runs not taken by a directive get light records.
     light_mode: bool,
     light: LightRuns,
@@ -264,6 +270,10 @@ impl Watcher<'_> {
             return;
         };
         let lost = feed.take_lost();
+        let shed = feed.take_shed();
+        if shed > 0 {
+            self.shedding.shed_execs(shed);
+        }
         let pids = feed.take();
         if lost {
             self.scan(engine);
@@ -477,6 +487,7 @@ pub(crate) fn new_watcher<'a>(
             }
         },
     };
+    let shedding = Shedding::new();
     let mut watcher = Watcher {
         execs,
         idle_wait: opts.scan_interval.min(Duration::from_millis(50)),
@@ -489,7 +500,14 @@ pub(crate) fn new_watcher<'a>(
         excluded: self_and_ancestors(sys::getpid()),
         own_binary: binary_of(sys::getpid()),
         changes,
-        on_summary,
+        on_summary: Box::new({
+            let shedding = Rc::clone(&shedding);
+            move |mut s: Summary| {
+                shedding.stamp(&mut s);
+                on_summary(s)
+            }
+        }),
+        shedding,
         light_mode: opts.light,
         light: LightRuns::new(),
         directed: DirectedRuns::default(),

@@ -23,9 +23,12 @@ const POLL: Duration = Duration::from_millis(20);
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
 mod slots {
+    use std::rc::Rc;
+
     use agent_core::Summary;
 
     use crate::ebpf::runner::{Finished, Runner};
+    use crate::watch_shed::Shedding;
     use crate::ebpf::MAX_SLOTS;
     use crate::engine::Session;
     use crate::sys::{Tid, WaitStatus};
@@ -36,15 +39,18 @@ mod slots {
         pub runner: Runner,
         /// Runs not traced because every slot was taken.
         pub skipped: u64,
+        /// Where each skipped run is counted for the next summary.
+        shedding: Rc<Shedding>,
         /// Records lost and calls not counted, as last said.
         said: (u64, u64),
     }
 
     impl Slots {
-        pub fn new(runner: Runner) -> Slots {
+        pub fn new(runner: Runner, shedding: Rc<Shedding>) -> Slots {
             Slots {
                 runner,
                 skipped: 0,
+                shedding,
                 said: (0, 0),
             }
         }
@@ -88,6 +94,7 @@ mod slots {
         fn start(&mut self, session: Session, pid: Tid) -> anyhow::Result<()> {
             let Some(slot) = self.runner.free_slot() else {
                 self.skipped += 1;
+                self.shedding.skipped_run();
                 anyhow::bail!(
                     "all {MAX_SLOTS} eBPF run slots are taken ({} runs skipped so far)",
                     self.skipped
@@ -111,7 +118,7 @@ pub(crate) fn watch(
     opts: &WatchOptions,
 ) -> anyhow::Result<()> {
     use crate::ebpf::runner::Runner;
-    let mut slots = slots::Slots::new(Runner::empty(probe));
+    let mut slots = slots::Slots::new(Runner::empty(probe), std::rc::Rc::clone(&watcher.shedding));
     watcher.first_scan(&mut slots);
     say_ready(opts);
     let wait = POLL.min(watcher.idle_wait);
