@@ -111,8 +111,10 @@ pub(crate) trait RunTracer {
     /// one).
     fn is_traced(&self, pid: Tid) -> bool;
     /// Traces process `pid` (its threads, its future children) as
-    /// `session`; on an error nothing is left of the session.
-    fn start(&mut self, session: Session, pid: Tid) -> anyhow::Result<()>;
+    /// `session`; on an error nothing is left of the session. `born`: the
+    /// start time of the process matched (clock ticks since boot): a
+    /// process that took its pid since (it ended) is not traced.
+    fn start(&mut self, session: Session, pid: Tid, born: u64) -> anyhow::Result<()>;
 }
 
 /// The ptrace engine as a [`RunTracer`]: it seizes every thread.
@@ -122,7 +124,12 @@ impl RunTracer for Seizer<'_> {
     fn is_traced(&self, pid: Tid) -> bool {
         self.0.is_traced(pid)
     }
-    fn start(&mut self, session: Session, pid: Tid) -> anyhow::Result<()> {
+    fn start(&mut self, session: Session, pid: Tid, born: u64) -> anyhow::Result<()> {
+        // Checked just before the seize (a pid reused within those
+        // microseconds is the one case left).
+        if procfs::read_stat(pid).is_none_or(|s| s.zombie || s.start_ticks != born) {
+            anyhow::bail!("process {pid} ended before it was traced");
+        }
         let session = self.0.add_session(session);
         seize_all(self.0, session, pid).inspect_err(|_| {
             // Its slot would otherwise stay taken for good: a refused
@@ -318,6 +325,15 @@ impl Watcher<'_> {
         if self.excluded.contains(&pid) || engine.is_traced(pid) {
             return;
         }
+        // Its start time before its command line: the tracer checks that
+        // the process it attaches to is this one, not a later process that
+        // took the pid (an exec storm reuses pids within a minute).
+        let Some(born) = procfs::read_stat(pid)
+            .filter(|s| !s.zombie)
+            .map(|s| s.start_ticks)
+        else {
+            return;
+        };
         let Ok(mut cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
             return;
         };
@@ -388,7 +404,7 @@ impl Watcher<'_> {
             session.set_window(w);
         }
         session.origin.device = self.device;
-        match engine.start(session, pid) {
+        match engine.start(session, pid, born) {
             Ok(()) => {
                 if let Some(id) = &directive {
                     eprintln!(

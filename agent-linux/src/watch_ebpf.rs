@@ -91,7 +91,7 @@ mod slots {
         fn is_traced(&self, pid: Tid) -> bool {
             self.runner.is_traced(pid)
         }
-        fn start(&mut self, session: Session, pid: Tid) -> anyhow::Result<()> {
+        fn start(&mut self, session: Session, pid: Tid, born: u64) -> anyhow::Result<()> {
             let Some(slot) = self.runner.free_slot() else {
                 self.skipped += 1;
                 self.shedding.skipped_run();
@@ -100,7 +100,7 @@ mod slots {
                     self.skipped
                 );
             };
-            self.runner.trace_running(slot, session, pid)
+            self.runner.trace_running(slot, session, pid, Some(born))
         }
     }
 }

@@ -298,6 +298,28 @@ impl Probe {
         let _ = self.traced.remove(&tgid);
     }
 
+    /// Takes every process of run `slot` out of the traced set (a run
+    /// given up: a process that took the pid of the one matched, and the
+    /// children it forked meanwhile). The set is read again until no
+    /// entry of the slot is left (a child forked while it was read).
+    pub fn untrace_slot(&mut self, slot: u8) {
+        for _ in 0..8 {
+            let of_slot: Vec<u32> = self
+                .traced
+                .iter()
+                .flatten()
+                .filter(|&(_, s)| s == slot)
+                .map(|(tgid, _)| tgid)
+                .collect();
+            if of_slot.is_empty() {
+                return;
+            }
+            for tgid in of_slot {
+                let _ = self.traced.remove(&tgid);
+            }
+        }
+    }
+
     fn first_cpus(&self) -> usize {
         self.first.get(&0, 0).map_or(1, |v| v.len())
     }

@@ -92,6 +92,10 @@ pub struct Runner {
     stats: RunnerStats,
     /// One drain's records, handled after it (kept for its memory).
     batch: Vec<Record>,
+    /// Slots of runs given up (their process was not the one matched):
+    /// not handed out again until the ring was drained, so a late record
+    /// of theirs never counts for a new run.
+    quarantined: [bool; MAX_SLOTS as usize],
     ns_per_tick: u64,
 }
 
@@ -112,13 +116,18 @@ impl Runner {
             runs: (0..MAX_SLOTS).map(|_| None).collect(),
             stats: RunnerStats::default(),
             batch: Vec::with_capacity(256),
+            quarantined: [false; MAX_SLOTS as usize],
             ns_per_tick: sys::ns_per_clock_tick(),
         }
     }
 
     /// A slot no run holds, if one is left.
     pub fn free_slot(&self) -> Option<u8> {
-        self.runs.iter().position(Option::is_none).map(|i| i as u8)
+        self.runs
+            .iter()
+            .zip(self.quarantined)
+            .position(|(run, q)| run.is_none() && !q)
+            .map(|i| i as u8)
     }
 
     /// Feeds `session` from slot `slot` (free: [`Runner::free_slot`]); the
@@ -144,14 +153,18 @@ impl Runner {
     /// children in slot 0; `cpu_base`: the CPU time it had used so far (what
     /// the summary does not count).
     pub fn trace(&mut self, tgid: Tid, tids: &[Tid], cpu_base: CpuTime) -> anyhow::Result<()> {
-        self.trace_in(0, tgid, tids, cpu_base)
+        self.trace_in(0, tgid, None, tids, cpu_base)
     }
 
-    /// [`Runner::trace`] for the run in slot `slot`.
+    /// [`Runner::trace`] for the run in slot `slot`; `born`: the start
+    /// time (clock ticks since boot, `/proc/PID/stat`) of the process
+    /// meant, when the caller knows it: a process found alive with another
+    /// start time took the pid of the one meant, which ended meanwhile.
     pub fn trace_in(
         &mut self,
         slot: u8,
         tgid: Tid,
+        born: Option<u64>,
         tids: &[Tid],
         cpu_base: CpuTime,
     ) -> anyhow::Result<()> {
@@ -160,10 +173,22 @@ impl Runner {
         };
         self.probe.trace(tgid as u32, slot)?;
         // Gone before it joined the set: the kernel never saw it end, so
-        // it would stay in the set for good.
-        if has_ended(tgid) {
-            self.probe.untrace(tgid as u32);
-            bail!("process {tgid} ended before it was traced");
+        // it would stay in the set for good. Its pid taken by another
+        // process: that one (and any child it forked since it joined) is
+        // not the run's. Checked after the insert: a process alive and
+        // the one meant now was so at the insert, so the kernel takes the
+        // entry out at its end.
+        match liveness(tgid, born) {
+            Liveness::Alive => {}
+            Liveness::Ended => {
+                self.probe.untrace(tgid as u32);
+                bail!("process {tgid} ended before it was traced");
+            }
+            Liveness::Reused => {
+                self.probe.untrace_slot(slot);
+                self.quarantined[slot as usize] = true;
+                bail!("process {tgid} ended before it was traced (its pid now names another process, not traced)");
+            }
         }
         run.live_processes += 1;
         for &tid in tids {
@@ -174,12 +199,19 @@ impl Runner {
 
     /// Traces the running process `pid` (all its threads, its future
     /// children) as `session`, in the free slot `slot`: what it used
-    /// before counts for nothing. On an error the slot is free again.
-    pub fn trace_running(&mut self, slot: u8, session: Session, pid: Tid) -> anyhow::Result<()> {
+    /// before counts for nothing. `born`: as for [`Runner::trace_in`]. On
+    /// an error the slot is free again.
+    pub fn trace_running(
+        &mut self,
+        slot: u8,
+        session: Session,
+        pid: Tid,
+        born: Option<u64>,
+    ) -> anyhow::Result<()> {
         let tids = threads_of(pid);
         let base = read_cpu_time(pid, self.ns_per_tick).unwrap_or_default();
         self.add_run(slot, session)?;
-        self.trace_in(slot, pid, &tids, base).inspect_err(|_| {
+        self.trace_in(slot, pid, born, &tids, base).inspect_err(|_| {
             self.runs[slot as usize] = None;
         })
     }
@@ -201,6 +233,8 @@ impl Runner {
             .context("cannot wait for the ring buffer")?;
         self.stats.polls += 1;
         self.step(sys::monotonic_ns());
+        // Drained: the records of runs given up are read (and dropped).
+        self.quarantined = [false; MAX_SLOTS as usize];
         self.emit(on_window);
         Ok(())
     }
@@ -482,18 +516,26 @@ fn threads_of(pid: Tid) -> Vec<Tid> {
     tids
 }
 
-/// Whether process `pid` is gone or a zombie (its exit is past).
-fn has_ended(pid: Tid) -> bool {
-    let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else {
-        return true;
-    };
-    // The state follows the command name in parentheses, which may itself
-    // hold `)` and spaces.
-    let state = stat
-        .iter()
-        .rposition(|&b| b == b')')
-        .and_then(|at| stat.get(at + 2));
-    matches!(state, Some(b'Z' | b'X' | b'x'))
+/// What became of a process the agent meant to trace.
+#[derive(Debug, PartialEq, Eq)]
+enum Liveness {
+    /// Running (and the one meant, when its start time was given).
+    Alive,
+    /// Gone or a zombie: its exit is past.
+    Ended,
+    /// Its pid names a process started at another time.
+    Reused,
+}
+
+/// Whether process `pid` is alive and the one started at `born` (clock
+/// ticks since boot), if given.
+fn liveness(pid: Tid, born: Option<u64>) -> Liveness {
+    match crate::light::procfs::read_stat(pid) {
+        None => Liveness::Ended,
+        Some(s) if s.zombie => Liveness::Ended,
+        Some(s) if born.is_some_and(|b| b != s.start_ticks) => Liveness::Reused,
+        Some(_) => Liveness::Alive,
+    }
 }
 
 fn read_cpu(session: &mut Session, tgid: Tid, ns_per_tick: u64) {
@@ -678,7 +720,7 @@ pub fn attach(
     let session = trace::attach_session(opts)?;
     let mut runner = Runner::empty(probe);
     // What the process used before the agent came does not count.
-    runner.trace_running(0, session, pid)?;
+    runner.trace_running(0, session, pid, None)?;
     let deadline = opts.duration.map(|d| std::time::Instant::now() + d);
     let mut detached = false;
     while runner.any_traced() {
@@ -706,4 +748,47 @@ pub fn attach(
         _ => session.detached = true,
     }
     Ok((summarize(&session, &stats), stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{liveness, Liveness, Runner};
+    use crate::ebpf::loader::{precheck, Probe};
+    use crate::engine::Session;
+    use crate::sys::Tid;
+
+    /// A process whose start time is not the one matched took the pid of
+    /// the process matched (it ended meanwhile; an exec storm reuses pids
+    /// within a minute): it is not traced, and the slot waits for the
+    /// next drain before it holds another run. The process meant is.
+    #[test]
+    fn a_process_that_took_the_pid_of_the_one_matched_is_not_traced() {
+        if let Err(why) = precheck() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as Tid;
+        let born = crate::light::procfs::read_stat(pid).unwrap().start_ticks;
+        assert_eq!(liveness(pid, Some(born)), Liveness::Alive);
+        assert_eq!(liveness(pid, Some(born + 1)), Liveness::Reused);
+        let mut runner = Runner::empty(Probe::load(1 << 16).unwrap());
+        let session = || Session::new(pid, agent_core::Facts::default());
+        let err = runner
+            .trace_running(0, session(), pid, Some(born + 1))
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("another process"), "{err:#}");
+        assert!(!runner.is_traced(pid));
+        assert!(runner.runs().is_empty());
+        assert_ne!(runner.free_slot(), Some(0), "handed out before a drain");
+        runner.poll(0, &mut |_| {}).unwrap();
+        assert_eq!(runner.free_slot(), Some(0));
+        runner.trace_running(0, session(), pid, Some(born)).unwrap();
+        assert!(runner.is_traced(pid));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }
