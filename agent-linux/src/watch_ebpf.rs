@@ -64,10 +64,26 @@ mod slots {
             detached: bool,
             on_window: &mut dyn FnMut(Summary),
         ) -> Option<Summary> {
+            let finished = self.runner.finish_run(slot, detached, on_window)?;
+            Some(self.summarize(finished, detached))
+        }
+
+        /// The summaries of the runs that ended (all their processes did),
+        /// finished together ([`Runner::finish_ended`]).
+        pub fn finish_ended(&mut self, on_window: &mut dyn FnMut(Summary)) -> Vec<Summary> {
+            let ended = self.runner.ended_runs();
+            self.runner
+                .finish_ended(&ended, on_window)
+                .into_iter()
+                .map(|(_, finished)| self.summarize(finished, false))
+                .collect()
+        }
+
+        fn summarize(&mut self, finished: Finished, detached: bool) -> Summary {
             let Finished {
                 mut session,
                 root_end,
-            } = self.runner.finish_run(slot, detached, on_window)?;
+            } = finished;
             match root_end {
                 Some((status, _)) if !detached => {
                     session.root_status = Some(WaitStatus(status));
@@ -83,7 +99,7 @@ mod slots {
                 );
                 self.said = (stats.lost, stats.uncounted);
             }
-            Some(crate::trace::summarize(&session))
+            crate::trace::summarize(&session)
         }
     }
 
@@ -135,10 +151,8 @@ pub(crate) fn watch(
             result = Err(e);
             break;
         }
-        for slot in slots.runner.ended_runs() {
-            if let Some(summary) = slots.finish(slot, false, on_summary) {
-                on_summary(summary);
-            }
+        for summary in slots.finish_ended(on_summary) {
+            on_summary(summary);
         }
     }
     for slot in slots.runner.runs() {

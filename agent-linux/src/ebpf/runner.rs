@@ -92,10 +92,17 @@ pub struct Runner {
     stats: RunnerStats,
     /// One drain's records, handled after it (kept for its memory).
     batch: Vec<Record>,
-    /// Slots of runs given up (their process was not the one matched):
-    /// not handed out again until the ring was drained, so a late record
-    /// of theirs never counts for a new run.
+    /// Slots of runs given up (their process ended before it was traced,
+    /// or was not the one matched): not handed out again until the ring
+    /// was drained and their aggregates cleared, so nothing of what ran
+    /// there meanwhile counts for a new run.
     quarantined: [bool; MAX_SLOTS as usize],
+    /// Slots whose aggregates in the kernel may hold counts no run will
+    /// read: of a run let go (its processes ran on). Cleared
+    /// before the slot's next run; the others were emptied when their run
+    /// finished, and clearing them again would cost a read of every map
+    /// at every run's start (under an exec storm, the watch's bottleneck).
+    leftovers: [bool; MAX_SLOTS as usize],
     ns_per_tick: u64,
 }
 
@@ -117,6 +124,7 @@ impl Runner {
             stats: RunnerStats::default(),
             batch: Vec::with_capacity(256),
             quarantined: [false; MAX_SLOTS as usize],
+            leftovers: [false; MAX_SLOTS as usize],
             ns_per_tick: sys::ns_per_clock_tick(),
         }
     }
@@ -137,8 +145,10 @@ impl Runner {
             bail!("run slot {slot} is taken or not one");
         };
         // Whatever an earlier run of this slot left (nothing, unless it
-        // was let go) must not count for this one.
-        let _ = self.probe.take_generation(slot, None);
+        // was let go or given up) must not count for this one.
+        if std::mem::take(&mut self.leftovers[slot as usize]) {
+            let _ = self.probe.take_generation(slot, None);
+        }
         self.probe.set_cut(slot, session.next_cut(), 0)?;
         *free = Some(Run {
             session,
@@ -178,17 +188,23 @@ impl Runner {
         // not the run's. Checked after the insert: a process alive and
         // the one meant now was so at the insert, so the kernel takes the
         // entry out at its end.
-        match liveness(tgid, born) {
-            Liveness::Alive => {}
-            Liveness::Ended => {
-                self.probe.untrace(tgid as u32);
-                bail!("process {tgid} ended before it was traced");
-            }
-            Liveness::Reused => {
-                self.probe.untrace_slot(slot);
-                self.quarantined[slot as usize] = true;
-                bail!("process {tgid} ended before it was traced (its pid now names another process, not traced)");
-            }
+        let liveness = liveness(tgid, born);
+        if liveness != Liveness::Alive {
+            // A process may have taken the pid since the look (and forked):
+            // whatever holds the slot now is not the run's. What ran in
+            // the slot meanwhile (its calls, its records) is dropped at the
+            // next poll, before the slot holds another run.
+            self.probe.untrace_slot(slot);
+            self.quarantined[slot as usize] = true;
+            let reused = liveness == Liveness::Reused;
+            bail!(
+                "process {tgid} ended before it was traced{}",
+                if reused {
+                    " (its pid now names another process, not traced)"
+                } else {
+                    ""
+                }
+            );
         }
         run.live_processes += 1;
         for &tid in tids {
@@ -233,10 +249,26 @@ impl Runner {
             .context("cannot wait for the ring buffer")?;
         self.stats.polls += 1;
         self.step(sys::monotonic_ns());
-        // Drained: the records of runs given up are read (and dropped).
-        self.quarantined = [false; MAX_SLOTS as usize];
+        self.clear_quarantined();
         self.emit(on_window);
         Ok(())
+    }
+
+    /// Frees the slots of runs given up, once the ring was drained (their
+    /// records read, and dropped: no run holds the slot): what the kernel
+    /// counted in them is taken and dropped, all in one read of the maps.
+    fn clear_quarantined(&mut self) {
+        if !self.quarantined.contains(&true) {
+            return;
+        }
+        let mut wanted = [None; MAX_SLOTS as usize];
+        for (w, &q) in wanted.iter_mut().zip(&self.quarantined) {
+            if q {
+                *w = Some(None);
+            }
+        }
+        let _ = self.probe.take_slots(&wanted);
+        self.quarantined = [false; MAX_SLOTS as usize];
     }
 
     /// The next cut of the run in `slot`, if one runs there.
@@ -465,6 +497,8 @@ impl Runner {
         }
         let ns_per_tick = self.ns_per_tick;
         let mut run = self.runs[slot as usize].take()?;
+        // Let go, its processes count on in the generation not read.
+        self.leftovers[slot as usize] |= detached;
         for tgid in run.session.cpu_live_processes() {
             read_cpu(&mut run.session, tgid, ns_per_tick);
         }
@@ -481,6 +515,67 @@ impl Runner {
             session: run.session,
             root_end: run.root_end,
         })
+    }
+
+    /// [`Runner::finish_run`] for the runs in `slots` that ended (every
+    /// process of theirs did), together: one drain, and one read of the
+    /// kernel's maps for all of them rather than one each (under an exec
+    /// storm runs end by the dozen, and each read costs two system calls
+    /// per entry of every slot).
+    pub fn finish_ended(
+        &mut self,
+        slots: &[u8],
+        on_window: &mut dyn FnMut(Summary),
+    ) -> Vec<(u8, Finished)> {
+        let slots: Vec<u8> = slots
+            .iter()
+            .copied()
+            .filter(|&s| matches!(self.runs.get(s as usize), Some(Some(_))))
+            .collect();
+        if slots.is_empty() {
+            return Vec::new();
+        }
+        self.step(sys::monotonic_ns());
+        for &slot in &slots {
+            let Some(end) = self.runs[slot as usize].as_ref().map(|r| r.session.end_ns) else {
+                continue;
+            };
+            self.cut(slot, end, &[]);
+        }
+        self.emit(on_window);
+        // Every process of these runs has ended: nothing writes any more.
+        let mut wanted = [None; MAX_SLOTS as usize];
+        for &slot in &slots {
+            wanted[slot as usize] = Some(None);
+        }
+        let taken = self.probe.take_slots(&wanted);
+        let ns_per_tick = self.ns_per_tick;
+        let mut done = Vec::with_capacity(slots.len());
+        for slot in slots {
+            let first = self.probe.first_call_ns(slot);
+            let Some(mut run) = self.runs[slot as usize].take() else {
+                continue;
+            };
+            let (calls, bad) = aggregate::merge(&taken[slot as usize], &mut run.session.collector);
+            self.stats.syscalls += calls;
+            self.stats.unreadable += bad;
+            if let Some(first) = first {
+                run.session.note_call(first);
+            }
+            for tgid in run.session.cpu_live_processes() {
+                read_cpu(&mut run.session, tgid, ns_per_tick);
+            }
+            done.push((
+                slot,
+                Finished {
+                    session: run.session,
+                    root_end: run.root_end,
+                },
+            ));
+        }
+        self.stats.lost = self.probe.lost();
+        self.stats.uncounted = self.probe.uncounted();
+        done
     }
 
     /// The backend's counters so far (lost and uncounted as of the last
