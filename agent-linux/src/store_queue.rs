@@ -181,7 +181,11 @@ mod tests {
         for _ in 0..n {
             queue.put(summary());
         }
-        assert!(queue.shed_total >= n - QUEUE as u64 - 1, "{}", queue.shed_total);
+        assert!(
+            queue.shed_total >= n - QUEUE as u64 - 1,
+            "{}",
+            queue.shed_total
+        );
         // One more after the writer has room: it carries the count.
         for _ in 0..n {
             let _ = gate_tx.send(());
@@ -194,7 +198,11 @@ mod tests {
         queue.put(summary());
         let done = queue.finish().unwrap();
         facts.extend(seen.try_iter());
-        let counted: u64 = facts.iter().flatten().map(|v| v.parse::<u64>().unwrap()).sum();
+        let counted: u64 = facts
+            .iter()
+            .flatten()
+            .map(|v| v.parse::<u64>().unwrap())
+            .sum();
         assert_eq!(done.shed, n - done.stored + 1);
         assert_eq!(counted, done.shed, "{facts:?}");
         assert_eq!(done.failed, 0);

@@ -28,11 +28,11 @@ mod slots {
     use agent_core::Summary;
 
     use crate::ebpf::runner::{Finished, Runner};
-    use crate::watch_shed::Shedding;
     use crate::ebpf::MAX_SLOTS;
     use crate::engine::Session;
     use crate::sys::{Tid, WaitStatus};
     use crate::watch::RunTracer;
+    use crate::watch_shed::Shedding;
 
     /// The runner as a [`RunTracer`]: a matched run takes a free slot.
     pub struct Slots {

@@ -203,7 +203,9 @@ fn storm(test: &str, backend: &str) {
     // SIGTERM while the storm runs, after 10 s of it.
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(10)
-        && storms.iter_mut().all(|(s, _)| s.try_wait().unwrap().is_none())
+        && storms
+            .iter_mut()
+            .all(|(s, _)| s.try_wait().unwrap().is_none())
     {
         std::thread::sleep(Duration::from_millis(50));
     }

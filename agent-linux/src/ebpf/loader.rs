@@ -222,7 +222,10 @@ impl Probe {
     /// that end together are taken together): `wanted[slot]` is
     /// `Some(generation)` for a slot to take (`Some(None)`: every
     /// generation). Returns one generation per slot, empty for the others.
-    pub fn take_slots(&mut self, wanted: &[Option<Option<u8>>; MAX_SLOTS as usize]) -> Vec<Generation> {
+    pub fn take_slots(
+        &mut self,
+        wanted: &[Option<Option<u8>>; MAX_SLOTS as usize],
+    ) -> Vec<Generation> {
         let want = |s: u8, g: u8| {
             wanted
                 .get(s as usize)
@@ -251,7 +254,9 @@ impl Probe {
         for (key, values) in self.transitions.iter().flatten() {
             let slot = transition_slot(key);
             if want(slot, transition_generation(key)) {
-                taken[slot as usize].transitions.push((key, values.to_vec()));
+                taken[slot as usize]
+                    .transitions
+                    .push((key, values.to_vec()));
                 transition_keys.push(key);
             }
         }

@@ -227,9 +227,10 @@ impl Runner {
         let tids = threads_of(pid);
         let base = read_cpu_time(pid, self.ns_per_tick).unwrap_or_default();
         self.add_run(slot, session)?;
-        self.trace_in(slot, pid, born, &tids, base).inspect_err(|_| {
-            self.runs[slot as usize] = None;
-        })
+        self.trace_in(slot, pid, born, &tids, base)
+            .inspect_err(|_| {
+                self.runs[slot as usize] = None;
+            })
     }
 
     /// Whether process `tgid` is traced (by any run).
