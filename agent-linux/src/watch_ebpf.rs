@@ -6,8 +6,11 @@
 //! process out of the set.
 //!
 //! The kernel tells [`MAX_SLOTS`] runs apart: a run matched while every
-//! slot is taken is not traced (said on stderr, with the count so far),
-//! as a run ptrace could not seize is not.
+//! slot is taken is not traced (said on stderr, with the count so far, and
+//! counted in the next summary's fact `watch.skipped_runs`), as a run
+//! ptrace could not seize is not. Runs that ended since the last look are
+//! finished together (one read of the kernel's maps for all of them), so
+//! slots are free again as fast as an exec storm ends its runs.
 
 use std::time::{Duration, Instant};
 
