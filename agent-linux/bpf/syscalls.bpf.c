@@ -911,9 +911,15 @@ int on_exit(struct bpf_raw_tracepoint_args *ctx)
 	/* do_exit decrements signal->live before this tracepoint: zero means
 	 * this was the process's last thread. */
 	__u8 group_dead = BPF_CORE_READ(task, signal, live.counter) == 0;
+	/* The record first, the removal after: once the agent sees the run's
+	 * last process gone from TRACED, its exit record is in the ring, so
+	 * the drain that finishes the run reads it and no record of this run
+	 * reaches the next run of the slot. The entry goes at the process's
+	 * end, before its pid can be reused: a new process with this pid
+	 * never finds it. */
+	send_task_event(KIND_EXIT, tid, tgid, BPF_CORE_READ(task, exit_code), group_dead, run_slot);
 	if (group_dead)
 		bpf_map_delete_elem(&TRACED, &tgid);
-	send_task_event(KIND_EXIT, tid, tgid, BPF_CORE_READ(task, exit_code), group_dead, run_slot);
 	return 0;
 }
 

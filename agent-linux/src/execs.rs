@@ -16,9 +16,17 @@
 //! Asked to (`watch --light`), it also queues each process's exit (its
 //! wait status and when), which light runs take at the tracer's next tick:
 //! no wake-up for those.
+//!
+//! Both queues are bounded ([`EXEC_QUEUE`], [`EXIT_QUEUE`]): under an exec
+//! storm a tracer that falls behind must not grow the agent. An exec that
+//! finds its queue full is shed: counted ([`ExecFeed::take_shed`], which
+//! `watch` puts in a summary fact) and treated as a lost event, so the
+//! tracer rescans /proc and a long-lived matching process is still found;
+//! a shed exit leaves its light run to notice the process gone, as
+//! without the connector.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -33,6 +41,10 @@ const READ_TIMEOUT: Duration = Duration::from_millis(200);
 /// interrupt it), and how many times at most.
 const REKICK_EVERY: Duration = Duration::from_micros(500);
 const REKICKS: u32 = 200;
+/// Execs queued for the tracer at most (a process id each).
+pub const EXEC_QUEUE: usize = 4096;
+/// Exits queued for the light runs at most.
+pub const EXIT_QUEUE: usize = 4096;
 
 /// Flags the reader and the tracer share.
 #[derive(Debug, Default)]
@@ -45,6 +57,8 @@ struct Shared {
     lost: AtomicBool,
     /// The reader ended on an error: no more events will come.
     dead: AtomicBool,
+    /// Execs and exits shed (their queue was full) and not taken yet.
+    shed: AtomicU64,
 }
 
 /// Execs as they happen, for the thread that created the feed.
@@ -69,8 +83,8 @@ impl ExecFeed {
         realtime("tracer");
         let tracer = sys::current_thread();
         let shared = Arc::new(Shared::default());
-        let (tx, execs) = mpsc::channel();
-        let (exits_tx, exits_rx) = mpsc::channel();
+        let (tx, execs) = mpsc::sync_channel(EXEC_QUEUE);
+        let (exits_tx, exits_rx) = mpsc::sync_channel(EXIT_QUEUE);
         let flags = Arc::clone(&shared);
         let reader = crate::signals::spawn_quiet_thread("edge-agent-execs", move || {
             realtime("exec reader");
@@ -91,8 +105,13 @@ impl ExecFeed {
                 match event {
                     ProcEvent::Exec { tgid, .. } => {
                         flags.pending.store(true, Ordering::SeqCst);
-                        if tx.send(tgid).is_err() {
-                            return;
+                        match tx.try_send(tgid) {
+                            Ok(()) => {}
+                            Err(TrySendError::Full(_)) => {
+                                flags.shed.fetch_add(1, Ordering::SeqCst);
+                                flags.lost.store(true, Ordering::SeqCst);
+                            }
+                            Err(TrySendError::Disconnected(_)) => return,
                         }
                     }
                     ProcEvent::Lost => flags.lost.store(true, Ordering::SeqCst),
@@ -103,8 +122,12 @@ impl ExecFeed {
                         ended,
                         at_ns,
                     } if exits && pid == tgid => {
-                        if exits_tx.send((tgid, ended, at_ns)).is_err() {
-                            return;
+                        match exits_tx.try_send((tgid, ended, at_ns)) {
+                            Ok(()) => {}
+                            Err(TrySendError::Full(_)) => {
+                                flags.shed.fetch_add(1, Ordering::SeqCst);
+                            }
+                            Err(TrySendError::Disconnected(_)) => return,
                         }
                         continue;
                     }
@@ -146,6 +169,12 @@ impl ExecFeed {
     /// Whether events were lost since the last call (the caller rescans).
     pub fn take_lost(&self) -> bool {
         self.shared.lost.swap(false, Ordering::SeqCst)
+    }
+
+    /// How many execs and exits were shed (their queue was full) since
+    /// the last call.
+    pub fn take_shed(&self) -> u64 {
+        self.shared.shed.swap(0, Ordering::SeqCst)
     }
 
     /// Whether the reader ended (an error it reported): the caller goes

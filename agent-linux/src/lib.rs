@@ -31,6 +31,7 @@ pub mod seccomp;
 pub mod shim;
 pub mod signals;
 pub mod stop;
+pub mod store_queue;
 // The one module of this crate that may use `unsafe` (workspace lint
 // `unsafe_code = "deny"`): thin, safe wrappers of the system calls. The
 // allow covers its files under sys/.
@@ -40,6 +41,7 @@ pub mod trace;
 pub mod wait;
 pub mod watch;
 mod watch_ebpf;
+mod watch_shed;
 pub mod watching;
 
 pub use facts::PlatformFacts;

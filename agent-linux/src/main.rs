@@ -1041,43 +1041,31 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
     #[cfg(not(feature = "upload"))]
     let mut changes = agent_linux::directives::Update::default;
     signals::install().context("cannot install signal handlers")?;
-    // Summaries are stored by a thread of their own: a write and its fsync
-    // on the tracer's thread would hold up its tracees and delay the
-    // attach to the next program (a 10 ms run is over by then).
-    let (to_writer, summaries) = std::sync::mpsc::channel::<Summary>();
-    let writer = signals::spawn_quiet_thread("edge-agent-store", move || {
-        let mut failures = 0u32;
-        for mut s in summaries {
-            match sink.put(&mut s, true) {
-                Ok(path) if s.kind == agent_core::Kind::Light => eprintln!(
-                    "edge-agent: {} (light record: {:?}, {} ms) -> {}",
-                    s.facts.program,
-                    s.run.exit,
-                    s.run.duration_ns / 1_000_000,
-                    path.display()
-                ),
-                Ok(path) => eprintln!(
-                    "edge-agent: {} ({} syscalls) -> {}",
-                    s.facts.program,
-                    s.run.events,
-                    path.display()
-                ),
-                Err(e) => {
-                    failures += 1;
-                    eprintln!(
-                        "edge-agent: cannot store the summary of {}: {e:#}",
-                        s.facts.program
-                    );
-                }
-            }
+    // Summaries are stored by a thread of their own, through a bounded
+    // queue: a storm of runs sheds (and counts) what the store cannot keep
+    // up with, rather than growing the agent (`store_queue`).
+    let mut queue = agent_linux::store_queue::StoreQueue::start(move |s| {
+        let path = sink.put(s, true)?;
+        if s.kind == agent_core::Kind::Light {
+            eprintln!(
+                "edge-agent: {} (light record: {:?}, {} ms) -> {}",
+                s.facts.program,
+                s.run.exit,
+                s.run.duration_ns / 1_000_000,
+                path.display()
+            );
+        } else {
+            eprintln!(
+                "edge-agent: {} ({} syscalls) -> {}",
+                s.facts.program,
+                s.run.events,
+                path.display()
+            );
         }
-        failures
+        Ok(())
     })
     .context("cannot start the thread that stores summaries")?;
-    let mut on_summary = |s: Summary| {
-        // The writer only ends when this sender is dropped.
-        let _ = to_writer.send(s);
-    };
+    let mut on_summary = |s: Summary| queue.put(s);
     let watched = agent_linux::watch_steered(
         &WatchOptions {
             pattern: a.pattern,
@@ -1097,12 +1085,9 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
         &mut changes,
         &mut on_summary,
     );
-    drop(to_writer);
-    let failures = writer
-        .join()
-        .map_err(|_| anyhow::anyhow!("the thread that stores summaries panicked"))?;
+    let stored = queue.finish()?;
     watched?;
-    Ok(if failures == 0 {
+    Ok(if stored.failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

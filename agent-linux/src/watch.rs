@@ -28,6 +28,7 @@
 //! they hand a run to a [`RunTracer`].
 
 use std::collections::HashSet;
+use std::rc::Rc;
 use std::time::Duration;
 
 use agent_core::Summary;
@@ -44,6 +45,7 @@ use crate::procevents::Ended;
 use crate::sys::{self, Tid};
 use crate::trace::{process_program, seize_all, summarize};
 use crate::wait::WaitPolicy;
+use crate::watch_shed::Shedding;
 
 /// What `watch` needs.
 #[derive(Clone, Debug)]
@@ -109,8 +111,10 @@ pub(crate) trait RunTracer {
     /// one).
     fn is_traced(&self, pid: Tid) -> bool;
     /// Traces process `pid` (its threads, its future children) as
-    /// `session`; on an error nothing is left of the session.
-    fn start(&mut self, session: Session, pid: Tid) -> anyhow::Result<()>;
+    /// `session`; on an error nothing is left of the session. `born`: the
+    /// start time of the process matched (clock ticks since boot): a
+    /// process that took its pid since (it ended) is not traced.
+    fn start(&mut self, session: Session, pid: Tid, born: u64) -> anyhow::Result<()>;
 }
 
 /// The ptrace engine as a [`RunTracer`]: it seizes every thread.
@@ -120,7 +124,12 @@ impl RunTracer for Seizer<'_> {
     fn is_traced(&self, pid: Tid) -> bool {
         self.0.is_traced(pid)
     }
-    fn start(&mut self, session: Session, pid: Tid) -> anyhow::Result<()> {
+    fn start(&mut self, session: Session, pid: Tid, born: u64) -> anyhow::Result<()> {
+        // Checked just before the seize (a pid reused within those
+        // microseconds is the one case left).
+        if procfs::read_stat(pid).is_none_or(|s| s.zombie || s.start_ticks != born) {
+            anyhow::bail!("process {pid} ended before it was traced");
+        }
         let session = self.0.add_session(session);
         seize_all(self.0, session, pid).inspect_err(|_| {
             // Its slot would otherwise stay taken for good: a refused
@@ -149,7 +158,11 @@ pub(crate) struct Watcher<'a> {
     /// shim scripts that start it.
     own_binary: Option<(u64, u64)>,
     changes: &'a mut dyn FnMut() -> Update,
-    pub(crate) on_summary: &'a mut dyn FnMut(Summary),
+    /// Where summaries go, each stamped with what was shed since the last
+    /// ([`Shedding::stamp`]).
+    pub(crate) on_summary: Box<dyn FnMut(Summary) + 'a>,
+    /// What was shed and not yet said in a summary.
+    pub(crate) shedding: Rc<Shedding>,
     /// `--light`: runs not taken by a directive get light records.
     light_mode: bool,
     light: LightRuns,
@@ -264,6 +277,10 @@ impl Watcher<'_> {
             return;
         };
         let lost = feed.take_lost();
+        let shed = feed.take_shed();
+        if shed > 0 {
+            self.shedding.shed_execs(shed);
+        }
         let pids = feed.take();
         if lost {
             self.scan(engine);
@@ -308,6 +325,15 @@ impl Watcher<'_> {
         if self.excluded.contains(&pid) || engine.is_traced(pid) {
             return;
         }
+        // Its start time before its command line: the tracer checks that
+        // the process it attaches to is this one, not a later process that
+        // took the pid (an exec storm reuses pids within a minute).
+        let Some(born) = procfs::read_stat(pid)
+            .filter(|s| !s.zombie)
+            .map(|s| s.start_ticks)
+        else {
+            return;
+        };
         let Ok(mut cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
             return;
         };
@@ -378,7 +404,7 @@ impl Watcher<'_> {
             session.set_window(w);
         }
         session.origin.device = self.device;
-        match engine.start(session, pid) {
+        match engine.start(session, pid, born) {
             Ok(()) => {
                 if let Some(id) = &directive {
                     eprintln!(
@@ -477,6 +503,7 @@ pub(crate) fn new_watcher<'a>(
             }
         },
     };
+    let shedding = Shedding::new();
     let mut watcher = Watcher {
         execs,
         idle_wait: opts.scan_interval.min(Duration::from_millis(50)),
@@ -489,7 +516,14 @@ pub(crate) fn new_watcher<'a>(
         excluded: self_and_ancestors(sys::getpid()),
         own_binary: binary_of(sys::getpid()),
         changes,
-        on_summary,
+        on_summary: Box::new({
+            let shedding = Rc::clone(&shedding);
+            move |mut s: Summary| {
+                shedding.stamp(&mut s);
+                on_summary(s)
+            }
+        }),
+        shedding,
         light_mode: opts.light,
         light: LightRuns::new(),
         directed: DirectedRuns::default(),

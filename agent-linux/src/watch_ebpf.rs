@@ -6,8 +6,11 @@
 //! process out of the set.
 //!
 //! The kernel tells [`MAX_SLOTS`] runs apart: a run matched while every
-//! slot is taken is not traced (said on stderr, with the count so far),
-//! as a run ptrace could not seize is not.
+//! slot is taken is not traced (said on stderr, with the count so far, and
+//! counted in the next summary's fact `watch.skipped_runs`), as a run
+//! ptrace could not seize is not. Runs that ended since the last look are
+//! finished together (one read of the kernel's maps for all of them), so
+//! slots are free again as fast as an exec storm ends its runs.
 
 use std::time::{Duration, Instant};
 
@@ -23,6 +26,8 @@ const POLL: Duration = Duration::from_millis(20);
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
 mod slots {
+    use std::rc::Rc;
+
     use agent_core::Summary;
 
     use crate::ebpf::runner::{Finished, Runner};
@@ -30,21 +35,25 @@ mod slots {
     use crate::engine::Session;
     use crate::sys::{Tid, WaitStatus};
     use crate::watch::RunTracer;
+    use crate::watch_shed::Shedding;
 
     /// The runner as a [`RunTracer`]: a matched run takes a free slot.
     pub struct Slots {
         pub runner: Runner,
         /// Runs not traced because every slot was taken.
         pub skipped: u64,
+        /// Where each skipped run is counted for the next summary.
+        shedding: Rc<Shedding>,
         /// Records lost and calls not counted, as last said.
         said: (u64, u64),
     }
 
     impl Slots {
-        pub fn new(runner: Runner) -> Slots {
+        pub fn new(runner: Runner, shedding: Rc<Shedding>) -> Slots {
             Slots {
                 runner,
                 skipped: 0,
+                shedding,
                 said: (0, 0),
             }
         }
@@ -58,10 +67,26 @@ mod slots {
             detached: bool,
             on_window: &mut dyn FnMut(Summary),
         ) -> Option<Summary> {
+            let finished = self.runner.finish_run(slot, detached, on_window)?;
+            Some(self.summarize(finished, detached))
+        }
+
+        /// The summaries of the runs that ended (all their processes did),
+        /// finished together ([`Runner::finish_ended`]).
+        pub fn finish_ended(&mut self, on_window: &mut dyn FnMut(Summary)) -> Vec<Summary> {
+            let ended = self.runner.ended_runs();
+            self.runner
+                .finish_ended(&ended, on_window)
+                .into_iter()
+                .map(|(_, finished)| self.summarize(finished, false))
+                .collect()
+        }
+
+        fn summarize(&mut self, finished: Finished, detached: bool) -> Summary {
             let Finished {
                 mut session,
                 root_end,
-            } = self.runner.finish_run(slot, detached, on_window)?;
+            } = finished;
             match root_end {
                 Some((status, _)) if !detached => {
                     session.root_status = Some(WaitStatus(status));
@@ -77,7 +102,7 @@ mod slots {
                 );
                 self.said = (stats.lost, stats.uncounted);
             }
-            Some(crate::trace::summarize(&session))
+            crate::trace::summarize(&session)
         }
     }
 
@@ -85,15 +110,16 @@ mod slots {
         fn is_traced(&self, pid: Tid) -> bool {
             self.runner.is_traced(pid)
         }
-        fn start(&mut self, session: Session, pid: Tid) -> anyhow::Result<()> {
+        fn start(&mut self, session: Session, pid: Tid, born: u64) -> anyhow::Result<()> {
             let Some(slot) = self.runner.free_slot() else {
                 self.skipped += 1;
+                self.shedding.skipped_run();
                 anyhow::bail!(
                     "all {MAX_SLOTS} eBPF run slots are taken ({} runs skipped so far)",
                     self.skipped
                 );
             };
-            self.runner.trace_running(slot, session, pid)
+            self.runner.trace_running(slot, session, pid, Some(born))
         }
     }
 }
@@ -111,7 +137,7 @@ pub(crate) fn watch(
     opts: &WatchOptions,
 ) -> anyhow::Result<()> {
     use crate::ebpf::runner::Runner;
-    let mut slots = slots::Slots::new(Runner::empty(probe));
+    let mut slots = slots::Slots::new(Runner::empty(probe), std::rc::Rc::clone(&watcher.shedding));
     watcher.first_scan(&mut slots);
     say_ready(opts);
     let wait = POLL.min(watcher.idle_wait);
@@ -128,10 +154,8 @@ pub(crate) fn watch(
             result = Err(e);
             break;
         }
-        for slot in slots.runner.ended_runs() {
-            if let Some(summary) = slots.finish(slot, false, on_summary) {
-                on_summary(summary);
-            }
+        for summary in slots.finish_ended(on_summary) {
+            on_summary(summary);
         }
     }
     for slot in slots.runner.runs() {

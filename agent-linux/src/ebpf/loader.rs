@@ -212,38 +212,72 @@ impl Probe {
     /// generation meanwhile (the cut it ends at has passed), else what it
     /// adds between the read and the delete is lost.
     pub fn take_generation(&mut self, slot: u8, generation: Option<u8>) -> Generation {
-        let wanted = |s: u8, g: u8| s == slot && generation.is_none_or(|w| w == g);
-        let mut taken = Generation::default();
+        let mut wanted = [None; MAX_SLOTS as usize];
+        wanted[slot as usize] = Some(generation);
+        self.take_slots(&wanted).swap_remove(slot as usize)
+    }
+
+    /// [`Probe::take_generation`] for several slots in one read of each
+    /// map (a read costs two system calls per entry of every slot, so runs
+    /// that end together are taken together): `wanted[slot]` is
+    /// `Some(generation)` for a slot to take (`Some(None)`: every
+    /// generation). Returns one generation per slot, empty for the others.
+    pub fn take_slots(
+        &mut self,
+        wanted: &[Option<Option<u8>>; MAX_SLOTS as usize],
+    ) -> Vec<Generation> {
+        let want = |s: u8, g: u8| {
+            wanted
+                .get(s as usize)
+                .copied()
+                .flatten()
+                .is_some_and(|w| w.is_none_or(|w| w == g))
+        };
+        let mut taken: Vec<Generation> = (0..MAX_SLOTS).map(|_| Generation::default()).collect();
+        let mut agg_keys = Vec::new();
         for (key, values) in self.agg.iter().flatten() {
-            if wanted(agg_slot(key), agg_generation(key)) {
-                taken.keys.push((key, values.to_vec()));
+            let slot = agg_slot(key);
+            if want(slot, agg_generation(key)) {
+                taken[slot as usize].keys.push((key, values.to_vec()));
+                agg_keys.push(key);
             }
         }
+        let mut errno_keys = Vec::new();
         for (key, values) in self.errnos.iter().flatten() {
-            if wanted(errno_slot(key), errno_generation(key)) {
-                taken.errnos.push((key, values.to_vec()));
+            let slot = errno_slot(key);
+            if want(slot, errno_generation(key)) {
+                taken[slot as usize].errnos.push((key, values.to_vec()));
+                errno_keys.push(key);
             }
         }
+        let mut transition_keys = Vec::new();
         for (key, values) in self.transitions.iter().flatten() {
-            if wanted(transition_slot(key), transition_generation(key)) {
-                taken.transitions.push((key, values.to_vec()));
+            let slot = transition_slot(key);
+            if want(slot, transition_generation(key)) {
+                taken[slot as usize]
+                    .transitions
+                    .push((key, values.to_vec()));
+                transition_keys.push(key);
             }
         }
+        let mut peer_keys = Vec::new();
         for (key, values) in self.peers.iter().flatten() {
-            if wanted(peer_slot(&key), peer_generation(&key)) {
-                taken.peers.push((key, values.to_vec()));
+            let slot = peer_slot(&key);
+            if want(slot, peer_generation(&key)) {
+                taken[slot as usize].peers.push((key, values.to_vec()));
+                peer_keys.push(key);
             }
         }
-        for (key, _) in &taken.keys {
+        for key in &agg_keys {
             let _ = self.agg.remove(key);
         }
-        for (key, _) in &taken.errnos {
+        for key in &errno_keys {
             let _ = self.errnos.remove(key);
         }
-        for (key, _) in &taken.transitions {
+        for key in &transition_keys {
             let _ = self.transitions.remove(key);
         }
-        for (key, _) in &taken.peers {
+        for key in &peer_keys {
             let _ = self.peers.remove(key);
         }
         taken
@@ -296,6 +330,31 @@ impl Probe {
     /// it was put in).
     pub fn untrace(&mut self, tgid: u32) {
         let _ = self.traced.remove(&tgid);
+    }
+
+    /// Takes every process of run `slot` out of the traced set (a run
+    /// given up: a process that took the pid of the one matched, and the
+    /// children it forked meanwhile). The set is read again until no
+    /// entry of the slot is left (a child forked while it was read).
+    /// Returns how many entries it removed.
+    pub fn untrace_slot(&mut self, slot: u8) -> usize {
+        let mut removed = 0;
+        for _ in 0..8 {
+            let of_slot: Vec<u32> = self
+                .traced
+                .iter()
+                .flatten()
+                .filter(|&(_, s)| s == slot)
+                .map(|(tgid, _)| tgid)
+                .collect();
+            if of_slot.is_empty() {
+                break;
+            }
+            for tgid in of_slot {
+                removed += usize::from(self.traced.remove(&tgid).is_ok());
+            }
+        }
+        removed
     }
 
     fn first_cpus(&self) -> usize {

@@ -92,6 +92,17 @@ pub struct Runner {
     stats: RunnerStats,
     /// One drain's records, handled after it (kept for its memory).
     batch: Vec<Record>,
+    /// Slots of runs given up (their process ended before it was traced,
+    /// or was not the one matched): not handed out again until the ring
+    /// was drained and their aggregates cleared, so nothing of what ran
+    /// there meanwhile counts for a new run.
+    quarantined: [bool; MAX_SLOTS as usize],
+    /// Slots whose aggregates in the kernel may hold counts no run will
+    /// read: of a run let go (its processes ran on). Cleared
+    /// before the slot's next run; the others were emptied when their run
+    /// finished, and clearing them again would cost a read of every map
+    /// at every run's start (under an exec storm, the watch's bottleneck).
+    leftovers: [bool; MAX_SLOTS as usize],
     ns_per_tick: u64,
 }
 
@@ -112,13 +123,19 @@ impl Runner {
             runs: (0..MAX_SLOTS).map(|_| None).collect(),
             stats: RunnerStats::default(),
             batch: Vec::with_capacity(256),
+            quarantined: [false; MAX_SLOTS as usize],
+            leftovers: [false; MAX_SLOTS as usize],
             ns_per_tick: sys::ns_per_clock_tick(),
         }
     }
 
     /// A slot no run holds, if one is left.
     pub fn free_slot(&self) -> Option<u8> {
-        self.runs.iter().position(Option::is_none).map(|i| i as u8)
+        self.runs
+            .iter()
+            .zip(self.quarantined)
+            .position(|(run, q)| run.is_none() && !q)
+            .map(|i| i as u8)
     }
 
     /// Feeds `session` from slot `slot` (free: [`Runner::free_slot`]); the
@@ -128,8 +145,10 @@ impl Runner {
             bail!("run slot {slot} is taken or not one");
         };
         // Whatever an earlier run of this slot left (nothing, unless it
-        // was let go) must not count for this one.
-        let _ = self.probe.take_generation(slot, None);
+        // was let go or given up) must not count for this one.
+        if std::mem::take(&mut self.leftovers[slot as usize]) {
+            let _ = self.probe.take_generation(slot, None);
+        }
         self.probe.set_cut(slot, session.next_cut(), 0)?;
         *free = Some(Run {
             session,
@@ -144,14 +163,18 @@ impl Runner {
     /// children in slot 0; `cpu_base`: the CPU time it had used so far (what
     /// the summary does not count).
     pub fn trace(&mut self, tgid: Tid, tids: &[Tid], cpu_base: CpuTime) -> anyhow::Result<()> {
-        self.trace_in(0, tgid, tids, cpu_base)
+        self.trace_in(0, tgid, None, tids, cpu_base)
     }
 
-    /// [`Runner::trace`] for the run in slot `slot`.
+    /// [`Runner::trace`] for the run in slot `slot`; `born`: the start
+    /// time (clock ticks since boot, `/proc/PID/stat`) of the process
+    /// meant, when the caller knows it: a process found alive with another
+    /// start time took the pid of the one meant, which ended meanwhile.
     pub fn trace_in(
         &mut self,
         slot: u8,
         tgid: Tid,
+        born: Option<u64>,
         tids: &[Tid],
         cpu_base: CpuTime,
     ) -> anyhow::Result<()> {
@@ -160,10 +183,28 @@ impl Runner {
         };
         self.probe.trace(tgid as u32, slot)?;
         // Gone before it joined the set: the kernel never saw it end, so
-        // it would stay in the set for good.
-        if has_ended(tgid) {
-            self.probe.untrace(tgid as u32);
-            bail!("process {tgid} ended before it was traced");
+        // it would stay in the set for good. Its pid taken by another
+        // process: that one (and any child it forked since it joined) is
+        // not the run's. Checked after the insert: a process alive and
+        // the one meant now was so at the insert, so the kernel takes the
+        // entry out at its end.
+        let liveness = liveness(tgid, born);
+        if liveness != Liveness::Alive {
+            // A process may have taken the pid since the look (and forked):
+            // whatever holds the slot now is not the run's. What ran in
+            // the slot meanwhile (its calls, its records) is dropped at the
+            // next poll, before the slot holds another run.
+            self.probe.untrace_slot(slot);
+            self.quarantined[slot as usize] = true;
+            let reused = liveness == Liveness::Reused;
+            bail!(
+                "process {tgid} ended before it was traced{}",
+                if reused {
+                    " (its pid now names another process, not traced)"
+                } else {
+                    ""
+                }
+            );
         }
         run.live_processes += 1;
         for &tid in tids {
@@ -174,14 +215,22 @@ impl Runner {
 
     /// Traces the running process `pid` (all its threads, its future
     /// children) as `session`, in the free slot `slot`: what it used
-    /// before counts for nothing. On an error the slot is free again.
-    pub fn trace_running(&mut self, slot: u8, session: Session, pid: Tid) -> anyhow::Result<()> {
+    /// before counts for nothing. `born`: as for [`Runner::trace_in`]. On
+    /// an error the slot is free again.
+    pub fn trace_running(
+        &mut self,
+        slot: u8,
+        session: Session,
+        pid: Tid,
+        born: Option<u64>,
+    ) -> anyhow::Result<()> {
         let tids = threads_of(pid);
         let base = read_cpu_time(pid, self.ns_per_tick).unwrap_or_default();
         self.add_run(slot, session)?;
-        self.trace_in(slot, pid, &tids, base).inspect_err(|_| {
-            self.runs[slot as usize] = None;
-        })
+        self.trace_in(slot, pid, born, &tids, base)
+            .inspect_err(|_| {
+                self.runs[slot as usize] = None;
+            })
     }
 
     /// Whether process `tgid` is traced (by any run).
@@ -201,8 +250,26 @@ impl Runner {
             .context("cannot wait for the ring buffer")?;
         self.stats.polls += 1;
         self.step(sys::monotonic_ns());
+        self.clear_quarantined();
         self.emit(on_window);
         Ok(())
+    }
+
+    /// Frees the slots of runs given up, once the ring was drained (their
+    /// records read, and dropped: no run holds the slot): what the kernel
+    /// counted in them is taken and dropped, all in one read of the maps.
+    fn clear_quarantined(&mut self) {
+        if !self.quarantined.contains(&true) {
+            return;
+        }
+        let mut wanted = [None; MAX_SLOTS as usize];
+        for (w, &q) in wanted.iter_mut().zip(&self.quarantined) {
+            if q {
+                *w = Some(None);
+            }
+        }
+        let _ = self.probe.take_slots(&wanted);
+        self.quarantined = [false; MAX_SLOTS as usize];
     }
 
     /// The next cut of the run in `slot`, if one runs there.
@@ -431,6 +498,8 @@ impl Runner {
         }
         let ns_per_tick = self.ns_per_tick;
         let mut run = self.runs[slot as usize].take()?;
+        // Let go, its processes count on in the generation not read.
+        self.leftovers[slot as usize] |= detached;
         for tgid in run.session.cpu_live_processes() {
             read_cpu(&mut run.session, tgid, ns_per_tick);
         }
@@ -447,6 +516,67 @@ impl Runner {
             session: run.session,
             root_end: run.root_end,
         })
+    }
+
+    /// [`Runner::finish_run`] for the runs in `slots` that ended (every
+    /// process of theirs did), together: one drain, and one read of the
+    /// kernel's maps for all of them rather than one each (under an exec
+    /// storm runs end by the dozen, and each read costs two system calls
+    /// per entry of every slot).
+    pub fn finish_ended(
+        &mut self,
+        slots: &[u8],
+        on_window: &mut dyn FnMut(Summary),
+    ) -> Vec<(u8, Finished)> {
+        let slots: Vec<u8> = slots
+            .iter()
+            .copied()
+            .filter(|&s| matches!(self.runs.get(s as usize), Some(Some(_))))
+            .collect();
+        if slots.is_empty() {
+            return Vec::new();
+        }
+        self.step(sys::monotonic_ns());
+        for &slot in &slots {
+            let Some(end) = self.runs[slot as usize].as_ref().map(|r| r.session.end_ns) else {
+                continue;
+            };
+            self.cut(slot, end, &[]);
+        }
+        self.emit(on_window);
+        // Every process of these runs has ended: nothing writes any more.
+        let mut wanted = [None; MAX_SLOTS as usize];
+        for &slot in &slots {
+            wanted[slot as usize] = Some(None);
+        }
+        let taken = self.probe.take_slots(&wanted);
+        let ns_per_tick = self.ns_per_tick;
+        let mut done = Vec::with_capacity(slots.len());
+        for slot in slots {
+            let first = self.probe.first_call_ns(slot);
+            let Some(mut run) = self.runs[slot as usize].take() else {
+                continue;
+            };
+            let (calls, bad) = aggregate::merge(&taken[slot as usize], &mut run.session.collector);
+            self.stats.syscalls += calls;
+            self.stats.unreadable += bad;
+            if let Some(first) = first {
+                run.session.note_call(first);
+            }
+            for tgid in run.session.cpu_live_processes() {
+                read_cpu(&mut run.session, tgid, ns_per_tick);
+            }
+            done.push((
+                slot,
+                Finished {
+                    session: run.session,
+                    root_end: run.root_end,
+                },
+            ));
+        }
+        self.stats.lost = self.probe.lost();
+        self.stats.uncounted = self.probe.uncounted();
+        done
     }
 
     /// The backend's counters so far (lost and uncounted as of the last
@@ -482,18 +612,26 @@ fn threads_of(pid: Tid) -> Vec<Tid> {
     tids
 }
 
-/// Whether process `pid` is gone or a zombie (its exit is past).
-fn has_ended(pid: Tid) -> bool {
-    let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else {
-        return true;
-    };
-    // The state follows the command name in parentheses, which may itself
-    // hold `)` and spaces.
-    let state = stat
-        .iter()
-        .rposition(|&b| b == b')')
-        .and_then(|at| stat.get(at + 2));
-    matches!(state, Some(b'Z' | b'X' | b'x'))
+/// What became of a process the agent meant to trace.
+#[derive(Debug, PartialEq, Eq)]
+enum Liveness {
+    /// Running (and the one meant, when its start time was given).
+    Alive,
+    /// Gone or a zombie: its exit is past.
+    Ended,
+    /// Its pid names a process started at another time.
+    Reused,
+}
+
+/// Whether process `pid` is alive and the one started at `born` (clock
+/// ticks since boot), if given.
+fn liveness(pid: Tid, born: Option<u64>) -> Liveness {
+    match crate::light::procfs::read_stat(pid) {
+        None => Liveness::Ended,
+        Some(s) if s.zombie => Liveness::Ended,
+        Some(s) if born.is_some_and(|b| b != s.start_ticks) => Liveness::Reused,
+        Some(_) => Liveness::Alive,
+    }
 }
 
 fn read_cpu(session: &mut Session, tgid: Tid, ns_per_tick: u64) {
@@ -678,7 +816,7 @@ pub fn attach(
     let session = trace::attach_session(opts)?;
     let mut runner = Runner::empty(probe);
     // What the process used before the agent came does not count.
-    runner.trace_running(0, session, pid)?;
+    runner.trace_running(0, session, pid, None)?;
     let deadline = opts.duration.map(|d| std::time::Instant::now() + d);
     let mut detached = false;
     while runner.any_traced() {
@@ -706,4 +844,47 @@ pub fn attach(
         _ => session.detached = true,
     }
     Ok((summarize(&session, &stats), stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{liveness, Liveness, Runner};
+    use crate::ebpf::loader::{precheck, Probe};
+    use crate::engine::Session;
+    use crate::sys::Tid;
+
+    /// A process whose start time is not the one matched took the pid of
+    /// the process matched (it ended meanwhile; an exec storm reuses pids
+    /// within a minute): it is not traced, and the slot waits for the
+    /// next drain before it holds another run. The process meant is.
+    #[test]
+    fn a_process_that_took_the_pid_of_the_one_matched_is_not_traced() {
+        if let Err(why) = precheck() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as Tid;
+        let born = crate::light::procfs::read_stat(pid).unwrap().start_ticks;
+        assert_eq!(liveness(pid, Some(born)), Liveness::Alive);
+        assert_eq!(liveness(pid, Some(born + 1)), Liveness::Reused);
+        let mut runner = Runner::empty(Probe::load(1 << 16).unwrap());
+        let session = || Session::new(pid, agent_core::Facts::default());
+        let err = runner
+            .trace_running(0, session(), pid, Some(born + 1))
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("another process"), "{err:#}");
+        assert!(!runner.is_traced(pid));
+        assert!(runner.runs().is_empty());
+        assert_ne!(runner.free_slot(), Some(0), "handed out before a drain");
+        runner.poll(0, &mut |_| {}).unwrap();
+        assert_eq!(runner.free_slot(), Some(0));
+        runner.trace_running(0, session(), pid, Some(born)).unwrap();
+        assert!(runner.is_traced(pid));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }
