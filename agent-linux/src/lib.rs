@@ -29,6 +29,7 @@ pub mod procevents;
 pub mod relay;
 pub mod seccomp;
 pub mod shim;
+pub mod shim_folder;
 pub mod signals;
 pub mod stop;
 // The one module of this crate that may use `unsafe` (workspace lint
@@ -37,6 +38,7 @@ pub mod stop;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod trace;
+pub mod tracee_file;
 pub mod wait;
 pub mod watch;
 mod watch_ebpf;

@@ -484,7 +484,7 @@ fn threads_of(pid: Tid) -> Vec<Tid> {
 
 /// Whether process `pid` is gone or a zombie (its exit is past).
 fn has_ended(pid: Tid) -> bool {
-    let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else {
+    let Some(stat) = crate::tracee_file::read_proc(pid, "stat") else {
         return true;
     };
     // The state follows the command name in parentheses, which may itself
