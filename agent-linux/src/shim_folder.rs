@@ -289,11 +289,8 @@ mod tests {
         let victim = base.path().join("victim");
         std::fs::write(&victim, b"keep").unwrap();
         // Every name the old pid-based scheme would have used.
-        std::os::unix::fs::symlink(
-            &victim,
-            dir.join(format!(".x.tmp-{}", std::process::id())),
-        )
-        .unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join(format!(".x.tmp-{}", std::process::id())))
+            .unwrap();
         folder.write("x", b"new", 0o644).unwrap();
         assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
         assert_eq!(std::fs::read(dir.join("x")).unwrap(), b"new");

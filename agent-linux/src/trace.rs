@@ -667,9 +667,7 @@ pub fn process_program(pid: Tid) -> String {
     std::fs::read_link(format!("/proc/{pid}/exe"))
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .or_else(|| {
-            crate::tracee_file::read_proc_text(pid, "comm").map(|c| c.trim().to_string())
-        })
+        .or_else(|| crate::tracee_file::read_proc_text(pid, "comm").map(|c| c.trim().to_string()))
         .unwrap_or_default()
 }
 

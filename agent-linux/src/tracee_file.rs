@@ -139,11 +139,7 @@ pub const CMDLINE_BUDGET: usize = 1 << 20;
 /// `status`, `io`, `comm`), at most [`PROC_SMALL_BUDGET`] bytes; `None`
 /// when the process is gone or the file is not ours to read.
 pub fn read_proc(pid: i32, name: &str) -> Option<Vec<u8>> {
-    read(
-        Path::new(&format!("/proc/{pid}/{name}")),
-        PROC_SMALL_BUDGET,
-    )
-    .ok()
+    read(Path::new(&format!("/proc/{pid}/{name}")), PROC_SMALL_BUDGET).ok()
 }
 
 /// [`read_proc`] as text (`None` when it is not UTF-8).

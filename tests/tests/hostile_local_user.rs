@@ -114,7 +114,10 @@ impl Drop for Killed {
 
 /// Waits until `pid`'s command line is `argv` (its exec is done).
 fn wait_for_cmdline(pid: u32, argv: &[&str]) {
-    let want: Vec<u8> = argv.iter().flat_map(|a| [a.as_bytes(), b"\0"].concat()).collect();
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
     let deadline = Instant::now() + Duration::from_secs(30);
     while std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default() != want {
         assert!(Instant::now() < deadline, "PID {pid} never ran {argv:?}");
@@ -143,7 +146,14 @@ fn a_fifo_named_like_the_match_does_not_freeze_a_root_watch() {
     std::fs::create_dir(&out).unwrap();
     let mut watch = Command::new(agent());
     watch
-        .args(["watch", "--backend", "ptrace", "--window", "whole", "--match"])
+        .args([
+            "watch",
+            "--backend",
+            "ptrace",
+            "--window",
+            "whole",
+            "--match",
+        ])
         .arg(&name)
         .arg("--out-dir")
         .arg(&out)
@@ -269,7 +279,10 @@ fn a_shim_folder_others_can_write_is_refused() {
     let (install, planted) = install_with_planted_links(&shims, &out, &victim, plant_as_hostile);
     assert_eq!(planted, 2, "the user could plant its links");
     let err = String::from_utf8_lossy(&install.stderr);
-    assert!(!install.status.success(), "installed into the user's folder");
+    assert!(
+        !install.status.success(),
+        "installed into the user's folder"
+    );
     assert!(
         err.contains(&format!("shim folder {} refused", shims.display()))
             && err.contains("owned by uid"),
@@ -285,7 +298,10 @@ fn a_shim_folder_others_can_write_is_refused() {
     let (install, planted) = install_with_planted_links(&shims, &out, &victim, plant_as_hostile);
     assert_eq!(planted, 2);
     let err = String::from_utf8_lossy(&install.stderr);
-    assert!(!install.status.success(), "installed into a folder all may write");
+    assert!(
+        !install.status.success(),
+        "installed into a folder all may write"
+    );
     assert!(err.contains("writable by group or others"), "{err}");
     assert_untouched(&victim);
 
