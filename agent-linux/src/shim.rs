@@ -306,7 +306,8 @@ pub fn steer(dir: &Path, agent: &Path, body: &[u8]) -> anyhow::Result<Option<Str
     Ok((!said.is_empty()).then(|| said.join("; ")))
 }
 
-/// Whether `path` is one of our scripts.
+/// Whether `path` is one of our scripts: a regular file (not a link to
+/// one) with the marker on its first lines.
 pub fn is_shim(path: &Path) -> bool {
     // The marker is on the script's first lines: a bounded read of a
     // regular file only, as the path may be anything a process names
@@ -331,7 +332,8 @@ pub fn real_program(dir: &Path, name: &str, path_var: &OsStr) -> Option<PathBuf>
         .find(|p| {
             p.metadata()
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-                && !is_shim(p)
+                // `is_shim` follows no link: a link to a shim is one too.
+                && !is_shim(&p.canonicalize().unwrap_or_else(|_| p.clone()))
         })
 }
 
@@ -544,6 +546,21 @@ mod tests {
         assert!(remove(&shims, &["directive.json".into()]).is_err());
         assert_eq!(remove(&shims, &[]).unwrap(), vec!["sh".to_string()]);
         assert!(list(&shims).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_marker_is_looked_for_in_regular_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let shim = dir.path().join("sh");
+        std::fs::write(&shim, script(dir.path(), Path::new("/x"), "sh").unwrap()).unwrap();
+        assert!(is_shim(&shim));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&shim, &link).unwrap();
+        assert!(!is_shim(&link), "a link is not followed");
+        // A FIFO with no writer: refused, not waited on.
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(!is_shim(&fifo));
     }
 
     #[test]
