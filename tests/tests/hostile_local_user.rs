@@ -183,8 +183,10 @@ fn a_fifo_named_like_the_match_does_not_freeze_a_root_watch() {
     assert_traced_by(other.id(), watch.0.id(), 60);
 
     // SIGTERM ends the watch promptly, and lets its tracee go on.
+    let asked = Instant::now();
     agent_linux::sys::kill(watch.0.id() as i32, libc::SIGTERM).unwrap();
     let st = wait_timeout(&mut watch.0, 30);
+    println!("watch ended {:?} after SIGTERM", asked.elapsed());
     assert!(st.success(), "watch ended with {st:?}:\n{}", said.text());
     assert_eq!(tracer_of(other.id()), Some(0), "released");
     other.stdin.take().unwrap().write_all(b"go\n").unwrap();
