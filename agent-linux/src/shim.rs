@@ -26,9 +26,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use serde_json::{json, Value};
 
 use crate::shim_folder::ShimFolder;
-use serde_json::{json, Value};
 
 /// The line every script carries: what `remove` and `list` recognise (a
 /// file without it is never overwritten or removed).
