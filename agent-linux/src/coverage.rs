@@ -27,8 +27,7 @@ impl TraceStart {
     /// The start of an attach to `pid`, from its `/proc/PID/stat`;
     /// [`TraceStart::Unknown`] when that cannot be read.
     pub fn attached_to(pid: Tid) -> TraceStart {
-        let Some(start_ticks) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
+        let Some(start_ticks) = crate::tracee_file::read_proc_text(pid, "stat")
             .and_then(|stat| parse_start_ticks(&stat))
         else {
             return TraceStart::Unknown;

@@ -29,6 +29,7 @@ pub mod procevents;
 pub mod relay;
 pub mod seccomp;
 pub mod shim;
+pub mod shim_folder;
 pub mod signals;
 pub mod stop;
 pub mod store_queue;
@@ -38,6 +39,7 @@ pub mod store_queue;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod trace;
+pub mod tracee_file;
 pub mod wait;
 pub mod watch;
 mod watch_ebpf;

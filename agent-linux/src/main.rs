@@ -1120,8 +1120,14 @@ fn directive_changes(
             .context("cannot start the directives thread")?;
     let mut steering = agent_linux::directives::WatchSteering::new(pattern);
     let shims = match &a.shim_dir {
+        // Refused at the start when others could write it: the agent
+        // writes it (as root, often) with each directive.
         Some(dir) => Some((
-            script_dir(dir),
+            {
+                let dir = script_dir(dir);
+                agent_linux::shim_folder::check_existing_part(&dir)?;
+                dir
+            },
             std::env::current_exe()
                 .and_then(std::fs::canonicalize)
                 .context("cannot tell where the edge-agent binary is")?,

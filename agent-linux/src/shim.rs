@@ -28,11 +28,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
 
+use crate::shim_folder::ShimFolder;
+
 /// The line every script carries: what `remove` and `list` recognise (a
 /// file without it is never overwritten or removed).
 pub const MARKER: &str = "# edge-agent shim v1";
 /// The directive's file in the shim folder.
 pub const DIRECTIVE_FILE: &str = "directive.json";
+/// How much of `directive.json` is read (ours are a few hundred bytes).
+const DIRECTIVE_BUDGET: usize = 64 << 10;
 /// The environment variable naming the shim folder (as `--dir` does).
 pub const ENV_DIR: &str = "EDGE_AGENT_SHIM_DIR";
 
@@ -151,30 +155,18 @@ impl ShimDirective {
     /// Reads the folder's directive.
     pub fn load(dir: &Path) -> anyhow::Result<ShimDirective> {
         let path = dir.join(DIRECTIVE_FILE);
-        let text =
-            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        // The folder may hold anything a FIFO included: a bounded read of
+        // a regular file.
+        let text = crate::tracee_file::read(&path, DIRECTIVE_BUDGET)?;
         ShimDirective::parse(&text).with_context(|| format!("{}", path.display()))
     }
 
-    /// Writes the folder's directive (whole or not at all).
-    pub fn store(&self, dir: &Path) -> anyhow::Result<()> {
+    /// Writes the folder's directive (whole or not at all), into `folder`
+    /// (checked: see [`ShimFolder`]).
+    pub fn store(&self, folder: &ShimFolder) -> anyhow::Result<()> {
         let text = serde_json::to_vec_pretty(&self.to_json()?)?;
-        write_atomically(&dir.join(DIRECTIVE_FILE), &text, 0o644)
+        folder.write(DIRECTIVE_FILE, &text, 0o644)
     }
-}
-
-/// Writes `bytes` to a temporary file beside `path` and renames it over
-/// `path`, with `mode`.
-fn write_atomically(path: &Path, bytes: &[u8], mode: u32) -> anyhow::Result<()> {
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let written = std::fs::write(&tmp, bytes)
-        .and_then(|()| std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)))
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written.with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Checks a program name: a bare file name a shell would look up in PATH.
@@ -295,8 +287,7 @@ pub fn steer(dir: &Path, agent: &Path, body: &[u8]) -> anyhow::Result<Option<Str
     let have = list(dir).unwrap_or_default();
     let mut said = Vec::new();
     if directive != before {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-        directive.store(dir)?;
+        directive.store(&ShimFolder::create(&absolute(dir)?)?)?;
         said.push(format!(
             "match {:?}, only {}",
             directive.match_text,
@@ -315,19 +306,18 @@ pub fn steer(dir: &Path, agent: &Path, body: &[u8]) -> anyhow::Result<Option<Str
     Ok((!said.is_empty()).then(|| said.join("; ")))
 }
 
-/// Whether `path` is one of our scripts.
+/// Whether `path` is one of our scripts: a regular file (not a link to
+/// one) with the marker on its first lines.
 pub fn is_shim(path: &Path) -> bool {
-    use std::io::Read;
-    // The marker is on the script's first lines: a bounded read, as the
-    // path may be any file (`watch` asks of a process's first argument).
-    let mut head = Vec::with_capacity(HEAD_BYTES);
-    let read =
-        std::fs::File::open(path).and_then(|f| f.take(HEAD_BYTES as u64).read_to_end(&mut head));
-    read.is_ok()
-        && head
-            .split(|c| *c == b'\n')
+    // The marker is on the script's first lines: a bounded read of a
+    // regular file only, as the path may be anything a process names
+    // (`watch` asks of a process's first argument: a FIFO there must not
+    // block it), and a symbolic link is not followed.
+    crate::tracee_file::read(path, HEAD_BYTES).is_ok_and(|head| {
+        head.split(|c| *c == b'\n')
             .take(3)
             .any(|l| l == MARKER.as_bytes())
+    })
 }
 
 /// How much of a file [`is_shim`] reads.
@@ -342,7 +332,8 @@ pub fn real_program(dir: &Path, name: &str, path_var: &OsStr) -> Option<PathBuf>
         .find(|p| {
             p.metadata()
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-                && !is_shim(p)
+                // `is_shim` follows no link: a link to a shim is one too.
+                && !is_shim(&p.canonicalize().unwrap_or_else(|_| p.clone()))
         })
 }
 
@@ -376,11 +367,13 @@ pub fn install(
         }
         scripts.push((target, text));
     }
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    directive.store(&dir)?;
+    // Made (0755) and checked: it must be writable by no one but root and
+    // the agent's user, nor any folder above it (see `shim_folder`).
+    let folder = ShimFolder::create(&dir)?;
+    directive.store(&folder)?;
     let mut written = Vec::new();
-    for (target, text) in scripts {
-        write_atomically(&target, text.as_bytes(), 0o755)?;
+    for (name, (target, text)) in programs.iter().zip(scripts) {
+        folder.write(name, text.as_bytes(), 0o755)?;
         written.push(target);
     }
     Ok(written)
@@ -553,6 +546,21 @@ mod tests {
         assert!(remove(&shims, &["directive.json".into()]).is_err());
         assert_eq!(remove(&shims, &[]).unwrap(), vec!["sh".to_string()]);
         assert!(list(&shims).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_marker_is_looked_for_in_regular_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let shim = dir.path().join("sh");
+        std::fs::write(&shim, script(dir.path(), Path::new("/x"), "sh").unwrap()).unwrap();
+        assert!(is_shim(&shim));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&shim, &link).unwrap();
+        assert!(!is_shim(&link), "a link is not followed");
+        // A FIFO with no writer: refused, not waited on.
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(!is_shim(&fifo));
     }
 
     #[test]

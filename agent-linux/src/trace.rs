@@ -453,7 +453,7 @@ pub fn explain_seize_error(pid: Tid, err: &std::io::Error) -> String {
 }
 
 fn status_field(pid: Tid, field: &str) -> Option<String> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let text = crate::tracee_file::read_proc_text(pid, "status")?;
     text.lines()
         .find_map(|l| l.strip_prefix(field))
         .map(|v| v.trim().to_string())
@@ -539,7 +539,7 @@ fn explain_eperm(pid: Tid) -> String {
     }
     let tracer = status_field(pid, "TracerPid:").and_then(|v| v.parse::<Tid>().ok());
     if let Some(t) = tracer.filter(|t| *t != 0) {
-        let comm = std::fs::read_to_string(format!("/proc/{t}/comm")).unwrap_or_default();
+        let comm = crate::tracee_file::read_proc_text(t, "comm").unwrap_or_default();
         return format!(
             "permission denied: process {pid} is already traced by PID {t} ({}); only one tracer at a time",
             comm.trim()
@@ -667,11 +667,7 @@ pub fn process_program(pid: Tid) -> String {
     std::fs::read_link(format!("/proc/{pid}/exe"))
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .or_else(|| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .ok()
-                .map(|c| c.trim().to_string())
-        })
+        .or_else(|| crate::tracee_file::read_proc_text(pid, "comm").map(|c| c.trim().to_string()))
         .unwrap_or_default()
 }
 

@@ -28,6 +28,7 @@
 //! they hand a run to a [`RunTracer`].
 
 use std::collections::HashSet;
+use std::path::Path;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -44,6 +45,7 @@ use crate::light::{procfs, DirectedRuns, LightRuns};
 use crate::procevents::Ended;
 use crate::sys::{self, Tid};
 use crate::trace::{process_program, seize_all, summarize};
+use crate::tracee_file;
 use crate::wait::WaitPolicy;
 use crate::watch_shed::Shedding;
 
@@ -194,7 +196,7 @@ fn list_pids() -> Vec<Tid> {
 /// The parent of `pid` (from `/proc/PID/stat`, whose fourth field follows
 /// the command name in parentheses, which may itself hold `)` and spaces).
 fn parent_of(pid: Tid) -> Option<Tid> {
-    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let stat = tracee_file::read_proc(pid, "stat")?;
     let after = stat.iter().rposition(|&b| b == b')')?;
     let rest = std::str::from_utf8(stat.get(after + 1..)?).ok()?;
     rest.split_whitespace().nth(1)?.parse().ok()
@@ -314,9 +316,12 @@ impl Watcher<'_> {
         if first_arg.is_empty() {
             return false;
         }
-        // A relative script path is the process's, not ours.
-        let script = std::path::Path::new(std::ffi::OsStr::from_bytes(first_arg));
-        crate::shim::is_shim(&std::path::Path::new(&format!("/proc/{pid}/cwd")).join(script))
+        // A relative script path is the process's, not ours: looked up
+        // from its current folder, which it controls, so only a regular
+        // file is read (`is_shim`: a FIFO named like the match text must
+        // not block this thread, which serves every tracee's stops).
+        let script = Path::new(std::ffi::OsStr::from_bytes(first_arg));
+        crate::shim::is_shim(&Path::new(&format!("/proc/{pid}/cwd")).join(script))
     }
 
     /// Traces `pid` if its command line matches (and it is not the agent,
@@ -334,7 +339,10 @@ impl Watcher<'_> {
         else {
             return;
         };
-        let Ok(mut cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        let Ok(mut cmdline) = tracee_file::read(
+            Path::new(&format!("/proc/{pid}/cmdline")),
+            tracee_file::CMDLINE_BUDGET,
+        ) else {
             return;
         };
         let first_arg: Vec<u8> = cmdline

@@ -226,7 +226,7 @@ pub fn read_cpu_time(tgid: Tid, ns_per_tick: u64) -> Option<CpuTime> {
     sys::COUNTERS
         .proc_reads
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let stat = std::fs::read_to_string(format!("/proc/{tgid}/stat")).ok()?;
+    let stat = crate::tracee_file::read_proc_text(tgid, "stat")?;
     parse_stat_cpu(&stat, ns_per_tick)
 }
 
@@ -256,7 +256,7 @@ pub fn read_ids(tid: Tid) -> Option<(Tid, Tid)> {
     sys::COUNTERS
         .proc_reads
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let status = crate::tracee_file::read_proc_text(tid, "status")?;
     let field = |name: &str| {
         status
             .lines()

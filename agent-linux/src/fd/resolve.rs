@@ -112,6 +112,10 @@ const fn table(name: &'static str, inode_column: usize, kind: FdKind) -> NetTabl
     }
 }
 
+/// How much of one `/proc/TID/net` table is read: 16 MiB, some 100 000
+/// sockets' lines; a socket listed past that stays a plain `Socket`.
+const NET_TABLE_BUDGET: u64 = 16 << 20;
+
 /// The TCP and UDP tables (their lines name the remote end), then Unix.
 const SOCKET_TABLES: [NetTable; 5] = [
     table("tcp", 9, FdKind::Tcp),
@@ -159,7 +163,8 @@ pub fn socket_facts(tid: Tid, inode: u64, kind: FdKind) -> FdFacts {
         let Some(cpath) = net_path(&mut path, tid, t.name) else {
             continue;
         };
-        let Ok(file) = std::fs::File::open(std::ffi::OsStr::from_bytes(cpath.to_bytes())) else {
+        let path = std::path::Path::new(std::ffi::OsStr::from_bytes(cpath.to_bytes()));
+        let Ok(file) = crate::tracee_file::open(path) else {
             continue;
         };
         sys::COUNTERS
@@ -170,7 +175,8 @@ pub fn socket_facts(tid: Tid, inode: u64, kind: FdKind) -> FdFacts {
                 .and_then(|f| parse_remote(f, t.kind, cfg!(target_endian = "little"))),
             _ => None,
         };
-        if let Some(peer) = find_inode_line(file, t.inode_column, inode, peer_of) {
+        let table = std::io::Read::take(file, NET_TABLE_BUDGET);
+        if let Some(peer) = find_inode_line(table, t.inode_column, inode, peer_of) {
             return FdFacts { kind: t.kind, peer };
         }
     }

@@ -82,13 +82,13 @@ pub fn parse_io(text: &[u8]) -> Option<IoBytes> {
 /// Reads and parses `/proc/PID/stat`; `None` when the process is gone (or
 /// the file is not what the kernel writes).
 pub fn read_stat(pid: Tid) -> Option<Stat> {
-    parse_stat(&std::fs::read(format!("/proc/{pid}/stat")).ok()?)
+    parse_stat(&crate::tracee_file::read_proc(pid, "stat")?)
 }
 
 /// Reads and parses `/proc/PID/io`; `None` when the process is gone or
 /// the agent may not read it (another user's process, without root).
 pub fn read_io(pid: Tid) -> Option<IoBytes> {
-    parse_io(&std::fs::read(format!("/proc/{pid}/io")).ok()?)
+    parse_io(&crate::tracee_file::read_proc(pid, "io")?)
 }
 
 /// The base name of the program `pid` runs (`/proc/PID/exe`); `None` when
