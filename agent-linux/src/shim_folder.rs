@@ -8,8 +8,10 @@
 //! executable), or swap the scripts a user's PATH runs. So:
 //!
 //! - **The rule.** The folder and every folder above it up to `/` must be
-//!   owned by root or by the agent's own user, and not writable by group
-//!   or others; a folder above it may be writable by all if it is sticky
+//!   owned by root or by the agent's own user, and not writable by others,
+//!   nor by a group other than root's (on Android also `system`'s and
+//!   `shell`'s, which own `/data` and `/data/local/tmp`, mode 0771, and
+//!   hold no one else); a folder above it may be writable by all if it is sticky
 //!   and owned by root (`/tmp`: no one else may rename or remove what is
 //!   in it). A symbolic link on the way must be owned by root or the agent's
 //!   user too (its target is checked by the same rule). A folder that fails
@@ -78,7 +80,7 @@ impl std::fmt::Display for UnsafeFolder {
             ),
             Why::Writable { mode } => write!(
                 f,
-                "{part} is writable by group or others (mode {:04o}); only a sticky folder owned by root may be, above the shim folder",
+                "{part} is writable by others or by a group other than root's (mode {:04o}); only a sticky folder owned by root may be, above the shim folder",
                 mode & 0o7777
             ),
             Why::LinkOwner { uid } => write!(
@@ -93,19 +95,41 @@ impl std::fmt::Display for UnsafeFolder {
 
 impl std::error::Error for UnsafeFolder {}
 
-/// Whether files owned by `uid` are as trusted as the agent's own.
+/// Android's system user and group (`AID_SYSTEM`): it owns `/data`
+/// (`system:system 0771`), above every folder an app or `adb shell` has.
+const ANDROID_SYSTEM: u32 = 1000;
+/// Android's shell group (`AID_SHELL`): `/data/local/tmp`, where binaries
+/// pushed over adb live, is `shell:shell 0771`.
+const ANDROID_SHELL: u32 = 2000;
+
+/// Whether files owned by `uid` are as trusted as the agent's own: root's,
+/// the agent's, and on Android the system user's (it owns `/data`).
 fn trusted(uid: u32) -> bool {
-    uid == 0 || uid == nix::unistd::geteuid().as_raw()
+    uid == 0
+        || uid == nix::unistd::geteuid().as_raw()
+        || (cfg!(target_os = "android") && uid == ANDROID_SYSTEM)
 }
 
-/// The rule for one folder's owner and mode; `above`: a folder above the
-/// shim folder (which may be a sticky root-owned one writable by all).
-fn judge(uid: u32, mode: u32, above: bool) -> Option<Why> {
+/// Whether a folder writable by group `gid` is still safe: root's group
+/// (only root is in it), and on Android the system and shell groups, which
+/// hold no user but the one of the same name (`/data`, `/data/local/tmp`
+/// are group-writable by them). Anywhere else a group write bit is refused:
+/// a group such as `users` or `staff` holds other people.
+fn trusted_group(gid: u32) -> bool {
+    gid == 0 || (cfg!(target_os = "android") && (gid == ANDROID_SYSTEM || gid == ANDROID_SHELL))
+}
+
+/// The rule for one folder's owner, group and mode; `above`: a folder
+/// above the shim folder (which may be a sticky root-owned one writable by
+/// all).
+fn judge(uid: u32, gid: u32, mode: u32, above: bool) -> Option<Why> {
     if !trusted(uid) {
         return Some(Why::Owner { uid });
     }
     let sticky_root = mode & 0o1000 != 0 && uid == 0;
-    if mode & 0o022 != 0 && !(above && sticky_root) {
+    let others_write = mode & 0o002 != 0 && !(above && sticky_root);
+    let group_write = mode & 0o020 != 0 && !trusted_group(gid) && !(above && sticky_root);
+    if others_write || group_write {
         return Some(Why::Writable { mode });
     }
     None
@@ -133,7 +157,7 @@ pub fn check(dir: &Path) -> Result<(), UnsafeFolder> {
         if !m.is_dir() {
             return Err(refuse(part, Why::NotAFolder));
         }
-        if let Some(why) = judge(m.uid(), m.mode(), i > 0) {
+        if let Some(why) = judge(m.uid(), m.gid(), m.mode(), i > 0) {
             return Err(refuse(part, why));
         }
     }
@@ -195,7 +219,7 @@ impl ShimFolder {
         // safe, so it cannot have been swapped; this says so cheaply).
         let st = fstat(&fd).map_err(|e| refuse(Why::Io(e.into())))?;
         #[allow(clippy::useless_conversion)]
-        if let Some(why) = judge(st.st_uid, u32::from(st.st_mode), false) {
+        if let Some(why) = judge(st.st_uid, st.st_gid, u32::from(st.st_mode), false) {
             return Err(refuse(why));
         }
         Ok(ShimFolder {
@@ -266,6 +290,16 @@ mod tests {
         let err = ShimFolder::open(&dir).unwrap_err();
         assert!(matches!(err.why, Why::Writable { .. }), "{err}");
         assert!(err.to_string().contains("shims is writable"), "{err}");
+        // Writable by its group: only root's group may be (it holds no
+        // one else); a group such as `users` holds other people.
+        if nix::unistd::geteuid().is_root() {
+            chmod(&dir, 0o775);
+            ShimFolder::open(&dir).unwrap();
+            std::os::unix::fs::chown(&dir, None, Some(100)).unwrap();
+            let err = ShimFolder::open(&dir).unwrap_err();
+            assert!(matches!(err.why, Why::Writable { .. }), "{err}");
+            std::os::unix::fs::chown(&dir, None, Some(0)).unwrap();
+        }
         chmod(&dir, 0o755);
         // A writable folder above it is refused, unless sticky and root's.
         chmod(base.path(), 0o777);
