@@ -1,5 +1,6 @@
-//! Generates the per-architecture syscall tables from the `syscalls` crate and
-//! the committed, append-only canonical id list (`syscall-ids.txt`).
+//! Generates the per-architecture syscall tables from the `syscalls` crate
+//! (plus [`OVERLAY`]: the calls of newer kernels the crate lacks) and the
+//! committed, append-only canonical id list (`syscall-ids.txt`).
 //!
 //! Output (`$OUT_DIR/syscall_tables.rs`):
 //! - `NAMES`: canonical id -> name;
@@ -22,10 +23,62 @@ const ARM_PRIVATE: &[(&str, u32)] = &[
     ("get_tls", 0x0f0006),
 ];
 
-fn arch_table<I: Iterator<Item = (String, u32)>>(entries: I) -> Vec<(String, u32)> {
+/// Syscalls of Linux up to 6.18 (and the one strace 7.2 names after it)
+/// that the `syscalls` crate 0.8.1 lacks (its tables end at `file_setattr`,
+/// 469): (name, number on x86_64, i386, aarch64, arm). Each is added to a
+/// table unless the crate already has the name (a newer crate: its number
+/// wins); `arch_table` fails the build if the crate gives the number to
+/// another syscall.
+///
+/// - `listns` (Linux 6.18): 470 in arch/x86/entry/syscalls/syscall_64.tbl
+///   (common), syscall_32.tbl (i386), scripts/syscall.tbl (the generic
+///   table aarch64 uses; include/uapi/asm-generic/unistd.h `__NR_listns`)
+///   and arch/arm/tools/syscall.tbl.
+/// - `rseq_slice_yield` (merged after 6.18, for 6.19/7.0; strace 7.2 names
+///   it): 471 in the same four tables ("rseq: Implement
+///   sys_rseq_slice_yield()", asm-generic `__NR_rseq_slice_yield 471`). On
+///   6.18 it returns ENOSYS, and strace still calls it by its name.
+const OVERLAY: &[(&str, [u32; 4])] = &[
+    ("listns", [470, 470, 470, 470]),
+    ("rseq_slice_yield", [471, 471, 471, 471]),
+];
+
+/// Indices into an overlay entry's numbers.
+const X86_64: usize = 0;
+const I386: usize = 1;
+const AARCH64: usize = 2;
+const ARM: usize = 3;
+
+/// One ABI's (name, number) list: the crate's entries, then the overlay's
+/// (`abi`: the overlay column), sorted by number.
+fn arch_table<I: Iterator<Item = (String, u32)>>(entries: I, abi: usize) -> Vec<(String, u32)> {
     let mut v: Vec<(String, u32)> = entries.collect();
+    for (name, nrs) in OVERLAY {
+        let nr = nrs[abi];
+        if v.iter().any(|(n, _)| n == name) {
+            continue; // a newer crate has it: its number wins
+        }
+        assert!(
+            !v.iter().any(|e| e.1 == nr),
+            "overlay syscall {name} ({nr}) is another syscall's number in the syscalls crate"
+        );
+        v.push((name.to_string(), nr));
+    }
     v.sort_by_key(|e| e.1);
     v
+}
+
+/// Every (name, number) of one of the `syscalls` crate's tables. Not
+/// `Sysno::iter()`: in 0.8.1 it stops before the table's last entry (its
+/// `next()` searches only numbers below `last()`), which lost
+/// `file_setattr` (469) on every ABI.
+macro_rules! every_syscall {
+    ($arch:ident) => {{
+        use syscalls::$arch::Sysno;
+        (Sysno::first().id()..=Sysno::last().id())
+            .filter_map(|nr| Sysno::new(nr as usize))
+            .map(|s| (s.name().trim_start_matches("r#").to_string(), s.id() as u32))
+    }};
 }
 
 fn main() {
@@ -46,34 +99,10 @@ fn main() {
     }
 
     let arches: Vec<(&str, Vec<(String, u32)>)> = vec![
-        (
-            "X86_64",
-            arch_table(
-                syscalls::x86_64::Sysno::iter()
-                    .map(|s| (s.name().trim_start_matches("r#").to_string(), s.id() as u32)),
-            ),
-        ),
-        (
-            "I386",
-            arch_table(
-                syscalls::x86::Sysno::iter()
-                    .map(|s| (s.name().trim_start_matches("r#").to_string(), s.id() as u32)),
-            ),
-        ),
-        (
-            "AARCH64",
-            arch_table(
-                syscalls::aarch64::Sysno::iter()
-                    .map(|s| (s.name().trim_start_matches("r#").to_string(), s.id() as u32)),
-            ),
-        ),
-        (
-            "ARM",
-            arch_table(
-                syscalls::arm::Sysno::iter()
-                    .map(|s| (s.name().trim_start_matches("r#").to_string(), s.id() as u32)),
-            ),
-        ),
+        ("X86_64", arch_table(every_syscall!(x86_64), X86_64)),
+        ("I386", arch_table(every_syscall!(x86), I386)),
+        ("AARCH64", arch_table(every_syscall!(aarch64), AARCH64)),
+        ("ARM", arch_table(every_syscall!(arm), ARM)),
     ];
 
     let mut out = String::new();

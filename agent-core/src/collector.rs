@@ -70,7 +70,13 @@ impl TransitionStats {
     }
 }
 
-const INDEX_LEN: usize = SyscallId::COUNT * FdKind::COUNT;
+/// Distinct unknown raw numbers a window keeps apart, each under the id
+/// carrying it (`syscall_0x1d8`, [`SyscallId::carrying_raw`]), as strace
+/// does; calls of further ones are counted together as `<unknown>`.
+pub const UNKNOWN_ROWS: usize = 4;
+
+/// Rows of the direct index: every named id, then the unknown rows.
+const INDEX_LEN: usize = (SyscallId::COUNT + UNKNOWN_ROWS) * FdKind::COUNT;
 
 /// Entries a hash table of capacity `cap` is filled to: three quarters, so
 /// that probe sequences stay short (a full open-addressing table makes every
@@ -106,6 +112,9 @@ pub struct Collector<
     /// Key -> 1 + position in `keys` (0: not present). Direct indexing keeps
     /// the per-event lookup to one load.
     index: [u16; INDEX_LEN],
+    /// The carried unknown ids given rows of their own, in order of first
+    /// call (row `SyscallId::COUNT + position` of `index`).
+    unknown_rows: Vec<SyscallId, UNKNOWN_ROWS>,
     keys: Vec<(Key, KeyStats), KEYS>,
     other: KeyStats,
     threads: FnvIndexMap<u32, ThreadState, THREADS>,
@@ -130,6 +139,7 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
         Collector {
             start_ns,
             index: [0; INDEX_LEN],
+            unknown_rows: Vec::new(),
             keys: Vec::new(),
             other: KeyStats::EMPTY,
             threads: FnvIndexMap::new(),
@@ -147,7 +157,7 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
     #[inline]
     pub fn record(&mut self, ev: &SyscallEvent) {
         self.events = self.events.saturating_add(1);
-        let id = SyscallId::from_raw(ev.arch, ev.nr);
+        let id = self.admit(SyscallId::from_raw_carrying(ev.arch, ev.nr));
         let consecutive_gap = self.track_thread(ev.tid, id, ev.entry_ns, ev.exit_ns);
         let own_key = Key {
             id,
@@ -351,6 +361,10 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
             return;
         }
         self.events = self.events.saturating_add(stats.count);
+        let key = Key {
+            id: self.admit(key.id),
+            ..key
+        };
         let mut add = *stats;
         add.has_param = key.id.size_arg().is_some();
         if !add.has_param {
@@ -373,8 +387,11 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
         if failures == 0 {
             return;
         }
-        let index = key.id.0 as usize * FdKind::COUNT + key.fd_kind as usize;
-        let slot = match self.index.get(index).copied() {
+        let key = Key {
+            id: self.admit(key.id),
+            ..key
+        };
+        let slot = match self.index_of(key).map(|i| self.index[i]) {
             Some(pos) if pos != 0 => Some(pos as usize - 1),
             _ => None,
         };
@@ -407,6 +424,7 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
         if count == 0 {
             return;
         }
+        let (from, to) = (self.admit(from), self.admit(to));
         let add = TransitionStats { count, gap_sum_ns };
         let pair = ((from.0 as u32) << 16) | to.0 as u32;
         if let Some(t) = self.transitions.get_mut(&pair) {
@@ -546,19 +564,49 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
         }
     }
 
+    /// The id calls of `id` are counted under: `id` itself, except for a
+    /// carried unknown number when the window already keeps
+    /// [`UNKNOWN_ROWS`] others apart: then `<unknown>` (counted, never
+    /// dropped).
+    #[inline]
+    fn admit(&mut self, id: SyscallId) -> SyscallId {
+        if (id.0 as usize) < SyscallId::COUNT || id.carried_raw().is_none() {
+            return id;
+        }
+        if self.unknown_rows.contains(&id) || self.unknown_rows.push(id).is_ok() {
+            id
+        } else {
+            SyscallId::UNKNOWN
+        }
+    }
+
+    /// The position of `key` in `index`: by id for the named ones, after
+    /// them for the unknown rows; `None` for an id with no row (newer than
+    /// this build, or a carried number not [`Collector::admit`]ted).
+    #[inline]
+    fn index_of(&self, key: Key) -> Option<usize> {
+        let id = key.id.0 as usize;
+        let row = if id < SyscallId::COUNT {
+            id
+        } else {
+            SyscallId::COUNT + self.unknown_rows.iter().position(|r| *r == key.id)?
+        };
+        Some(row * FdKind::COUNT + key.fd_kind as usize)
+    }
+
     /// Where an event of `key` is counted: its own slot (found or created),
     /// or `None` for the "other" entry when the key table is full.
     #[inline]
     fn slot(&mut self, key: Key) -> Option<usize> {
-        let index = key.id.0 as usize * FdKind::COUNT + key.fd_kind as usize;
-        match self.index.get(index).copied() {
-            Some(0) if self.keys.push((key, KeyStats::EMPTY)).is_ok() => {
-                self.index[index] = self.keys.len() as u16;
+        let index = self.index_of(key);
+        match index.map(|i| (i, self.index[i])) {
+            Some((i, 0)) if self.keys.push((key, KeyStats::EMPTY)).is_ok() => {
+                self.index[i] = self.keys.len() as u16;
                 Some(self.keys.len() - 1)
             }
-            Some(pos) if pos != 0 => Some(pos as usize - 1),
-            // The key table is full (or, unreachable for ids from
-            // `from_raw`, the id is out of range): counted, never lost.
+            Some((_, pos)) if pos != 0 => Some(pos as usize - 1),
+            // The key table is full (or, unreachable for ids that went
+            // through `admit`, the id has no row): counted, never lost.
             _ => {
                 self.overflow.keys = self.overflow.keys.saturating_add(1);
                 None

@@ -30,6 +30,57 @@ impl SyscallId {
     pub const UNKNOWN: SyscallId = SyscallId(1);
     /// How many ids this build knows (ids are `0..COUNT`).
     pub const COUNT: usize = tables::NAMES.len();
+    /// The first id of the range that carries a raw number with no name:
+    /// id `UNKNOWN_RAW_BASE + nr` is raw number `nr` (shown as strace does,
+    /// `syscall_0x1d8`). Far above the named ids (the list grows by a few
+    /// names a year), so the two never meet.
+    pub const UNKNOWN_RAW_BASE: u16 = 0xc000;
+    /// Raw numbers below this can be carried (ids up to `0xfffe`; `0xffff`
+    /// stays free, the BPF program's "no call"). Larger unknown numbers
+    /// are counted as [`SyscallId::UNKNOWN`].
+    pub const UNKNOWN_RAW_LIMIT: u32 = 0x3fff;
+
+    /// The id carrying unknown raw number `nr`, if it is below
+    /// [`SyscallId::UNKNOWN_RAW_LIMIT`]. Whether `nr` has a name is not
+    /// checked here: see [`SyscallId::from_raw_carrying`].
+    #[inline]
+    pub const fn carrying_raw(nr: u32) -> Option<SyscallId> {
+        if nr < Self::UNKNOWN_RAW_LIMIT {
+            Some(SyscallId(Self::UNKNOWN_RAW_BASE + nr as u16))
+        } else {
+            None
+        }
+    }
+
+    /// The raw number this id carries (an unknown number kept apart), if
+    /// it is one.
+    #[inline]
+    pub const fn carried_raw(self) -> Option<u32> {
+        if self.0 >= Self::UNKNOWN_RAW_BASE && self.0 < u16::MAX {
+            Some((self.0 - Self::UNKNOWN_RAW_BASE) as u32)
+        } else {
+            None
+        }
+    }
+
+    /// Like [`SyscallId::from_raw`], but a number with no name gets the id
+    /// carrying it ([`SyscallId::carrying_raw`]) when it fits, so distinct
+    /// unknown numbers stay apart. The collector keeps a few such ids per
+    /// window and counts the rest as [`SyscallId::UNKNOWN`].
+    #[inline]
+    pub fn from_raw_carrying(arch: Arch, nr: u32) -> SyscallId {
+        match SyscallId::from_raw(arch, nr) {
+            SyscallId::UNKNOWN => SyscallId::carrying_raw(nr).unwrap_or(SyscallId::UNKNOWN),
+            id => id,
+        }
+    }
+
+    /// Whether this build can name the id: one of its `0..COUNT`, or a
+    /// carried raw number.
+    #[inline]
+    pub const fn is_known(self) -> bool {
+        (self.0 as usize) < Self::COUNT || self.carried_raw().is_some()
+    }
 
     /// The canonical id of raw syscall `nr` in `arch`.
     #[inline]
@@ -56,6 +107,9 @@ impl SyscallId {
         if self == SyscallId::OTHER || self == SyscallId::UNKNOWN {
             return None;
         }
+        if let Some(nr) = self.carried_raw() {
+            return Some(nr);
+        }
         let table: &[u16] = match arch {
             Arch::X86_64 => &tables::RAW_TO_ID_X86_64,
             Arch::I386 => &tables::RAW_TO_ID_I386,
@@ -74,7 +128,9 @@ impl SyscallId {
         None
     }
 
-    /// The syscall's name; `None` for an id newer than this build.
+    /// The syscall's name; `None` for an id newer than this build and for
+    /// a carried raw number (whose name [`fmt::Display`] writes:
+    /// `syscall_0x1d8`).
     pub fn name(self) -> Option<&'static str> {
         tables::NAMES.get(self.0 as usize).copied()
     }
@@ -182,16 +238,20 @@ impl fmt::Debug for SyscallId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.name() {
             Some(n) => write!(f, "{n}({})", self.0),
+            None if self.carried_raw().is_some() => write!(f, "{self}({})", self.0),
             None => write!(f, "#{}", self.0),
         }
     }
 }
 
+/// The name: `read`; a carried unknown number as strace writes it
+/// (`syscall_0x1d8`); `#<id>` for an id newer than this build.
 impl fmt::Display for SyscallId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
-            Some(n) => f.write_str(n),
-            None => write!(f, "#{}", self.0),
+        match (self.name(), self.carried_raw()) {
+            (Some(n), _) => f.write_str(n),
+            (None, Some(nr)) => write!(f, "syscall_{nr:#x}"),
+            (None, None) => write!(f, "#{}", self.0),
         }
     }
 }

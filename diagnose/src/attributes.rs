@@ -143,15 +143,18 @@ fn kind_suffix(kind: FdKind) -> Option<&'static str> {
 }
 
 /// A syscall's name for attributes; `None` for the folded "other" entry and
-/// unknown numbers, whose make-up differs from run to run.
+/// the `<unknown>` entry, whose make-up differs from run to run. An unknown
+/// number kept apart is one number in every run: named as strace names it
+/// (`syscall_0x1f0`).
 fn syscall_name(id: SyscallId, mapping: &Mapping) -> Option<String> {
     if id == SyscallId::OTHER || id == SyscallId::UNKNOWN {
         return None;
     }
-    let name = match id.name() {
-        Some(n) => n.to_string(),
+    let name = match (id.name(), id.carried_raw()) {
+        (Some(n), _) => n.to_string(),
+        (None, Some(_)) => id.to_string(),
         // An id newer than this build: still comparable between runs.
-        None => format!("sc{}", id.0),
+        (None, None) => format!("sc{}", id.0),
     };
     Some(mapping.map(&name).to_string())
 }
@@ -301,4 +304,51 @@ pub struct Common {
     pub entries: Vec<String>,
     /// Transition names (`read->write`).
     pub transitions: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use agent_core::{Arch, Collector, Exit, Facts, FdKind, RunRecord, SyscallEvent};
+
+    use super::*;
+
+    /// An unknown number kept apart makes attributes named as strace names
+    /// it; the `<unknown>` entry (further numbers) makes none.
+    #[test]
+    fn unknown_numbers_kept_apart_are_attributes() {
+        let mut c: Box<Collector> = Box::new(Collector::new(0));
+        for (i, nr) in [0x1f0u32, 0x1f0, 0x3ff, 0x3fe, 0x3fd, 0x3fc, 0x3fb, 0]
+            .iter()
+            .enumerate()
+        {
+            let at = 1_000 * i as u64;
+            c.record(&SyscallEvent {
+                tid: 1,
+                arch: Arch::X86_64,
+                nr: *nr,
+                args: [0; 6],
+                ret: if *nr == 0 { 0 } else { -38 },
+                entry_ns: at,
+                exit_ns: at + 10,
+                fd_kind: FdKind::None,
+                peer: None,
+            });
+        }
+        let run = RunRecord::new(0, 1, Exit::Code(0), Arch::X86_64);
+        let summary = c.summarize([0; 16], run, Facts::new());
+        let p = profile(&summary, &Mapping::default_map(), None);
+        let names: Vec<&str> = p.entries.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "read",
+                "syscall_0x1f0",
+                "syscall_0x3fd",
+                "syscall_0x3fe",
+                "syscall_0x3ff"
+            ]
+        );
+        assert_eq!(p.entries["syscall_0x1f0"].count, 2);
+        assert!(p.transitions.contains_key("syscall_0x1f0->syscall_0x1f0"));
+    }
 }

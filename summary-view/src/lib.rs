@@ -377,6 +377,52 @@ mod tests {
         );
     }
 
+    /// Distinct unknown numbers are named as strace names them, in the
+    /// JSON and the table; further ones share the `<unknown>` row.
+    #[test]
+    fn unknown_numbers_are_named_as_strace_names_them() {
+        let mut c: Collector = Collector::new(0);
+        for (i, nr) in [0x1f0u32, 0x1f1, 0x3ff, 0x3fe, 0x3fd].iter().enumerate() {
+            c.record(&SyscallEvent {
+                tid: 7,
+                arch: Arch::X86_64,
+                nr: *nr,
+                args: [0; 6],
+                ret: -38,
+                entry_ns: i as u64 * 10_000,
+                exit_ns: i as u64 * 10_000 + 2_000,
+                fd_kind: FdKind::None,
+                peer: None,
+            });
+        }
+        let run = RunRecord::new(1, 100_000, Exit::Code(0), Arch::X86_64);
+        let summary = c.summarize([1; 16], run, Facts::new());
+        let v = to_json(&summary);
+        let names: Vec<&str> = v["syscalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "<unknown>",
+                "syscall_0x1f0",
+                "syscall_0x1f1",
+                "syscall_0x3fe",
+                "syscall_0x3ff"
+            ]
+        );
+        assert_eq!(v["transitions"][0]["from"], "syscall_0x1f0");
+        let t = table(&summary);
+        assert!(
+            t.lines()
+                .any(|l| l.contains("syscall_0x1f0") && l.contains("ENOSYS:1")),
+            "{t}"
+        );
+    }
+
     #[test]
     fn hex_round_trip() {
         let id = [

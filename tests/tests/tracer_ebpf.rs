@@ -120,6 +120,77 @@ fn ebpf_counts_match_strace_on_dd_threads_and_a_fork_exec_chain() {
     assert_same_counts(&agent, &strace, &["futex", "rt_sigprocmask"]);
 }
 
+/// Linux 6.17's file_setattr (469), 6.18's listns (470), the later
+/// rseq_slice_yield (471), and three unassigned numbers, each called a
+/// different number of times (1 to 6), with arguments that make them fail.
+const NEW_AND_UNKNOWN: &str = r#"
+#include <unistd.h>
+#include <sys/syscall.h>
+int main(void) {
+  long nrs[] = {469, 470, 471, 0x1f0, 0x1f1, 0x3ff};
+  for (int i = 0; i < 6; i++)
+    for (int k = 0; k <= i; k++)
+      syscall(nrs[i], -1L, 0L, 0L, 0L, 0L, 0L);
+  return 0;
+}
+"#;
+
+/// The newest syscalls have their names, and distinct unknown numbers
+/// their own rows (`syscall_0x1f0`), on both backends; per raw number the
+/// counts are strace's (Debian's strace, older than the kernel, may call
+/// the newest ones `syscall_0x1d5`: compared by number, not name).
+#[test]
+fn new_and_unknown_syscalls_count_as_strace_counts_them_on_both_backends() {
+    let arch = if cfg!(target_arch = "aarch64") {
+        agent_core::Arch::Aarch64
+    } else {
+        agent_core::Arch::X86_64
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_c(dir.path(), "newunknown", NEW_AND_UNKNOWN);
+    let cmd = [exe.to_str().unwrap()];
+    // Debian's strace 6.1 leaves numbers it has no name for out of its
+    // `-c` table (strace 7.2 lists them as `syscall_0x1f0`); its trace
+    // shows every call, so the calls are counted from the trace (one
+    // process, one line per call), and `-c`'s table checked as far as it
+    // goes.
+    let (_, table) = strace_counts(dir.path(), &[], &cmd);
+    let table = counts_by_number(&table, arch);
+    let strace = counts_by_number(&strace_trace_counts(dir.path(), &cmd), arch);
+    for (nr, calls) in &table {
+        assert_eq!(strace.get(nr), Some(calls), "strace's trace and -c, {nr}");
+    }
+    let mut backends = vec![PTRACE];
+    if ebpf_available("new_and_unknown_syscalls_count_as_strace_counts_them_on_both_backends") {
+        backends.push(EBPF);
+    }
+    for backend in backends {
+        let (out, summary) = agent_run(dir.path(), backend, &cmd);
+        assert!(out.status.success(), "{backend:?}: {out:?}");
+        let names = summary_counts(&summary);
+        for (name, calls) in [
+            ("file_setattr", 1),
+            ("listns", 2),
+            ("rseq_slice_yield", 3),
+            ("syscall_0x1f0", 4),
+            ("syscall_0x1f1", 5),
+            ("syscall_0x3ff", 6),
+        ] {
+            assert_eq!(
+                names.get(name).map(|c| c.0),
+                Some(calls),
+                "{backend:?} {name}: {names:?}"
+            );
+        }
+        assert!(!names.contains_key("<unknown>"), "{backend:?}: {names:?}");
+        assert_eq!(
+            counts_by_number(&names, arch),
+            strace,
+            "{backend:?}: edge-agent (left) and strace -f -c (right) disagree"
+        );
+    }
+}
+
 /// Files, a pipe, Unix, TCP and UDP sockets, an eventfd, failures, runs of
 /// the same call: every fd kind the collector tells apart.
 const MIXED: &str = r#"

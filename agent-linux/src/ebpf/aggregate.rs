@@ -43,7 +43,7 @@ pub struct Generation {
 fn key_of(id: u64, fd_kind: u64) -> Option<Key> {
     let id = u16::try_from(id)
         .ok()
-        .filter(|&i| (i as usize) < SyscallId::COUNT)?;
+        .filter(|&i| SyscallId(i).is_known())?;
     Some(Key {
         id: SyscallId(id),
         fd_kind: FdKind::from_u8(u8::try_from(fd_kind).ok()?)?,
@@ -342,6 +342,80 @@ mod tests {
         let r = recorded.summarize([0; 16], run(), Facts::new());
         assert_eq!(m, r);
         assert_eq!(m.syscalls[0].count, 2);
+    }
+
+    /// Unknown numbers, keyed in the kernel by the ids carrying them
+    /// (the loader's SYSINFO), merge as recording them does: the first
+    /// `UNKNOWN_ROWS` in rows of their own, the fifth as `<unknown>`.
+    #[test]
+    fn unknown_numbers_merge_like_recorded_calls() {
+        use agent_core::collector::UNKNOWN_ROWS;
+        use agent_core::histogram::bucket_of;
+        let nrs = [0x1f0u32, 0x1f1, 0x3ff, 0x3fe, 0x3fd];
+        assert_eq!(nrs.len(), UNKNOWN_ROWS + 1);
+        let start = 1_000;
+        let entry = |i: usize| 2_000 + 1_000 * i as u64;
+        let ids: Vec<SyscallId> = nrs
+            .iter()
+            .map(|nr| SyscallId::from_raw_carrying(Arch::X86_64, *nr))
+            .collect();
+        let mut generation = Generation {
+            keys: Vec::new(),
+            errnos: Vec::new(),
+            transitions: Vec::new(),
+            peers: Vec::new(),
+        };
+        for (i, id) in ids.iter().enumerate() {
+            let exit = entry(i) + 100;
+            let values = agg(&[
+                (0, 1),
+                (1, 1),
+                (2, 100),
+                (3, 100 * 100),
+                (5, 100),
+                (6, 100),
+                (11, exit),
+                (12, exit),
+                (13 + bucket_of(100), 1),
+            ]);
+            let file = FdKind::File as u64;
+            generation
+                .keys
+                .push(((id.0 as u32) << 16 | (file as u32) << 8, vec![values]));
+            generation
+                .errnos
+                .push(((id.0 as u64) << 32 | file << 24 | 38, vec![1]));
+            if i > 0 {
+                let mut trans = [0u8; TRANS_LEN];
+                trans[0..8].copy_from_slice(&1u64.to_ne_bytes());
+                trans[8..16].copy_from_slice(&900u64.to_ne_bytes());
+                let from = ids[i - 1].0 as u64;
+                generation
+                    .transitions
+                    .push((from << 32 | (id.0 as u64) << 16, vec![trans]));
+            }
+        }
+        let mut merged: Box<Collector> = Box::new(Collector::new(start));
+        assert_eq!(merge(&generation, &mut merged), (5, 0));
+        let mut recorded: Box<Collector> = Box::new(Collector::new(start));
+        for (i, nr) in nrs.iter().enumerate() {
+            recorded.record(&event(*nr, -38, entry(i), entry(i) + 100));
+        }
+        let run = || RunRecord::new(0, 1, Exit::Code(0), Arch::X86_64);
+        let m = merged.summarize([0; 16], run(), Facts::new());
+        let r = recorded.summarize([0; 16], run(), Facts::new());
+        assert_eq!(m, r);
+        let names: Vec<String> = m.syscalls.iter().map(|s| s.key.id.to_string()).collect();
+        assert_eq!(
+            names,
+            [
+                "<unknown>",
+                "syscall_0x1f0",
+                "syscall_0x1f1",
+                "syscall_0x3fe",
+                "syscall_0x3ff"
+            ]
+        );
     }
 }
 

@@ -108,9 +108,11 @@ pub fn peer_at(b: &[u8], at: usize) -> Option<PeerAddr> {
     remote_end(transport, ip, u16_at(p, 16))
 }
 
-/// A syscall id from the kernel: one of this build's, else refused.
+/// A syscall id from the kernel: one of this build's or a carried unknown
+/// number, else refused.
 fn syscall_id(raw: u32) -> Option<SyscallId> {
-    (raw < SyscallId::COUNT as u32).then_some(SyscallId(raw as u16))
+    let id = SyscallId(u16::try_from(raw).ok()?);
+    id.is_known().then_some(id)
 }
 
 impl Record {

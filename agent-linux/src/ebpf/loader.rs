@@ -465,13 +465,17 @@ fn allocates_safely(release: &str) -> bool {
 /// `abi * MAX_NR + nr`, its read-only `SYSINFO`): the syscall's id (so the
 /// kernel keys its statistics as the collector does), which argument is an
 /// fd (from the same roles the ptrace backend uses) and which the size
-/// (`SyscallId::size_arg`). Set as the object's data before load.
+/// (`SyscallId::size_arg`). Set as the object's data before load. A number
+/// with no name gets the id carrying it (`SyscallId::carrying_raw`), so the
+/// kernel keeps distinct unknown numbers apart as the ptrace backend does
+/// and the collector applies the same limit when merging (numbers at or
+/// above `MAX_NR` with no name stay `<unknown>`).
 fn sysinfo_table(roles: &FdRoles) -> Box<[SysInfo; 2 * MAX_NR as usize]> {
     let mut table = Box::new([[0u8; 4]; 2 * MAX_NR as usize]);
     for (abi, arch) in abis().iter().take(2).enumerate() {
         for nr in 0..MAX_NR {
             table[(abi as u32 * MAX_NR + nr) as usize] =
-                sysinfo(roles, SyscallId::from_raw(*arch, nr));
+                sysinfo(roles, SyscallId::from_raw_carrying(*arch, nr));
         }
     }
     table
@@ -516,6 +520,26 @@ mod tests {
     use aya::maps::IterableMap;
 
     use super::{allocates_safely, precheck, Probe, OBJECT, OBJECT_PREALLOC};
+
+    /// SYSINFO names a number as the ptrace backend does: Linux 6.18's
+    /// listns by its id, an unassigned number by the id carrying it (so
+    /// the kernel keeps distinct unknown numbers apart).
+    #[test]
+    fn sysinfo_keeps_unknown_numbers_apart() {
+        use agent_core::SyscallId;
+        let table = super::sysinfo_table(&crate::fd::FdRoles::new());
+        let id = |nr: usize| SyscallId(u16::from_ne_bytes([table[nr][0], table[nr][1]]));
+        let native = super::abis()[0];
+        for nr in [0usize, 470, 471, 0x1f0, 0x3ff] {
+            assert_eq!(
+                id(nr),
+                SyscallId::from_raw_carrying(native, nr as u32),
+                "{nr}"
+            );
+        }
+        assert_eq!(id(470).name(), Some("listns"));
+        assert_eq!(id(0x1f0).to_string(), "syscall_0x1f0");
+    }
 
     /// Both objects load here (where the test may load BPF programs), and
     /// their per-CPU hashes carry the flag each was built with

@@ -29,7 +29,9 @@ impl<B: Backend> Engine<B> {
             return;
         }
         let RawCall { arch, nr, args } = raw;
-        let id = SyscallId::from_raw(arch, nr);
+        // An unknown number keeps its own id (a call in flight is named
+        // `syscall_0x1d8`); the collector decides whether it gets a row.
+        let id = SyscallId::from_raw_carrying(arch, nr);
         let role = self.roles.get(id);
         let mut fd = match role.fd_arg() {
             Some(i) => {

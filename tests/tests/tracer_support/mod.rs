@@ -136,6 +136,36 @@ pub fn strace_counts(dir: &Path, extra: &[&str], cmd: &[&str]) -> (ExitStatus, C
     (out.status, parse_strace(&text))
 }
 
+/// `strace` (no `-f`, no `-c`) on the one-process program `cmd`: calls and
+/// errors per name, counted from the trace's lines (`name(args) = ret`).
+/// For numbers an older strace leaves out of its `-c` table.
+pub fn strace_trace_counts(dir: &Path, cmd: &[&str]) -> Counts {
+    let out_file = dir.join("strace-trace.txt");
+    output_timeout(
+        Command::new("strace").arg("-o").arg(&out_file).args(cmd),
+        120,
+    );
+    let text = std::fs::read_to_string(&out_file).expect("strace output");
+    let mut counts = Counts::new();
+    for line in text.lines() {
+        if line.starts_with("+++") || line.starts_with("---") {
+            continue; // exit and signal lines
+        }
+        let Some((name, _)) = line.split_once('(') else {
+            continue;
+        };
+        // The result follows the last " = " (after padding spaces).
+        let ret = line.rsplit_once(" = ").map_or("", |(_, r)| r);
+        if ret == "?" {
+            continue; // a call that never returned (exit_group): not in -c
+        }
+        let c = counts.entry(name.to_string()).or_default();
+        c.0 += 1;
+        c.1 += ret.starts_with("-1 ") as u64;
+    }
+    counts
+}
+
 /// Parses `strace -c`'s table.
 pub fn parse_strace(text: &str) -> Counts {
     let mut counts = Counts::new();
@@ -159,11 +189,12 @@ pub fn parse_strace(text: &str) -> Counts {
     counts
 }
 
-/// The counts of a summary, summed over fd kinds.
+/// The counts of a summary, summed over fd kinds (an unknown number kept
+/// apart named as strace names it, `syscall_0x1f0`).
 pub fn summary_counts(s: &Summary) -> Counts {
     let mut counts = Counts::new();
     for e in &s.syscalls {
-        let name = e.key.id.name().unwrap_or("?").to_string();
+        let name = e.key.id.to_string();
         let c = counts.entry(name).or_default();
         c.0 += e.count;
         c.1 += e.errors();
@@ -205,6 +236,26 @@ pub fn agent_run_env(
     });
     let summary = Summary::decode(&bytes).expect("summary decodes");
     (out, summary)
+}
+
+/// A table of counts keyed by raw syscall number in `arch` instead of name
+/// (strace releases older than the kernel call its newest syscalls
+/// `syscall_0x1d6`, where the agent has their names). Panics on a name
+/// that is neither a syscall of this build nor `syscall_0x<hex>`.
+pub fn counts_by_number(counts: &Counts, arch: agent_core::Arch) -> BTreeMap<u32, (u64, u64)> {
+    let mut out = BTreeMap::new();
+    for (name, c) in counts {
+        let nr = match name.strip_prefix("syscall_0x") {
+            Some(hex) => u32::from_str_radix(hex, 16).expect("strace's hex number"),
+            None => agent_core::SyscallId::from_name(name)
+                .and_then(|id| id.to_raw(arch))
+                .unwrap_or_else(|| panic!("{name}: no number in {arch:?}")),
+        };
+        let e: &mut (u64, u64) = out.entry(nr).or_default();
+        e.0 += c.0;
+        e.1 += c.1;
+    }
+    out
 }
 
 /// Asserts the two tables are equal, ignoring `skip` (names whose count
