@@ -42,7 +42,7 @@ fn ingest_is_idempotent_and_queryable() {
     );
 
     // The list and one run.
-    let (status, runs) = get(&server.url, "/v1/runs", Some(TOKEN));
+    let (status, runs) = get(&server.url, "/v1/runs", Some(&server.op(TOKEN)));
     assert_eq!(status, 200);
     let listed: Vec<&str> = runs["runs"]
         .as_array()
@@ -59,7 +59,7 @@ fn ingest_is_idempotent_and_queryable() {
     let (_, by_program) = get(
         &server.url,
         &format!("/v1/runs?program={program}"),
-        Some(TOKEN),
+        Some(&server.op(TOKEN)),
     );
     assert!(by_program["runs"]
         .as_array()
@@ -71,13 +71,13 @@ fn ingest_is_idempotent_and_queryable() {
     let (_, window) = get(
         &server.url,
         &format!("/v1/runs?since={start}&until={}", start + 1),
-        Some(TOKEN),
+        Some(&server.op(TOKEN)),
     );
     assert_eq!(window["runs"].as_array().unwrap().len(), 1);
     assert_eq!(window["runs"][0]["id"], ids[0].as_str());
     assert_eq!(window["runs"][0]["group"], "phones");
 
-    let (status, run) = get(&server.url, &format!("/v1/runs/{}", ids[0]), Some(TOKEN));
+    let (status, run) = get(&server.url, &format!("/v1/runs/{}", ids[0]), Some(&server.op(TOKEN)));
     assert_eq!(status, 200);
     let mut expected = summary_view::to_json(&first);
     expected["group"] = "phones".into();
@@ -89,22 +89,22 @@ fn ingest_is_idempotent_and_queryable() {
     let (status, _) = get(
         &server.url,
         &format!("/v1/runs/{}", ids[0]),
-        Some(OTHER_TOKEN),
+        Some(&server.op(OTHER_TOKEN)),
     );
     assert_eq!(status, 404);
-    let (_, theirs) = get(&server.url, "/v1/runs", Some(OTHER_TOKEN));
+    let (_, theirs) = get(&server.url, "/v1/runs", Some(&server.op(OTHER_TOKEN)));
     assert_eq!(theirs["runs"], serde_json::json!([]));
-    let (status, _) = get(&server.url, "/v1/runs?group=phones", Some(OTHER_TOKEN));
+    let (status, _) = get(&server.url, "/v1/runs?group=phones", Some(&server.op(OTHER_TOKEN)));
     assert_eq!(status, 403);
-    let (status, _) = get(&server.url, "/v1/runs/not-an-id", Some(TOKEN));
+    let (status, _) = get(&server.url, "/v1/runs/not-an-id", Some(&server.op(TOKEN)));
     assert_eq!(status, 400);
     let (status, _) = get(
         &server.url,
         &format!("/v1/runs/{}", "0".repeat(32)),
-        Some(TOKEN),
+        Some(&server.op(TOKEN)),
     );
     assert_eq!(status, 404);
-    let (status, _) = get(&server.url, "/v1/runs?since=yesterday", Some(TOKEN));
+    let (status, _) = get(&server.url, "/v1/runs?since=yesterday", Some(&server.op(TOKEN)));
     assert_eq!(status, 400);
     let (status, _) = get(&server.url, "/v1/runs", None);
     assert_eq!(status, 401);
@@ -670,7 +670,7 @@ fn random_and_mutated_bodies_never_break_the_server() {
     // Whatever was acknowledged is stored and can be shown.
     assert!(stored_ids(&server.db).len() <= stored);
     for id in stored_ids(&server.db) {
-        let (status, _) = get(&server.url, &format!("/v1/runs/{id}"), Some(TOKEN));
+        let (status, _) = get(&server.url, &format!("/v1/runs/{id}"), Some(&server.op(TOKEN)));
         assert_eq!(status, 200);
     }
 }
@@ -750,7 +750,7 @@ fn runs_filter_by_device_and_stream_and_devices_are_listed() {
     assert_eq!(status, 200, "{json}");
 
     let d1 = "d1".repeat(16);
-    let (status, runs) = get(&server.url, &format!("/v1/runs?device={d1}"), Some(TOKEN));
+    let (status, runs) = get(&server.url, &format!("/v1/runs?device={d1}"), Some(&server.op(TOKEN)));
     assert_eq!(status, 200, "{runs}");
     assert_eq!(listed_ids(&runs, "runs", "id"), ids[..4].to_vec());
     let w2 = &runs["runs"][1];
@@ -766,7 +766,7 @@ fn runs_filter_by_device_and_stream_and_devices_are_listed() {
     let (_, upper) = get(
         &server.url,
         &format!("/v1/runs?device={}", d1.to_uppercase()),
-        Some(TOKEN),
+        Some(&server.op(TOKEN)),
     );
     assert_eq!(upper, runs);
 
@@ -774,7 +774,7 @@ fn runs_filter_by_device_and_stream_and_devices_are_listed() {
     let (_, stream) = get(
         &server.url,
         &format!("/v1/runs?stream={}", "51".repeat(16)),
-        Some(TOKEN),
+        Some(&server.op(TOKEN)),
     );
     assert_eq!(listed_ids(&stream, "runs", "id"), ids[..3].to_vec());
     let windows: Vec<u64> = stream["runs"]
@@ -790,33 +790,33 @@ fn runs_filter_by_device_and_stream_and_devices_are_listed() {
     let (_, none) = get(
         &server.url,
         &format!("/v1/runs?device={}", "0".repeat(32)),
-        Some(LAB_TOKEN),
+        Some(&server.op(LAB_TOKEN)),
     );
     assert_eq!(listed_ids(&none, "runs", "id"), vec![v1_id.clone()]);
     assert_eq!(none["runs"][0]["device"], serde_json::Value::Null);
     assert_eq!(none["runs"][0]["stream"], serde_json::Value::Null);
     assert_eq!(none["runs"][0]["cpu_user_ns"], serde_json::Value::Null);
-    let (status, shown) = get(&server.url, &format!("/v1/runs/{v1_id}"), Some(LAB_TOKEN));
+    let (status, shown) = get(&server.url, &format!("/v1/runs/{v1_id}"), Some(&server.op(LAB_TOKEN)));
     assert_eq!(status, 200);
     assert_eq!(shown["origin"]["device"], serde_json::Value::Null);
     assert_eq!(shown["facts"]["program"], "wget");
-    let (_, lab) = get(&server.url, "/v1/devices", Some(LAB_TOKEN));
+    let (_, lab) = get(&server.url, "/v1/devices", Some(&server.op(LAB_TOKEN)));
     assert_eq!(listed_ids(&lab, "devices", "device"), vec!["d4".repeat(16)]);
 
     // Another group's device is not among this group's runs.
     let d3 = "d3".repeat(16);
-    let (_, none) = get(&server.url, &format!("/v1/runs?device={d3}"), Some(TOKEN));
+    let (_, none) = get(&server.url, &format!("/v1/runs?device={d3}"), Some(&server.op(TOKEN)));
     assert_eq!(none["runs"], serde_json::json!([]));
 
     // Refused parameters.
     for bad in ["device=d1", "device=zz", "stream=123", "device="] {
-        let (status, json) = get(&server.url, &format!("/v1/runs?{bad}"), Some(TOKEN));
+        let (status, json) = get(&server.url, &format!("/v1/runs?{bad}"), Some(&server.op(TOKEN)));
         assert_eq!(status, 400, "{bad}: {json}");
     }
 
     // The devices of the token's group, most recently seen first, with the
     // facts of their latest run and their counts.
-    let (status, devices) = get(&server.url, "/v1/devices", Some(TOKEN));
+    let (status, devices) = get(&server.url, "/v1/devices", Some(&server.op(TOKEN)));
     assert_eq!(status, 200, "{devices}");
     let listed = listed_ids(&devices, "devices", "device");
     assert_eq!(listed.len(), 2, "{devices}");
@@ -841,17 +841,65 @@ fn runs_filter_by_device_and_stream_and_devices_are_listed() {
     );
     let parsed: wire::DeviceList = serde_json::from_value(devices.clone()).unwrap();
     assert_eq!(parsed.devices.len(), 2);
-    let (_, limited) = get(&server.url, "/v1/devices?limit=1", Some(TOKEN));
+    let (_, limited) = get(&server.url, "/v1/devices?limit=1", Some(&server.op(TOKEN)));
     assert_eq!(limited["devices"].as_array().unwrap().len(), 1);
 
     // Scoping as /v1/runs: the other token sees its own device only, may
     // not ask for this group, and no token is 401.
-    let (_, theirs) = get(&server.url, "/v1/devices", Some(OTHER_TOKEN));
+    let (_, theirs) = get(&server.url, "/v1/devices", Some(&server.op(OTHER_TOKEN)));
     assert_eq!(listed_ids(&theirs, "devices", "device"), vec![d3]);
-    let (status, _) = get(&server.url, "/v1/devices?group=phones", Some(OTHER_TOKEN));
+    let (status, _) = get(&server.url, "/v1/devices?group=phones", Some(&server.op(OTHER_TOKEN)));
     assert_eq!(status, 403);
     let (status, _) = get(&server.url, "/v1/devices", None);
     assert_eq!(status, 401);
-    let (status, _) = get(&server.url, "/v1/devices?limit=0", Some(TOKEN));
+    let (status, _) = get(&server.url, "/v1/devices?limit=0", Some(&server.op(TOKEN)));
     assert_eq!(status, 400);
+}
+
+/// Issue 36, item 7: a device's upload token ships inside every app, so it
+/// is public: it uploads and reads its directives, and nothing else. Fleet
+/// data needs an operator's API token.
+#[test]
+fn a_device_token_reads_no_fleet_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let items = sample_items(500, 2, None);
+    let (status, json) = post_items(&server.url, &items);
+    assert_eq!(status, 200, "{json}");
+    let id = id_of(&items[0]);
+    for path in [
+        "/v1/runs".to_string(),
+        format!("/v1/runs/{id}"),
+        "/v1/devices".to_string(),
+        "/v1/reports".to_string(),
+        "/v1/reports/1".to_string(),
+    ] {
+        let (status, json) = get(&server.url, &path, Some(TOKEN));
+        assert_eq!(status, 403, "{path}: {json}");
+        assert!(
+            json["error"].as_str().unwrap().contains("device token"),
+            "{json}"
+        );
+    }
+    let (status, _) = get(&server.url, "/v1/directives", Some(TOKEN));
+    assert_eq!(status, 200);
+    // The operator's API token reads them, and is no upload token.
+    let op = server.op(TOKEN);
+    let (status, runs) = get(&server.url, "/v1/runs", Some(&op));
+    assert_eq!(status, 200);
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 2);
+    let (status, _) = get(&server.url, &format!("/v1/runs/{id}"), Some(&op));
+    assert_eq!(status, 200);
+    let body = common::body(items.iter().map(Vec::as_slice));
+    let (status, _, _) = post(&server.url, Some(&op), Some(CONTENT_TYPE), &body);
+    assert_eq!(status, 401);
+    // Revoked: refused at once.
+    let out = std::process::Command::new(bin())
+        .args(["operator", "revoke", "phones-op", "--db"])
+        .arg(&server.db)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let (status, _) = get(&server.url, "/v1/runs", Some(&op));
+    assert_eq!(status, 401);
 }
