@@ -252,6 +252,19 @@ pub struct ServeArgs {
     /// How long a web UI session lasts after its login.
     #[arg(long, value_name = "H", default_value_t = 12)]
     pub session_hours: u64,
+    /// Ingest quota per client address: upload requests at once (0: no
+    /// quota); over it the upload is refused with 429 and Retry-After.
+    #[arg(long, value_name = "N", default_value_t = 600.0)]
+    pub quota_address_burst: f64,
+    /// Upload requests per second an address's quota refills by.
+    #[arg(long, value_name = "N", default_value_t = 20.0)]
+    pub quota_address_per_sec: f64,
+    /// Ingest quota per device id: summaries at once (0: no quota).
+    #[arg(long, value_name = "N", default_value_t = 5000.0)]
+    pub quota_device_burst: f64,
+    /// Summaries per second a device's quota refills by.
+    #[arg(long, value_name = "N", default_value_t = 50.0)]
+    pub quota_device_per_sec: f64,
     /// How often (at most) a request makes the server look whether the
     /// tokens file changed (tests).
     #[arg(long, hide = true, default_value_t = 2000)]
@@ -470,6 +483,16 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 },
                 session_ttl: Duration::from_secs(a.session_hours.clamp(1, 24 * 365) * 3600),
                 tokens_recheck: Duration::from_millis(a.tokens_recheck_ms),
+                quotas: crate::quota::QuotaConfig {
+                    address: crate::quota::Rate {
+                        burst: a.quota_address_burst,
+                        per_sec: a.quota_address_per_sec,
+                    },
+                    device: crate::quota::Rate {
+                        burst: a.quota_device_burst,
+                        per_sec: a.quota_device_per_sec,
+                    },
+                },
             })?;
             Ok(ExitCode::SUCCESS)
         }

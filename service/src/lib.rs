@@ -15,6 +15,7 @@ pub mod login_limit;
 pub mod metrics;
 pub mod operators;
 pub mod proactive;
+pub mod quota;
 pub mod retention;
 pub mod sample;
 pub mod serve;

@@ -41,6 +41,8 @@ pub struct ServeOptions {
     /// How often a request may make the server look whether the tokens
     /// file changed.
     pub tokens_recheck: Duration,
+    /// `--quota-*`: the ingest quotas.
+    pub quotas: crate::quota::QuotaConfig,
 }
 
 /// `serve --retain AGE [--keep-raw]`.
@@ -82,6 +84,16 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
                 .with_context(|| format!("--web-proxy-header `{name}` is not a valid header name"))
         })
         .transpose()?;
+    for (name, value) in [
+        ("--quota-address-burst", opts.quotas.address.burst),
+        ("--quota-address-per-sec", opts.quotas.address.per_sec),
+        ("--quota-device-burst", opts.quotas.device.burst),
+        ("--quota-device-per-sec", opts.quotas.device.per_sec),
+    ] {
+        if !(value.is_finite() && value >= 0.0) {
+            bail!("{name} must be a number of at least 0 (0: no quota), not {value}");
+        }
+    }
     if opts.login_limits.max_failures == 0 {
         bail!("--login-max-failures must be at least 1");
     }
@@ -96,6 +108,7 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         opts.db.opener(opts.busy_timeout),
         opts.db.writers(),
         auth,
+        opts.quotas,
         Metrics::new(),
     )
     .with_context(|| format!("cannot open the store {}", opts.db))?;

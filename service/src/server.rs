@@ -2,11 +2,14 @@
 //! contracts): routes, authentication, and the mapping of every failure to
 //! a status and a JSON `{"error": ...}` body.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, FromRequest, MatchedPath, Path, Query, Request, State};
+use axum::extract::{
+    ConnectInfo, DefaultBodyLimit, FromRequest, MatchedPath, Path, Query, Request, State,
+};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -19,6 +22,7 @@ use crate::directive::Directive;
 use crate::ingest::{self, Rejection};
 use crate::metrics::Metrics;
 use crate::proactive::directives::DeviceDirective;
+use crate::quota::{Buckets, QuotaConfig};
 use crate::proactive::reports::Report;
 use crate::store::{
     DeviceFilter, DeviceRow, Inserted, RunFilter, RunRow, Store, StoreError, StoreOpener,
@@ -53,9 +57,17 @@ pub enum Auth {
 pub const DEVICE_TOKEN_REFUSED: &str = "a device token may only upload summaries and read \
     directives; fleet data needs an operator's API token or web session (docs/service.md)";
 
+/// The ingest quotas' buckets ([`crate::quota`]).
+#[derive(Debug)]
+struct Quotas {
+    address: Buckets<IpAddr>,
+    device: Buckets<[u8; 16]>,
+}
+
 /// What the handlers share.
 pub struct App {
     auth: Auth,
+    quotas: Quotas,
     writer: Writer,
     open_store: StoreOpener,
     /// Idle read connections, reused by the next reader.
@@ -78,6 +90,7 @@ impl App {
         open_store: StoreOpener,
         writers: usize,
         auth: Auth,
+        quotas: QuotaConfig,
         metrics: Metrics,
     ) -> anyhow::Result<Arc<App>> {
         let stores = (0..writers.max(1))
@@ -87,6 +100,10 @@ impl App {
         start_housekeeping(open_store()?, &metrics)?;
         Ok(Arc::new(App {
             auth,
+            quotas: Quotas {
+                address: Buckets::new(quotas.address),
+                device: Buckets::new(quotas.device),
+            },
             writer,
             open_store,
             readers: Mutex::new(Vec::new()),
@@ -267,6 +284,16 @@ impl ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message)
     }
 
+    /// 429 over an ingest quota, retried after `wait` (whole seconds, at
+    /// least 1).
+    fn over_quota(message: impl Into<String>, wait: Duration) -> ApiError {
+        let secs = u32::try_from(wait.as_secs().saturating_add(1)).unwrap_or(u32::MAX);
+        ApiError {
+            retry_after: Some(secs),
+            ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, message)
+        }
+    }
+
     fn unavailable(message: impl Into<String>) -> ApiError {
         ApiError {
             retry_after: Some(RETRY_AFTER_SECS),
@@ -361,6 +388,16 @@ async fn post_summaries(
     req: Request,
 ) -> Result<Json<wire::Ack>, ApiError> {
     let token_group = app.authenticate_device(req.headers())?;
+    // Upload tokens are public: every address has a quota of requests.
+    if let Some(ConnectInfo(peer)) = req.extensions().get::<ConnectInfo<SocketAddr>>() {
+        if let Err(wait) = app.quotas.address.take(&peer.ip(), 1.0, Instant::now()) {
+            app.metrics.count_quota_refused("address");
+            return Err(ApiError::over_quota(
+                format!("too many uploads from {}, retry later", peer.ip()),
+                wait,
+            ));
+        }
+    }
     if !is_ingest_content_type(req.headers()) {
         return Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -392,6 +429,23 @@ async fn post_summaries(
         })?;
     let prepared = ingest::prepare(&items, token_group.as_deref(), now_unix_ns())
         .map_err(|e| ApiError::new(StatusCode::FORBIDDEN, e.to_string()))?;
+    // And every device a quota of summaries (all of the batch or none).
+    let mut per_device: Vec<([u8; 16], f64)> = Vec::new();
+    for (_, run) in &prepared.runs {
+        if let Some(device) = run.device {
+            match per_device.iter_mut().find(|(d, _)| *d == device) {
+                Some((_, n)) => *n += 1.0,
+                None => per_device.push((device, 1.0)),
+            }
+        }
+    }
+    if let Err(wait) = app.quotas.device.take_all(&per_device, Instant::now()) {
+        app.metrics.count_quota_refused("device");
+        return Err(ApiError::over_quota(
+            "too many summaries from this device, retry later; nothing stored",
+            wait,
+        ));
+    }
     let mut rejected = prepared.rejected;
     let (indices, runs): (Vec<usize>, Vec<_>) = prepared.runs.into_iter().unzip();
     let ids: Vec<[u8; 16]> = runs.iter().map(|r| r.id).collect();

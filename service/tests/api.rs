@@ -903,3 +903,144 @@ fn a_device_token_reads_no_fleet_data() {
     let (status, _) = get(&server.url, "/v1/runs", Some(&op));
     assert_eq!(status, 401);
 }
+
+/// `count` summaries of device `device` (seeds from `first_seed`).
+fn device_items(first_seed: u64, count: u64, device: u8) -> Vec<Vec<u8>> {
+    (first_seed..first_seed + count)
+        .map(|seed| {
+            let mut s = sample::summary(seed, 200, None);
+            s.origin.device = [device; 16];
+            sample::encode(&s)
+        })
+        .collect()
+}
+
+/// The value of metric line `name{labels}` in /metrics.
+fn metric(url: &str, line_start: &str) -> u64 {
+    let text = agent()
+        .get(format!("{url}/metrics"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(line_start))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {line_start} in {text}"))
+}
+
+/// Issue 36, item 7: upload tokens are public, so uploads have quotas per
+/// client address (requests) and per device id (summaries): over one, 429
+/// with Retry-After, nothing stored, counted by reason.
+#[test]
+fn uploads_over_a_quota_are_refused_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    // Refills so slowly that nothing refills during the test.
+    let server = start(
+        dir.path(),
+        &[
+            "--quota-device-burst",
+            "5",
+            "--quota-device-per-sec",
+            "0.001",
+        ],
+    );
+    let (status, json) = post_items(&server.url, &device_items(1, 4, 0xd1));
+    assert_eq!(status, 200, "{json}");
+    // Two more of the same device: over its 5, the whole batch refused.
+    let body = common::body(device_items(10, 2, 0xd1).iter().map(Vec::as_slice));
+    let (status, retry, json) = post(&server.url, Some(TOKEN), Some(CONTENT_TYPE), &body);
+    assert_eq!(status, 429, "{json}");
+    let retry: u64 = retry.expect("Retry-After").parse().unwrap();
+    assert!(retry >= 1, "{retry}");
+    assert_eq!(stored_ids(&server.db).len(), 4);
+    // Another device has its own quota.
+    let (status, _) = post_items(&server.url, &device_items(20, 5, 0xd2));
+    assert_eq!(status, 200);
+    assert_eq!(
+        metric(
+            &server.url,
+            "edge_service_ingest_quota_refused_total{reason=\"device\"}"
+        ),
+        1
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(
+        dir.path(),
+        &[
+            "--quota-address-burst",
+            "3",
+            "--quota-address-per-sec",
+            "0.001",
+        ],
+    );
+    for seed in 0..3 {
+        let (status, _) = post_items(&server.url, &device_items(100 + seed, 1, 0xd3));
+        assert_eq!(status, 200);
+    }
+    let body = common::body(device_items(200, 1, 0xd4).iter().map(Vec::as_slice));
+    let (status, retry, _) = post(&server.url, Some(TOKEN), Some(CONTENT_TYPE), &body);
+    assert_eq!(status, 429);
+    assert!(retry.is_some());
+    assert_eq!(
+        metric(
+            &server.url,
+            "edge_service_ingest_quota_refused_total{reason=\"address\"}"
+        ),
+        1
+    );
+    // Reads are not uploads: the address's quota does not touch them.
+    let (status, _) = get(&server.url, "/v1/directives", Some(TOKEN));
+    assert_eq!(status, 200);
+}
+
+/// Issue 36, item 7: token rotation without downtime. Two tokens of one
+/// group are valid at once; the tokens file is re-read without a restart
+/// (here when its modification time changes; SIGHUP too), and a file that
+/// does not parse keeps the tokens in force.
+#[test]
+fn tokens_rotate_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &["--tokens-recheck-ms", "100"]);
+    let tokens = dir.path().join("tokens");
+    const NEW: &str = "phones-token-new-0123456789";
+    let upload = |token: &str, seed: u64| {
+        let body = common::body(device_items(seed, 1, 0xe1).iter().map(Vec::as_slice));
+        post(&server.url, Some(token), Some(CONTENT_TYPE), &body).0
+    };
+    let wait_until = |what: &str, f: &dyn Fn() -> bool| {
+        let started = std::time::Instant::now();
+        while !f() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "timed out waiting until {what}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    assert_eq!(upload(NEW, 1), 401);
+    // Step 1: both tokens.
+    std::fs::write(&tokens, format!("phones {TOKEN}\nphones {NEW}\n")).unwrap();
+    wait_until("the new token is accepted", &|| upload(NEW, 2) == 200);
+    assert_eq!(upload(TOKEN, 3), 200);
+    // A broken file keeps both.
+    std::fs::write(&tokens, "phones short\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(upload(TOKEN, 4), 200);
+    assert_eq!(upload(NEW, 5), 200);
+    // Step 2: the old one removed; SIGHUP re-reads at once.
+    std::fs::write(&tokens, format!("phones {NEW}\n")).unwrap();
+    let pid = server.child.id().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    wait_until("the old token is refused", &|| upload(TOKEN, 6) == 401);
+    assert_eq!(upload(NEW, 7), 200);
+    // The same process throughout.
+    assert!(server.child.id().to_string() == pid);
+    assert_eq!(get(&server.url, "/healthz", None).0, 200);
+}
