@@ -49,7 +49,15 @@ pub fn operator_token(service: &Path, db: &Path, group: &str) -> anyhow::Result<
         .and_then(|mut f| f.read_exact(&mut password))
         .context("cannot read /dev/urandom")?;
     let mut add = Command::new(service)
-        .args(["operator", "add", &name, "--group", group, "--password-stdin", "--db"])
+        .args([
+            "operator",
+            "add",
+            &name,
+            "--group",
+            group,
+            "--password-stdin",
+            "--db",
+        ])
         .arg(db)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())

@@ -632,8 +632,8 @@ fn read_password(from_stdin: bool) -> anyhow::Result<String> {
     }
     let first = rpassword::prompt_password("Password: ")
         .context("cannot prompt for the password (no terminal? use --password-stdin)")?;
-    let again = rpassword::prompt_password("Password again: ")
-        .context("cannot prompt for the password")?;
+    let again =
+        rpassword::prompt_password("Password again: ").context("cannot prompt for the password")?;
     if first != again {
         anyhow::bail!("the passwords differ");
     }
@@ -652,8 +652,7 @@ fn operator(cmd: OperatorCommand) -> anyhow::Result<ExitCode> {
             let password = read_password(password_stdin)?;
             let row = new_operator(&name, &group, &password, crate::retention::now_unix_ns())?;
             let location = db.location();
-            let mut store = location
-                .opener(Duration::from_secs(5))()
+            let mut store = location.opener(Duration::from_secs(5))()
                 .with_context(|| format!("cannot open {location}"))?;
             if !store.add_operator(&row)? {
                 anyhow::bail!("operator `{name}` already exists (operator remove it first)");

@@ -10,10 +10,10 @@ use anyhow::{bail, Context};
 use tokio::net::TcpListener;
 
 use crate::conn::Limits;
+use crate::login_limit::LoginLimits;
 use crate::metrics::Metrics;
 use crate::server::{router, App, Auth};
 use crate::store::Location;
-use crate::login_limit::LoginLimits;
 use crate::tokens::TokenFile;
 use crate::webui::SessionConfig;
 
@@ -97,8 +97,7 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     if opts.login_limits.max_failures == 0 {
         bail!("--login-max-failures must be at least 1");
     }
-    let mut sessions =
-        SessionConfig::new(&auth, proxy_header, tls.is_some(), opts.login_limits)?;
+    let mut sessions = SessionConfig::new(&auth, proxy_header, tls.is_some(), opts.login_limits)?;
     sessions.ttl = opts.session_ttl;
     let reloadable = match &auth {
         Auth::Tokens(file) => Some(std::sync::Arc::clone(file)),

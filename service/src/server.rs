@@ -21,13 +21,13 @@ use serde_json::{json, Value};
 use crate::directive::Directive;
 use crate::ingest::{self, Rejection};
 use crate::metrics::Metrics;
+use crate::operators::{looks_like_secret, secret_hash, Credential};
 use crate::proactive::directives::DeviceDirective;
-use crate::quota::{Buckets, QuotaConfig};
 use crate::proactive::reports::Report;
+use crate::quota::{Buckets, QuotaConfig};
 use crate::store::{
     DeviceFilter, DeviceRow, Inserted, RunFilter, RunRow, Store, StoreError, StoreOpener,
 };
-use crate::operators::{looks_like_secret, secret_hash, Credential};
 use crate::tokens::TokenFile;
 use crate::writer::{WriteError, Writer};
 use agent_core::framing::{FramingError, Items, CONTENT_TYPE, MAX_BODY};

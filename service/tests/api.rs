@@ -77,7 +77,11 @@ fn ingest_is_idempotent_and_queryable() {
     assert_eq!(window["runs"][0]["id"], ids[0].as_str());
     assert_eq!(window["runs"][0]["group"], "phones");
 
-    let (status, run) = get(&server.url, &format!("/v1/runs/{}", ids[0]), Some(&server.op(TOKEN)));
+    let (status, run) = get(
+        &server.url,
+        &format!("/v1/runs/{}", ids[0]),
+        Some(&server.op(TOKEN)),
+    );
     assert_eq!(status, 200);
     let mut expected = summary_view::to_json(&first);
     expected["group"] = "phones".into();
@@ -94,7 +98,11 @@ fn ingest_is_idempotent_and_queryable() {
     assert_eq!(status, 404);
     let (_, theirs) = get(&server.url, "/v1/runs", Some(&server.op(OTHER_TOKEN)));
     assert_eq!(theirs["runs"], serde_json::json!([]));
-    let (status, _) = get(&server.url, "/v1/runs?group=phones", Some(&server.op(OTHER_TOKEN)));
+    let (status, _) = get(
+        &server.url,
+        "/v1/runs?group=phones",
+        Some(&server.op(OTHER_TOKEN)),
+    );
     assert_eq!(status, 403);
     let (status, _) = get(&server.url, "/v1/runs/not-an-id", Some(&server.op(TOKEN)));
     assert_eq!(status, 400);
@@ -104,7 +112,11 @@ fn ingest_is_idempotent_and_queryable() {
         Some(&server.op(TOKEN)),
     );
     assert_eq!(status, 404);
-    let (status, _) = get(&server.url, "/v1/runs?since=yesterday", Some(&server.op(TOKEN)));
+    let (status, _) = get(
+        &server.url,
+        "/v1/runs?since=yesterday",
+        Some(&server.op(TOKEN)),
+    );
     assert_eq!(status, 400);
     let (status, _) = get(&server.url, "/v1/runs", None);
     assert_eq!(status, 401);
@@ -670,7 +682,11 @@ fn random_and_mutated_bodies_never_break_the_server() {
     // Whatever was acknowledged is stored and can be shown.
     assert!(stored_ids(&server.db).len() <= stored);
     for id in stored_ids(&server.db) {
-        let (status, _) = get(&server.url, &format!("/v1/runs/{id}"), Some(&server.op(TOKEN)));
+        let (status, _) = get(
+            &server.url,
+            &format!("/v1/runs/{id}"),
+            Some(&server.op(TOKEN)),
+        );
         assert_eq!(status, 200);
     }
 }
@@ -750,7 +766,11 @@ fn runs_filter_by_device_and_stream_and_devices_are_listed() {
     assert_eq!(status, 200, "{json}");
 
     let d1 = "d1".repeat(16);
-    let (status, runs) = get(&server.url, &format!("/v1/runs?device={d1}"), Some(&server.op(TOKEN)));
+    let (status, runs) = get(
+        &server.url,
+        &format!("/v1/runs?device={d1}"),
+        Some(&server.op(TOKEN)),
+    );
     assert_eq!(status, 200, "{runs}");
     assert_eq!(listed_ids(&runs, "runs", "id"), ids[..4].to_vec());
     let w2 = &runs["runs"][1];
@@ -796,7 +816,11 @@ fn runs_filter_by_device_and_stream_and_devices_are_listed() {
     assert_eq!(none["runs"][0]["device"], serde_json::Value::Null);
     assert_eq!(none["runs"][0]["stream"], serde_json::Value::Null);
     assert_eq!(none["runs"][0]["cpu_user_ns"], serde_json::Value::Null);
-    let (status, shown) = get(&server.url, &format!("/v1/runs/{v1_id}"), Some(&server.op(LAB_TOKEN)));
+    let (status, shown) = get(
+        &server.url,
+        &format!("/v1/runs/{v1_id}"),
+        Some(&server.op(LAB_TOKEN)),
+    );
     assert_eq!(status, 200);
     assert_eq!(shown["origin"]["device"], serde_json::Value::Null);
     assert_eq!(shown["facts"]["program"], "wget");
@@ -805,12 +829,20 @@ fn runs_filter_by_device_and_stream_and_devices_are_listed() {
 
     // Another group's device is not among this group's runs.
     let d3 = "d3".repeat(16);
-    let (_, none) = get(&server.url, &format!("/v1/runs?device={d3}"), Some(&server.op(TOKEN)));
+    let (_, none) = get(
+        &server.url,
+        &format!("/v1/runs?device={d3}"),
+        Some(&server.op(TOKEN)),
+    );
     assert_eq!(none["runs"], serde_json::json!([]));
 
     // Refused parameters.
     for bad in ["device=d1", "device=zz", "stream=123", "device="] {
-        let (status, json) = get(&server.url, &format!("/v1/runs?{bad}"), Some(&server.op(TOKEN)));
+        let (status, json) = get(
+            &server.url,
+            &format!("/v1/runs?{bad}"),
+            Some(&server.op(TOKEN)),
+        );
         assert_eq!(status, 400, "{bad}: {json}");
     }
 
@@ -848,7 +880,11 @@ fn runs_filter_by_device_and_stream_and_devices_are_listed() {
     // not ask for this group, and no token is 401.
     let (_, theirs) = get(&server.url, "/v1/devices", Some(&server.op(OTHER_TOKEN)));
     assert_eq!(listed_ids(&theirs, "devices", "device"), vec![d3]);
-    let (status, _) = get(&server.url, "/v1/devices?group=phones", Some(&server.op(OTHER_TOKEN)));
+    let (status, _) = get(
+        &server.url,
+        "/v1/devices?group=phones",
+        Some(&server.op(OTHER_TOKEN)),
+    );
     assert_eq!(status, 403);
     let (status, _) = get(&server.url, "/v1/devices", None);
     assert_eq!(status, 401);

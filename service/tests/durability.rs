@@ -34,7 +34,11 @@ fn a_restart_keeps_everything() {
     assert_eq!(after["runs"].as_array().unwrap().len(), 10);
     for item in &items {
         let id = id_of(item);
-        let (status, run) = get(&server.url, &format!("/v1/runs/{id}"), Some(&server.op(TOKEN)));
+        let (status, run) = get(
+            &server.url,
+            &format!("/v1/runs/{id}"),
+            Some(&server.op(TOKEN)),
+        );
         assert_eq!(status, 200);
         let mut expected = summary_view::to_json(&agent_core::Summary::decode(item).unwrap());
         expected["group"] = "phones".into();

@@ -196,7 +196,11 @@ fn kill_9_of_one_instance_loses_nothing_acknowledged() {
     );
     // The survivor serves the dead instance's runs.
     let some = acknowledged.iter().find(|(_, &c)| c < 2).unwrap().0;
-    let (status, _) = get(&survivor.url, &format!("/v1/runs/{some}"), Some(&survivor.op(TOKEN)));
+    let (status, _) = get(
+        &survivor.url,
+        &format!("/v1/runs/{some}"),
+        Some(&survivor.op(TOKEN)),
+    );
     assert_eq!(status, 200);
 }
 

@@ -283,7 +283,11 @@ fn the_detector_traces_the_slow_cluster_and_stores_a_report_by_itself() {
         "the list carries no bodies"
     );
     let id = listed[0]["id"].as_str().unwrap();
-    let (status, report) = get(&server.url, &format!("/v1/reports/{id}"), Some(&server.op(TOKEN)));
+    let (status, report) = get(
+        &server.url,
+        &format!("/v1/reports/{id}"),
+        Some(&server.op(TOKEN)),
+    );
     assert_eq!(status, 200, "{report}");
     assert_eq!(report["status"], "diagnosed", "{}", report["text"]);
     assert_eq!(report["trigger"], "slow");
@@ -338,7 +342,11 @@ fn the_detector_traces_the_slow_cluster_and_stores_a_report_by_itself() {
 
     // Reports are group scoped.
     assert!(reports(&server.url, &server.op(OTHER_TOKEN)).is_empty());
-    let (status, _) = get(&server.url, &format!("/v1/reports/{id}"), Some(&server.op(OTHER_TOKEN)));
+    let (status, _) = get(
+        &server.url,
+        &format!("/v1/reports/{id}"),
+        Some(&server.op(OTHER_TOKEN)),
+    );
     assert_eq!(status, 404);
     let (status, _) = get(&server.url, "/v1/reports/abc", Some(&server.op(TOKEN)));
     assert_eq!(status, 400);
@@ -387,7 +395,11 @@ fn failing_runs_are_investigated_by_outcome_and_the_rule_names_the_fact() {
         (!r.is_empty()).then_some(r)
     });
     let id = listed[0]["id"].as_str().unwrap();
-    let (_, report) = get(&server.url, &format!("/v1/reports/{id}"), Some(&server.op(TOKEN)));
+    let (_, report) = get(
+        &server.url,
+        &format!("/v1/reports/{id}"),
+        Some(&server.op(TOKEN)),
+    );
     assert_eq!(report["trigger"], "failing", "{report}");
     assert_eq!(report["status"], "diagnosed", "{}", report["text"]);
     let text = report["text"].as_str().unwrap();

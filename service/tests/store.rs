@@ -163,7 +163,12 @@ fn operators_and_their_credentials_are_kept_hashed_and_revoked(backend: &Backend
     assert!(store.add_operator(&bob).unwrap());
     assert_eq!(store.operator("ann").unwrap(), Some(ann.clone()));
     assert_eq!(store.operator("carl").unwrap(), None);
-    let names: Vec<String> = store.operators().unwrap().into_iter().map(|o| o.name).collect();
+    let names: Vec<String> = store
+        .operators()
+        .unwrap()
+        .into_iter()
+        .map(|o| o.name)
+        .collect();
     assert_eq!(names, ["ann", "bob"]);
 
     let credential = |secret: &str, operator: &str, kind, expires| Credential {
@@ -180,9 +185,19 @@ fn operators_and_their_credentials_are_kept_hashed_and_revoked(backend: &Backend
     for c in [&session, &api, &bobs] {
         store.add_credential(c).unwrap();
     }
-    assert_eq!(store.credential(&secret_hash("s1"), 50).unwrap(), Some(session.clone()));
-    assert_eq!(store.credential(&secret_hash("s1"), 100).unwrap(), None, "expired");
-    assert_eq!(store.credential(&secret_hash("a1"), u64::MAX >> 2).unwrap(), Some(api));
+    assert_eq!(
+        store.credential(&secret_hash("s1"), 50).unwrap(),
+        Some(session.clone())
+    );
+    assert_eq!(
+        store.credential(&secret_hash("s1"), 100).unwrap(),
+        None,
+        "expired"
+    );
+    assert_eq!(
+        store.credential(&secret_hash("a1"), u64::MAX >> 2).unwrap(),
+        Some(api)
+    );
     assert_eq!(store.credential(&secret_hash("nope"), 50).unwrap(), None);
     // Only the hash is stored, never the secret.
     let stored = backend.rows("SELECT operator FROM operator_credentials ORDER BY operator");
@@ -194,7 +209,11 @@ fn operators_and_their_credentials_are_kept_hashed_and_revoked(backend: &Backend
     assert_eq!(store.revoke_credentials("ann", false).unwrap(), 1);
     assert_eq!(store.credential(&secret_hash("a1"), 50).unwrap(), None);
     assert_eq!(store.prune_credentials(50).unwrap(), 0);
-    assert_eq!(store.prune_credentials(100).unwrap(), 1, "bob's session expired");
+    assert_eq!(
+        store.prune_credentials(100).unwrap(),
+        1,
+        "bob's session expired"
+    );
     store
         .add_credential(&credential("b2", "bob", CredentialKind::Api, None))
         .unwrap();

@@ -886,8 +886,11 @@ impl Store for SqliteStore {
 
     fn remove_operator(&mut self, name: &str) -> Result<bool, StoreError> {
         let tx = self.conn.transaction().map_err(store_error)?;
-        tx.execute("DELETE FROM operator_credentials WHERE operator = ?1", [name])
-            .map_err(store_error)?;
+        tx.execute(
+            "DELETE FROM operator_credentials WHERE operator = ?1",
+            [name],
+        )
+        .map_err(store_error)?;
         let n = tx
             .execute("DELETE FROM operators WHERE name = ?1", [name])
             .map_err(store_error)?;

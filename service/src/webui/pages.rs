@@ -24,8 +24,8 @@ use crate::login_limit::Locked;
 use crate::operators::{
     decoy_hash, new_secret, secret_hash, verify_password, Credential, CredentialKind,
 };
-use crate::tokens::valid_group;
 use crate::store::{DeviceFilter, RunFilter, RunRow, Store, StoreError};
+use crate::tokens::valid_group;
 use agent_core::Summary;
 use summary_view::observe::time_text;
 
@@ -198,7 +198,11 @@ pub(super) async fn login(State(web): State<Arc<WebUi>>, req: Request) -> Page {
     let name = form.name.trim().to_string();
     let (operator, group) = if web.sessions.open_server() {
         if !valid_group(&name) {
-            return render_login(&web, StatusCode::UNAUTHORIZED, Some("not a valid group name"));
+            return render_login(
+                &web,
+                StatusCode::UNAUTHORIZED,
+                Some("not a valid group name"),
+            );
         }
         (String::new(), name)
     } else {
@@ -251,8 +255,8 @@ pub(super) async fn login(State(web): State<Arc<WebUi>>, req: Request) -> Page {
         limiter.succeeded(&name);
         (name, group)
     };
-    let secret =
-        new_secret().map_err(|e| PageError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let secret = new_secret()
+        .map_err(|e| PageError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     let now = now_unix_ns();
     let ttl = u64::try_from(web.sessions.ttl.as_nanos()).unwrap_or(u64::MAX);
     let credential = Credential {

@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::sync::Mutex;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 
 pub mod pg;
 pub mod webui;
@@ -42,7 +42,15 @@ pub fn group_of(device_token: &str) -> &'static str {
 /// store `db`.
 pub fn add_operator(db: &Path, name: &str, group: &str) {
     let mut child = Command::new(bin())
-        .args(["operator", "add", name, "--group", group, "--password-stdin", "--db"])
+        .args([
+            "operator",
+            "add",
+            name,
+            "--group",
+            group,
+            "--password-stdin",
+            "--db",
+        ])
         .arg(db)
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
