@@ -110,7 +110,7 @@ impl SessionConfig {
         }
         let secret = cookie_value(headers, COOKIE)?.to_string();
         let credential = app.credential(&secret).await.ok()??;
-        (credential.kind == CredentialKind::Session).then(|| Session {
+        (credential.kind == CredentialKind::Session).then_some(Session {
             group: credential.group,
             operator: credential.operator,
             secret,
