@@ -734,3 +734,38 @@ fn peers_page_names_the_slow_device_of_the_group_only() {
     let r = get(&small.url, &query, Some(&cookie)).body;
     assert!(r.contains("fewer than 3 devices"), "{r}");
 }
+
+/// An open server (`--insecure-no-auth`, loopback): the form asks for a
+/// group name, and its session is a stored one like an operator's (logout
+/// revokes it).
+#[test]
+fn an_open_server_logs_in_by_group_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &["--insecure-no-auth"]);
+    let url = &server.url;
+    assert!(get(url, "/login", None).body.contains("Group"));
+    let bad = post_form(url, "/login", None, &[("name", "not a group")]);
+    assert_eq!(bad.status, 401);
+    let r = post_form(url, "/login", None, &[("name", "laptops")]);
+    assert_eq!(r.status, 303, "{}", r.body);
+    let cookie = r
+        .header("set-cookie")
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let devices = get(url, "/devices", Some(&cookie));
+    assert_eq!(devices.status, 200);
+    assert!(devices
+        .body
+        .contains("<strong id=\"group\">laptops</strong>"));
+    let out = post_form(
+        url,
+        "/logout",
+        Some(&cookie),
+        &[("csrf", &csrf_of(&devices.body))],
+    );
+    assert_eq!(out.status, 303);
+    assert_eq!(get(url, "/devices", Some(&cookie)).status, 303);
+}
