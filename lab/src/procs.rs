@@ -40,8 +40,9 @@ pub fn sh(program: &str, args: &[&str]) -> anyhow::Result<String> {
 }
 
 /// Adds operator `GROUP-op` of `group` to the service's store `db` (a
-/// random password: the demo logs in with its API token only) and returns
-/// a new API token of it (`edge-service operator add`, `operator token`).
+/// random password: the demo logs in with its API token only; kept if it
+/// is there already) and returns a new API token of it (`edge-service
+/// operator add`, `operator token`).
 pub fn operator_token(service: &Path, db: &Path, group: &str) -> anyhow::Result<String> {
     let name = format!("{group}-op");
     let mut password = [0u8; 16];
@@ -68,7 +69,9 @@ pub fn operator_token(service: &Path, db: &Path, group: &str) -> anyhow::Result<
         writeln!(stdin, "{}", hex::encode(password))?;
     }
     let added = add.wait_with_output()?;
-    if !added.status.success() {
+    // A service restarted on its store finds the operator there.
+    let exists = String::from_utf8_lossy(&added.stderr).contains("already exists");
+    if !added.status.success() && !exists {
         bail!(
             "{} operator add failed: {}",
             service.display(),
