@@ -44,14 +44,16 @@ const AUTO: &[&str] = &[
     "10m",
 ];
 
-/// `GET path` on the local service with the demo's token: the JSON body.
-fn api_get(addr: SocketAddr, path: &str) -> anyhow::Result<Value> {
+/// `GET path` on the local service with `token` (the devices' for
+/// directives, the demo operator's API token for fleet data): the JSON
+/// body.
+fn api_get(addr: SocketAddr, path: &str, token: &str) -> anyhow::Result<Value> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))
         .with_context(|| format!("cannot connect to the service at {addr}"))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
     )?;
     let mut answer = String::new();
     s.read_to_string(&mut answer)?;
@@ -127,6 +129,8 @@ pub fn run(
     );
     let serve_log = work.join("serve.log");
     let serve = Service::start(service, addr, &db, &tokens, AUTO, &serve_log)?;
+    // Fleet data is an operator's: the device token only uploads.
+    let operator = crate::procs::operator_token(service, &db, "demo")?;
 
     println!(
         "Watching every client with {} watch --light (one device id each, directives read every second)",
@@ -207,7 +211,11 @@ pub fn run(
         upload(agent, &server_url, &token_file, &clients)?;
         for (c, client) in clients.iter_mut().enumerate() {
             // What the device itself fetches.
-            let d = api_get(addr, &format!("/v1/directives?device={}", client.device))?;
+            let d = api_get(
+                addr,
+                &format!("/v1/directives?device={}", client.device),
+                TOKEN,
+            )?;
             let first = d["device_directives"].as_array().and_then(|l| l.first());
             client.standing = first.is_some();
             if let (Some(first), None) = (first, &client.directed) {
@@ -222,9 +230,9 @@ pub fn run(
                 client.directed = Some(id);
             }
         }
-        let listed = api_get(addr, "/v1/reports")?;
+        let listed = api_get(addr, "/v1/reports", &operator)?;
         if let Some(id) = listed["reports"][0]["id"].as_str() {
-            report = Some(api_get(addr, &format!("/v1/reports/{id}"))?);
+            report = Some(api_get(addr, &format!("/v1/reports/{id}"), &operator)?);
             break;
         }
     }
@@ -234,7 +242,7 @@ pub fn run(
             serve_log.display()
         );
     };
-    let light = api_get(addr, "/v1/runs?kind=light&limit=1")?;
+    let light = api_get(addr, "/v1/runs?kind=light&limit=1", &operator)?;
     let first_light = light["runs"][0]["start_unix_ns"].as_u64().unwrap_or(0);
     let created = report["created_unix_ns"].as_u64().unwrap_or(0);
     let loop_secs = created.saturating_sub(first_light) as f64 / 1e9;

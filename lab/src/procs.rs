@@ -39,6 +39,61 @@ pub fn sh(program: &str, args: &[&str]) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Adds operator `GROUP-op` of `group` to the service's store `db` (a
+/// random password: the demo logs in with its API token only; kept if it
+/// is there already) and returns a new API token of it (`edge-service
+/// operator add`, `operator token`).
+pub fn operator_token(service: &Path, db: &Path, group: &str) -> anyhow::Result<String> {
+    let name = format!("{group}-op");
+    let mut password = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut password))
+        .context("cannot read /dev/urandom")?;
+    let mut add = Command::new(service)
+        .args([
+            "operator",
+            "add",
+            &name,
+            "--group",
+            group,
+            "--password-stdin",
+            "--db",
+        ])
+        .arg(db)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot run {} operator add", service.display()))?;
+    if let Some(mut stdin) = add.stdin.take() {
+        writeln!(stdin, "{}", hex::encode(password))?;
+    }
+    let added = add.wait_with_output()?;
+    // A service restarted on its store finds the operator there.
+    let exists = String::from_utf8_lossy(&added.stderr).contains("already exists");
+    if !added.status.success() && !exists {
+        bail!(
+            "{} operator add failed: {}",
+            service.display(),
+            String::from_utf8_lossy(&added.stderr).trim()
+        );
+    }
+    let minted = Command::new(service)
+        .args(["operator", "token", &name, "--db"])
+        .arg(db)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {} operator token", service.display()))?;
+    if !minted.status.success() {
+        bail!(
+            "{} operator token failed: {}",
+            service.display(),
+            String::from_utf8_lossy(&minted.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&minted.stdout).trim().to_string())
+}
+
 /// A child process killed on drop.
 #[derive(Debug)]
 pub struct Service(pub Child);

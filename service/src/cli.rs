@@ -41,10 +41,61 @@ pub enum Command {
     /// Make TLS certificates: a private CA and the server certificate it signs.
     #[command(subcommand)]
     Tls(TlsCommand),
+    /// Operators: who logs into the web UI and reads fleet data (device
+    /// tokens only upload and read directives).
+    #[command(subcommand)]
+    Operator(OperatorCommand),
     /// Delete the runs received before an age (with their rows), and the
     /// devices not seen since; with --keep-raw only the runs' syscall and
     /// peer rows.
     Prune(PruneArgs),
+}
+
+/// `edge-service operator ...`.
+#[derive(Debug, Subcommand)]
+pub enum OperatorCommand {
+    /// Add an operator of one group (the database is created if missing);
+    /// the password comes from a prompt, or stdin with --password-stdin.
+    Add {
+        #[command(flatten)]
+        db: DbArg,
+        /// The operator's login name.
+        name: String,
+        /// The group whose data the operator sees and whose directives it sets.
+        #[arg(long)]
+        group: String,
+        /// Read the password from stdin's first line instead of a prompt.
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// Remove an operator with its sessions and API tokens.
+    Remove {
+        #[command(flatten)]
+        db: DbArg,
+        name: String,
+    },
+    /// List the operators and their groups.
+    List {
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// Mint an API token for an operator (`Authorization: Bearer`, fleet
+    /// data); shown once, kept hashed, valid until `operator revoke`.
+    Token {
+        #[command(flatten)]
+        db: DbArg,
+        name: String,
+    },
+    /// Revoke an operator's API tokens (and with --sessions its web
+    /// sessions).
+    Revoke {
+        #[command(flatten)]
+        db: DbArg,
+        name: String,
+        /// Log its web sessions out too.
+        #[arg(long)]
+        sessions: bool,
+    },
 }
 
 /// `edge-service prune`.
@@ -193,10 +244,38 @@ pub struct ServeArgs {
     pub retain_every_ms: u64,
     /// Trust this request header (set by an authenticating reverse proxy in
     /// front of the server) to name the web UI's group, instead of the login
-    /// form's token. Off by default: the proxy must strip the header from
-    /// what clients send (docs/webui.md).
+    /// form's operator. Off by default: the proxy must strip the header
+    /// from what clients send (docs/webui.md).
     #[arg(long, value_name = "HEADER")]
     pub web_proxy_header: Option<String>,
+    /// Failed web UI logins (per client address, and per operator name)
+    /// before further attempts are refused for --login-lockout-ms.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub login_max_failures: u32,
+    /// The first lock-out after --login-max-failures failures; each
+    /// further failure doubles it (at most 15 minutes).
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    pub login_lockout_ms: u64,
+    /// How long a web UI session lasts after its login.
+    #[arg(long, value_name = "H", default_value_t = 12)]
+    pub session_hours: u64,
+    /// Ingest quota per client address: upload requests at once (0: no
+    /// quota); over it the upload is refused with 429 and Retry-After.
+    #[arg(long, value_name = "N", default_value_t = 600.0)]
+    pub quota_address_burst: f64,
+    /// Upload requests per second an address's quota refills by.
+    #[arg(long, value_name = "N", default_value_t = 20.0)]
+    pub quota_address_per_sec: f64,
+    /// Ingest quota per device id: summaries at once (0: no quota).
+    #[arg(long, value_name = "N", default_value_t = 5000.0)]
+    pub quota_device_burst: f64,
+    /// Summaries per second a device's quota refills by.
+    #[arg(long, value_name = "N", default_value_t = 50.0)]
+    pub quota_device_per_sec: f64,
+    /// How often (at most) a request makes the server look whether the
+    /// tokens file changed (tests).
+    #[arg(long, hide = true, default_value_t = 2000)]
+    pub tokens_recheck_ms: u64,
     #[command(flatten)]
     pub auto: AutoArgs,
 }
@@ -405,10 +484,27 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }),
                 auto: a.auto.thresholds()?,
                 web_proxy_header: a.web_proxy_header,
+                login_limits: crate::login_limit::LoginLimits {
+                    max_failures: a.login_max_failures,
+                    lockout: Duration::from_millis(a.login_lockout_ms),
+                },
+                session_ttl: Duration::from_secs(a.session_hours.clamp(1, 24 * 365) * 3600),
+                tokens_recheck: Duration::from_millis(a.tokens_recheck_ms),
+                quotas: crate::quota::QuotaConfig {
+                    address: crate::quota::Rate {
+                        burst: a.quota_address_burst,
+                        per_sec: a.quota_address_per_sec,
+                    },
+                    device: crate::quota::Rate {
+                        burst: a.quota_device_burst,
+                        per_sec: a.quota_device_per_sec,
+                    },
+                },
             })?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Directive(d) => directive(d),
+        Command::Operator(o) => operator(o),
         Command::Prune(a) => {
             let location = a.db.location();
             let mut store = open(&a.db)?;
@@ -526,6 +622,80 @@ fn directive(cmd: DirectiveCommand) -> anyhow::Result<ExitCode> {
             let device = device.as_deref().map(device_arg).transpose()?;
             let n = open(&db)?.clear_device_directives(&group, device.as_ref(), id)?;
             eprintln!("deleted {n} per-device directive(s) of group `{group}`");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The password of `operator add`: stdin's first line, or a prompt on the
+/// terminal (typed twice).
+fn read_password(from_stdin: bool) -> anyhow::Result<String> {
+    if from_stdin {
+        let mut line = String::new();
+        std::io::stdin()
+            .read_line(&mut line)
+            .context("cannot read the password from stdin")?;
+        return Ok(line.trim_end_matches(['\r', '\n']).to_string());
+    }
+    let first = rpassword::prompt_password("Password: ")
+        .context("cannot prompt for the password (no terminal? use --password-stdin)")?;
+    let again =
+        rpassword::prompt_password("Password again: ").context("cannot prompt for the password")?;
+    if first != again {
+        anyhow::bail!("the passwords differ");
+    }
+    Ok(first)
+}
+
+fn operator(cmd: OperatorCommand) -> anyhow::Result<ExitCode> {
+    use crate::operators::{new_operator, new_secret, secret_hash, Credential, CredentialKind};
+    match cmd {
+        OperatorCommand::Add {
+            db,
+            name,
+            group,
+            password_stdin,
+        } => {
+            let password = read_password(password_stdin)?;
+            let row = new_operator(&name, &group, &password, crate::retention::now_unix_ns())?;
+            let location = db.location();
+            let mut store = location.opener(Duration::from_secs(5))()
+                .with_context(|| format!("cannot open {location}"))?;
+            if !store.add_operator(&row)? {
+                anyhow::bail!("operator `{name}` already exists (operator remove it first)");
+            }
+            eprintln!("added operator `{name}` of group `{group}`");
+        }
+        OperatorCommand::Remove { db, name } => {
+            if !open(&db)?.remove_operator(&name)? {
+                anyhow::bail!("no operator `{name}`");
+            }
+            eprintln!("removed operator `{name}` with its sessions and API tokens");
+        }
+        OperatorCommand::List { db } => {
+            for op in open(&db)?.operators()? {
+                println!("{}\t{}", op.name, op.group);
+            }
+        }
+        OperatorCommand::Token { db, name } => {
+            let mut store = open(&db)?;
+            let Some(op) = store.operator(&name)? else {
+                anyhow::bail!("no operator `{name}`");
+            };
+            let secret = new_secret()?;
+            store.add_credential(&Credential {
+                hash: secret_hash(&secret),
+                operator: op.name,
+                group: op.group,
+                kind: CredentialKind::Api,
+                created_unix_ns: crate::retention::now_unix_ns(),
+                expires_unix_ns: None,
+            })?;
+            println!("{secret}");
+        }
+        OperatorCommand::Revoke { db, name, sessions } => {
+            let n = open(&db)?.revoke_credentials(&name, sessions)?;
+            eprintln!("revoked {n} credential(s) of operator `{name}`");
         }
     }
     Ok(ExitCode::SUCCESS)

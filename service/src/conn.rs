@@ -345,10 +345,10 @@ struct Admit {
 impl Admit {
     /// Serves `stream` on a task of its own, or refuses it when the cap is
     /// reached and no idle connection can make room.
-    fn admit(self: &Arc<Self>, stream: TcpStream, _peer: SocketAddr) {
+    fn admit(self: &Arc<Self>, stream: TcpStream, peer: SocketAddr) {
         let _ = stream.set_nodelay(true);
         match Arc::clone(&self.permits).try_acquire_owned() {
-            Ok(permit) => self.start(stream, permit),
+            Ok(permit) => self.start(stream, peer, permit),
             Err(_) if self.registry.evict_oldest_idle() => {
                 // Wait for the evicted connection's permit on a task of
                 // its own: the accept loop goes on at once. There are at
@@ -361,7 +361,7 @@ impl Admit {
                         .ok()
                         .and_then(Result::ok);
                     match permit {
-                        Some(permit) => admit.start(stream, permit),
+                        Some(permit) => admit.start(stream, peer, permit),
                         None => {
                             admit.metrics.count_refused();
                             admit.refuse(stream);
@@ -377,7 +377,7 @@ impl Admit {
     }
 
     /// Serves an admitted connection on a task of its own.
-    fn start(&self, stream: TcpStream, permit: OwnedSemaphorePermit) {
+    fn start(&self, stream: TcpStream, peer: SocketAddr, permit: OwnedSemaphorePermit) {
         let first = if self.tls.is_some() {
             Phase::Handshake
         } else {
@@ -387,6 +387,7 @@ impl Admit {
         let registered = self.registry.add(Arc::clone(&state), self.metrics.clone());
         let conn = Conn {
             state,
+            peer,
             router: self.router.clone(),
             limits: self.limits,
             metrics: self.metrics.clone(),
@@ -456,6 +457,9 @@ fn refusal_response(max: u32) -> Arc<[u8]> {
 /// One admitted connection.
 struct Conn {
     state: Arc<ConnState>,
+    /// The client's address (handlers read it as `ConnectInfo`: login
+    /// limits and ingest quotas count per address).
+    peer: SocketAddr,
     router: Router,
     limits: Limits,
     metrics: Metrics,
@@ -496,6 +500,7 @@ impl Conn {
         let service = Service {
             router: self.router.clone(),
             state: Arc::clone(&self.state),
+            peer: self.peer,
         };
         // No hyper timer: every timeout is this loop's.
         let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
@@ -608,6 +613,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
 struct Service {
     router: Router,
     state: Arc<ConnState>,
+    peer: SocketAddr,
 }
 
 type Answer = Pin<Box<dyn Future<Output = Result<Response<WatchedResponse>, Infallible>> + Send>>;
@@ -626,12 +632,14 @@ impl hyper::service::Service<Request<Incoming>> for Service {
         };
         self.state.enter(None, next);
         let state = Arc::clone(&self.state);
-        let req = req.map(|body| {
+        let mut req = req.map(|body| {
             Body::new(WatchedRequest {
                 body,
                 state: Arc::clone(&state),
             })
         });
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(self.peer));
         let mut router = self.router.clone();
         Box::pin(async move {
             let response = oneshot(&mut router, req).await?;

@@ -25,6 +25,7 @@ pub struct Metrics {
     connections_evicted: IntCounter,
     connection_timeouts: IntCounterVec,
     accept_errors: IntCounter,
+    quota_refused: IntCounterVec,
 }
 
 fn counter(name: &str, help: &str) -> IntCounter {
@@ -125,6 +126,17 @@ impl Metrics {
             "edge_service_accept_errors_total",
             "Failed accepts (out of file descriptors, ...); the server backs off and retries",
         );
+        let quota_refused = IntCounterVec::new(
+            Opts::new(
+                "edge_service_ingest_quota_refused_total",
+                "Uploads refused with 429 over an ingest quota, by reason (address, device)",
+            ),
+            &["reason"],
+        )
+        .expect("static metric definition");
+        for reason in ["address", "device"] {
+            quota_refused.with_label_values(&[reason]);
+        }
         let registry = Registry::new();
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
@@ -141,6 +153,7 @@ impl Metrics {
             Box::new(connections_evicted.clone()),
             Box::new(connection_timeouts.clone()),
             Box::new(accept_errors.clone()),
+            Box::new(quota_refused.clone()),
         ] {
             registry.register(c).expect("metric names are unique");
         }
@@ -160,7 +173,13 @@ impl Metrics {
             connections_evicted,
             connection_timeouts,
             accept_errors,
+            quota_refused,
         }
+    }
+
+    /// An upload was refused over an ingest quota (`address`, `device`).
+    pub fn count_quota_refused(&self, reason: &str) {
+        self.quota_refused.with_label_values(&[reason]).inc();
     }
 
     /// A connection was admitted.

@@ -10,10 +10,11 @@ use anyhow::{bail, Context};
 use tokio::net::TcpListener;
 
 use crate::conn::Limits;
+use crate::login_limit::LoginLimits;
 use crate::metrics::Metrics;
 use crate::server::{router, App, Auth};
 use crate::store::Location;
-use crate::tokens::Tokens;
+use crate::tokens::TokenFile;
 use crate::webui::SessionConfig;
 
 /// What `serve` needs.
@@ -33,6 +34,15 @@ pub struct ServeOptions {
     pub auto: Option<crate::proactive::detector::Thresholds>,
     /// `--web-proxy-header`: the header naming the web UI's group.
     pub web_proxy_header: Option<String>,
+    /// `--login-max-failures`, `--login-lockout-ms`.
+    pub login_limits: LoginLimits,
+    /// `--session-hours`: how long a web UI session lasts.
+    pub session_ttl: Duration,
+    /// How often a request may make the server look whether the tokens
+    /// file changed.
+    pub tokens_recheck: Duration,
+    /// `--quota-*`: the ingest quotas.
+    pub quotas: crate::quota::QuotaConfig,
 }
 
 /// `serve --retain AGE [--keep-raw]`.
@@ -47,7 +57,10 @@ pub struct Retain {
 /// Runs the server until a shutdown signal.
 pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     let auth = match (&opts.tokens, opts.insecure_no_auth) {
-        (Some(path), false) => Auth::Tokens(Tokens::load(path)?),
+        (Some(path), false) => Auth::Tokens(std::sync::Arc::new(TokenFile::open(
+            path,
+            opts.tokens_recheck,
+        )?)),
         (Some(_), true) => bail!("--tokens and --insecure-no-auth exclude each other"),
         (None, true) if opts.listen.ip().is_loopback() => Auth::None,
         (None, true) => bail!(
@@ -71,11 +84,30 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
                 .with_context(|| format!("--web-proxy-header `{name}` is not a valid header name"))
         })
         .transpose()?;
-    let sessions = SessionConfig::new(auth.clone(), proxy_header, tls.is_some())?;
+    for (name, value) in [
+        ("--quota-address-burst", opts.quotas.address.burst),
+        ("--quota-address-per-sec", opts.quotas.address.per_sec),
+        ("--quota-device-burst", opts.quotas.device.burst),
+        ("--quota-device-per-sec", opts.quotas.device.per_sec),
+    ] {
+        if !(value.is_finite() && value >= 0.0) {
+            bail!("{name} must be a number of at least 0 (0: no quota), not {value}");
+        }
+    }
+    if opts.login_limits.max_failures == 0 {
+        bail!("--login-max-failures must be at least 1");
+    }
+    let mut sessions = SessionConfig::new(&auth, proxy_header, tls.is_some(), opts.login_limits)?;
+    sessions.ttl = opts.session_ttl;
+    let reloadable = match &auth {
+        Auth::Tokens(file) => Some(std::sync::Arc::clone(file)),
+        Auth::None => None,
+    };
     let app = App::new(
         opts.db.opener(opts.busy_timeout),
         opts.db.writers(),
         auth,
+        opts.quotas,
         Metrics::new(),
     )
     .with_context(|| format!("cannot open the store {}", opts.db))?;
@@ -106,6 +138,9 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             "edge-service listening on {scheme}://{local} (db {})",
             opts.db
         );
+        if let Some(file) = reloadable {
+            reload_on_sighup(file);
+        }
         let metrics = app.metrics().clone();
         let routes = router(app.clone()).merge(crate::webui::router(app, sessions)?);
         let tls = tls.map(tokio_rustls::TlsAcceptor::from);
@@ -153,6 +188,23 @@ fn check_limits(limits: &Limits) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Re-reads the tokens file at each SIGHUP (token rotation without a
+/// restart; a file that does not parse keeps the old tokens).
+fn reload_on_sighup(file: std::sync::Arc<TokenFile>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::hangup()) {
+        Ok(mut hangups) => {
+            tokio::spawn(async move {
+                while hangups.recv().await.is_some() {
+                    let file = std::sync::Arc::clone(&file);
+                    let _ = tokio::task::spawn_blocking(move || file.reload()).await;
+                }
+            });
+        }
+        Err(e) => eprintln!("edge-service: no SIGHUP reload of the tokens file: {e}"),
+    }
 }
 
 async fn shutdown_signal() {

@@ -2,11 +2,14 @@
 //! contracts): routes, authentication, and the mapping of every failure to
 //! a status and a JSON `{"error": ...}` body.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, FromRequest, MatchedPath, Path, Query, Request, State};
+use axum::extract::{
+    ConnectInfo, DefaultBodyLimit, FromRequest, MatchedPath, Path, Query, Request, State,
+};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -18,12 +21,14 @@ use serde_json::{json, Value};
 use crate::directive::Directive;
 use crate::ingest::{self, Rejection};
 use crate::metrics::Metrics;
+use crate::operators::{looks_like_secret, secret_hash, Credential};
 use crate::proactive::directives::DeviceDirective;
 use crate::proactive::reports::Report;
+use crate::quota::{Buckets, QuotaConfig};
 use crate::store::{
     DeviceFilter, DeviceRow, Inserted, RunFilter, RunRow, Store, StoreError, StoreOpener,
 };
-use crate::tokens::Tokens;
+use crate::tokens::TokenFile;
 use crate::writer::{WriteError, Writer};
 use agent_core::framing::{FramingError, Items, CONTENT_TYPE, MAX_BODY};
 
@@ -39,16 +44,30 @@ pub const DEFAULT_DEVICES_LIMIT: u64 = 1000;
 /// Who may call the API.
 #[derive(Clone, Debug)]
 pub enum Auth {
-    /// Bearer tokens, each naming its group.
-    Tokens(Tokens),
+    /// Devices: bearer tokens, each naming its group, that only upload
+    /// summaries and read directives. Operators (fleet data, the web UI):
+    /// credentials in the store ([`crate::operators`]).
+    Tokens(Arc<TokenFile>),
     /// Anyone (loopback development only): a summary's group is its
-    /// `group` fact or `default`.
+    /// `group` fact or `default`; any group's data may be read.
     None,
+}
+
+/// What a refused device token is told on an operator's route.
+pub const DEVICE_TOKEN_REFUSED: &str = "a device token may only upload summaries and read \
+    directives; fleet data needs an operator's API token or web session (docs/service.md)";
+
+/// The ingest quotas' buckets ([`crate::quota`]).
+#[derive(Debug)]
+struct Quotas {
+    address: Buckets<IpAddr>,
+    device: Buckets<[u8; 16]>,
 }
 
 /// What the handlers share.
 pub struct App {
     auth: Auth,
+    quotas: Quotas,
     writer: Writer,
     open_store: StoreOpener,
     /// Idle read connections, reused by the next reader.
@@ -71,6 +90,7 @@ impl App {
         open_store: StoreOpener,
         writers: usize,
         auth: Auth,
+        quotas: QuotaConfig,
         metrics: Metrics,
     ) -> anyhow::Result<Arc<App>> {
         let stores = (0..writers.max(1))
@@ -80,6 +100,10 @@ impl App {
         start_housekeeping(open_store()?, &metrics)?;
         Ok(Arc::new(App {
             auth,
+            quotas: Quotas {
+                address: Buckets::new(quotas.address),
+                device: Buckets::new(quotas.device),
+            },
             writer,
             open_store,
             readers: Mutex::new(Vec::new()),
@@ -119,8 +143,67 @@ impl App {
         }
     }
 
-    /// The caller's group: `Some` with tokens, `None` on an open server.
-    fn authenticate(&self, headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    /// How callers are authenticated.
+    pub fn auth(&self) -> &Auth {
+        &self.auth
+    }
+
+    /// The credential (session or API token) whose secret is `secret`, if
+    /// it is stored and not expired.
+    pub(crate) async fn credential(
+        self: &Arc<Self>,
+        secret: &str,
+    ) -> Result<Option<Credential>, ApiError> {
+        if !looks_like_secret(secret) {
+            return Ok(None);
+        }
+        let hash = secret_hash(secret);
+        let now = now_unix_ns();
+        self.read(move |store| store.credential(&hash, now)).await
+    }
+
+    /// An operator's group (fleet data): an operator's API token as
+    /// `Authorization: Bearer`, or the web UI's session cookie. A device
+    /// token is refused (403): it ships in every app. `None` on an open
+    /// server (any group).
+    async fn authenticate_operator(
+        self: &Arc<Self>,
+        headers: &HeaderMap,
+    ) -> Result<Option<String>, ApiError> {
+        let Auth::Tokens(tokens) = &self.auth else {
+            return Ok(None);
+        };
+        let secret = match headers.get(header::AUTHORIZATION) {
+            Some(value) => {
+                let token = value.to_str().ok().and_then(bearer_token).ok_or_else(|| {
+                    ApiError::new(
+                        StatusCode::UNAUTHORIZED,
+                        "Authorization must be `Bearer <token>`",
+                    )
+                })?;
+                if tokens.group_of(token).is_some() {
+                    return Err(ApiError::new(StatusCode::FORBIDDEN, DEVICE_TOKEN_REFUSED));
+                }
+                token.to_string()
+            }
+            None => crate::webui::session::cookie_value(headers, crate::webui::session::COOKIE)
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    ApiError::new(
+                        StatusCode::UNAUTHORIZED,
+                        "missing Authorization: Bearer token (an operator's API token)",
+                    )
+                })?,
+        };
+        match self.credential(&secret).await? {
+            Some(c) => Ok(Some(c.group)),
+            None => Err(ApiError::new(StatusCode::UNAUTHORIZED, "unknown token")),
+        }
+    }
+
+    /// A device's group (upload, directives): `Some` with tokens, `None`
+    /// on an open server.
+    fn authenticate_device(&self, headers: &HeaderMap) -> Result<Option<String>, ApiError> {
         let Auth::Tokens(tokens) = &self.auth else {
             return Ok(None);
         };
@@ -138,7 +221,7 @@ impl App {
         })?;
         tokens
             .group_of(token)
-            .map(|g| Some(g.to_string()))
+            .map(Some)
             .ok_or_else(|| ApiError::new(StatusCode::UNAUTHORIZED, "unknown token"))
     }
 }
@@ -199,6 +282,16 @@ impl ApiError {
 
     fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+
+    /// 429 over an ingest quota, retried after `wait` (whole seconds, at
+    /// least 1).
+    fn over_quota(message: impl Into<String>, wait: Duration) -> ApiError {
+        let secs = u32::try_from(wait.as_secs().saturating_add(1)).unwrap_or(u32::MAX);
+        ApiError {
+            retry_after: Some(secs),
+            ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, message)
+        }
     }
 
     fn unavailable(message: impl Into<String>) -> ApiError {
@@ -294,7 +387,17 @@ async fn post_summaries(
     State(app): State<Arc<App>>,
     req: Request,
 ) -> Result<Json<wire::Ack>, ApiError> {
-    let token_group = app.authenticate(req.headers())?;
+    let token_group = app.authenticate_device(req.headers())?;
+    // Upload tokens are public: every address has a quota of requests.
+    if let Some(ConnectInfo(peer)) = req.extensions().get::<ConnectInfo<SocketAddr>>() {
+        if let Err(wait) = app.quotas.address.take(&peer.ip(), 1.0, Instant::now()) {
+            app.metrics.count_quota_refused("address");
+            return Err(ApiError::over_quota(
+                format!("too many uploads from {}, retry later", peer.ip()),
+                wait,
+            ));
+        }
+    }
     if !is_ingest_content_type(req.headers()) {
         return Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -326,6 +429,23 @@ async fn post_summaries(
         })?;
     let prepared = ingest::prepare(&items, token_group.as_deref(), now_unix_ns())
         .map_err(|e| ApiError::new(StatusCode::FORBIDDEN, e.to_string()))?;
+    // And every device a quota of summaries (all of the batch or none).
+    let mut per_device: Vec<([u8; 16], f64)> = Vec::new();
+    for (_, run) in &prepared.runs {
+        if let Some(device) = run.device {
+            match per_device.iter_mut().find(|(d, _)| *d == device) {
+                Some((_, n)) => *n += 1.0,
+                None => per_device.push((device, 1.0)),
+            }
+        }
+    }
+    if let Err(wait) = app.quotas.device.take_all(&per_device, Instant::now()) {
+        app.metrics.count_quota_refused("device");
+        return Err(ApiError::over_quota(
+            "too many summaries from this device, retry later; nothing stored",
+            wait,
+        ));
+    }
     let mut rejected = prepared.rejected;
     let (indices, runs): (Vec<usize>, Vec<_>) = prepared.runs.into_iter().unzip();
     let ids: Vec<[u8; 16]> = runs.iter().map(|r| r.id).collect();
@@ -414,7 +534,7 @@ async fn get_directive(
     headers: HeaderMap,
     query: Result<Query<DirectiveQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let token_group = app.authenticate(&headers)?;
+    let token_group = app.authenticate_device(&headers)?;
     let Query(q) = query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?;
     let group =
         group_for_read(token_group, q.group)?.unwrap_or_else(|| ingest::DEFAULT_GROUP.to_string());
@@ -450,7 +570,7 @@ async fn get_reports(
     headers: HeaderMap,
     query: Result<Query<GroupQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let token_group = app.authenticate(&headers)?;
+    let token_group = app.authenticate_operator(&headers).await?;
     let Query(q) = query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?;
     let group = group_for_read(token_group, q.group)?;
     let reports = app
@@ -467,7 +587,7 @@ async fn get_report(
     headers: HeaderMap,
     Path(id_text): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let token_group = app.authenticate(&headers)?;
+    let token_group = app.authenticate_operator(&headers).await?;
     let id: i64 = id_text.parse().ok().filter(|id| *id > 0).ok_or_else(|| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -541,7 +661,7 @@ async fn get_runs(
     headers: HeaderMap,
     query: Result<Query<RunsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<wire::RunList>, ApiError> {
-    let token_group = app.authenticate(&headers)?;
+    let token_group = app.authenticate_operator(&headers).await?;
     let Query(q) = query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?;
     let limit = checked_limit(q.limit, DEFAULT_RUNS_LIMIT)?;
     let filter = RunFilter {
@@ -572,7 +692,7 @@ async fn get_devices(
     headers: HeaderMap,
     query: Result<Query<DevicesQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<wire::DeviceList>, ApiError> {
-    let token_group = app.authenticate(&headers)?;
+    let token_group = app.authenticate_operator(&headers).await?;
     let Query(q) = query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?;
     let filter = DeviceFilter {
         group: group_for_read(token_group, q.group)?,
@@ -589,7 +709,7 @@ async fn get_run(
     headers: HeaderMap,
     Path(id_text): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let token_group = app.authenticate(&headers)?;
+    let token_group = app.authenticate_operator(&headers).await?;
     let id = summary_view::id_from_hex(&id_text.to_ascii_lowercase()).ok_or_else(|| {
         ApiError::new(
             StatusCode::BAD_REQUEST,

@@ -3,9 +3,18 @@
 //! File format: one `GROUP TOKEN` pair per line; `#` starts a comment; blank
 //! lines are ignored. A group is a valid fact value (it is compared with the
 //! summaries' free fact `group`); a token is at least 16 visible ASCII
-//! characters and may appear only once.
+//! characters and may appear only once. A group may have several tokens:
+//! during a rotation the old and the new one are both valid.
+//!
+//! Device tokens ship inside every app, so they are public: they only
+//! upload summaries and read directives (operators are
+//! [`crate::operators`]). [`TokenFile`] re-reads the file without a
+//! restart: on SIGHUP, and when its modification time or size changed
+//! (looked at, at most, every [`RECHECK_EVERY`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context};
 
@@ -92,6 +101,103 @@ impl Tokens {
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+}
+
+/// How often a request may make [`TokenFile`] look at the file's
+/// modification time.
+pub const RECHECK_EVERY: Duration = Duration::from_secs(2);
+
+/// The tokens of a file, re-read when it changes; a new file that does not
+/// parse keeps the old tokens (and says why on stderr).
+#[derive(Debug)]
+pub struct TokenFile {
+    path: Option<PathBuf>,
+    recheck: Duration,
+    state: Mutex<FileState>,
+}
+
+#[derive(Debug)]
+struct FileState {
+    tokens: Tokens,
+    /// Modification time and size of the file the tokens came from.
+    stamp: Option<(SystemTime, u64)>,
+    checked: Instant,
+}
+
+fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
+}
+
+impl TokenFile {
+    /// Reads `path` (an error when it does not parse: the server does not
+    /// start without tokens).
+    pub fn open(path: &Path, recheck: Duration) -> anyhow::Result<TokenFile> {
+        let stamp = stamp(path);
+        let tokens = Tokens::load(path)?;
+        Ok(TokenFile {
+            path: Some(path.to_path_buf()),
+            recheck,
+            state: Mutex::new(FileState {
+                tokens,
+                stamp,
+                checked: Instant::now(),
+            }),
+        })
+    }
+
+    /// Fixed tokens, never re-read (tests).
+    pub fn fixed(tokens: Tokens) -> TokenFile {
+        TokenFile {
+            path: None,
+            recheck: Duration::MAX,
+            state: Mutex::new(FileState {
+                tokens,
+                stamp: None,
+                checked: Instant::now(),
+            }),
+        }
+    }
+
+    /// The group of `token`, after re-reading the file if it changed.
+    pub fn group_of(&self, token: &str) -> Option<String> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if state.checked.elapsed() >= self.recheck {
+            self.reload_locked(&mut state, false);
+        }
+        state.tokens.group_of(token).map(str::to_string)
+    }
+
+    /// Re-reads the file now (SIGHUP), even if it looks unchanged.
+    pub fn reload(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        self.reload_locked(&mut state, true);
+    }
+
+    fn reload_locked(&self, state: &mut FileState, always: bool) {
+        state.checked = Instant::now();
+        let Some(path) = &self.path else { return };
+        let now = stamp(path);
+        if !always && now == state.stamp {
+            return;
+        }
+        // Stamped before reading: a write while we read is seen next time.
+        state.stamp = now;
+        match Tokens::load(path) {
+            Ok(tokens) => {
+                eprintln!(
+                    "edge-service: tokens file {} re-read: {} token(s)",
+                    path.display(),
+                    tokens.len()
+                );
+                state.tokens = tokens;
+            }
+            Err(e) => eprintln!(
+                "edge-service: keeping the previous {} token(s): {e:#}",
+                state.tokens.len()
+            ),
+        }
     }
 }
 

@@ -42,7 +42,7 @@ fn ingest_is_idempotent_and_queryable() {
     );
 
     // The list and one run.
-    let (status, runs) = get(&server.url, "/v1/runs", Some(TOKEN));
+    let (status, runs) = get(&server.url, "/v1/runs", Some(&server.op(TOKEN)));
     assert_eq!(status, 200);
     let listed: Vec<&str> = runs["runs"]
         .as_array()
@@ -59,7 +59,7 @@ fn ingest_is_idempotent_and_queryable() {
     let (_, by_program) = get(
         &server.url,
         &format!("/v1/runs?program={program}"),
-        Some(TOKEN),
+        Some(&server.op(TOKEN)),
     );
     assert!(by_program["runs"]
         .as_array()
@@ -71,13 +71,17 @@ fn ingest_is_idempotent_and_queryable() {
     let (_, window) = get(
         &server.url,
         &format!("/v1/runs?since={start}&until={}", start + 1),
-        Some(TOKEN),
+        Some(&server.op(TOKEN)),
     );
     assert_eq!(window["runs"].as_array().unwrap().len(), 1);
     assert_eq!(window["runs"][0]["id"], ids[0].as_str());
     assert_eq!(window["runs"][0]["group"], "phones");
 
-    let (status, run) = get(&server.url, &format!("/v1/runs/{}", ids[0]), Some(TOKEN));
+    let (status, run) = get(
+        &server.url,
+        &format!("/v1/runs/{}", ids[0]),
+        Some(&server.op(TOKEN)),
+    );
     assert_eq!(status, 200);
     let mut expected = summary_view::to_json(&first);
     expected["group"] = "phones".into();
@@ -89,22 +93,30 @@ fn ingest_is_idempotent_and_queryable() {
     let (status, _) = get(
         &server.url,
         &format!("/v1/runs/{}", ids[0]),
-        Some(OTHER_TOKEN),
+        Some(&server.op(OTHER_TOKEN)),
     );
     assert_eq!(status, 404);
-    let (_, theirs) = get(&server.url, "/v1/runs", Some(OTHER_TOKEN));
+    let (_, theirs) = get(&server.url, "/v1/runs", Some(&server.op(OTHER_TOKEN)));
     assert_eq!(theirs["runs"], serde_json::json!([]));
-    let (status, _) = get(&server.url, "/v1/runs?group=phones", Some(OTHER_TOKEN));
+    let (status, _) = get(
+        &server.url,
+        "/v1/runs?group=phones",
+        Some(&server.op(OTHER_TOKEN)),
+    );
     assert_eq!(status, 403);
-    let (status, _) = get(&server.url, "/v1/runs/not-an-id", Some(TOKEN));
+    let (status, _) = get(&server.url, "/v1/runs/not-an-id", Some(&server.op(TOKEN)));
     assert_eq!(status, 400);
     let (status, _) = get(
         &server.url,
         &format!("/v1/runs/{}", "0".repeat(32)),
-        Some(TOKEN),
+        Some(&server.op(TOKEN)),
     );
     assert_eq!(status, 404);
-    let (status, _) = get(&server.url, "/v1/runs?since=yesterday", Some(TOKEN));
+    let (status, _) = get(
+        &server.url,
+        "/v1/runs?since=yesterday",
+        Some(&server.op(TOKEN)),
+    );
     assert_eq!(status, 400);
     let (status, _) = get(&server.url, "/v1/runs", None);
     assert_eq!(status, 401);
@@ -753,7 +765,11 @@ fn random_and_mutated_bodies_never_break_the_server() {
     // Whatever was acknowledged is stored and can be shown.
     assert!(stored_ids(&server.db).len() <= stored);
     for id in stored_ids(&server.db) {
-        let (status, _) = get(&server.url, &format!("/v1/runs/{id}"), Some(TOKEN));
+        let (status, _) = get(
+            &server.url,
+            &format!("/v1/runs/{id}"),
+            Some(&server.op(TOKEN)),
+        );
         assert_eq!(status, 200);
     }
 }
@@ -833,7 +849,11 @@ fn runs_filter_by_device_and_stream_and_devices_are_listed() {
     assert_eq!(status, 200, "{json}");
 
     let d1 = "d1".repeat(16);
-    let (status, runs) = get(&server.url, &format!("/v1/runs?device={d1}"), Some(TOKEN));
+    let (status, runs) = get(
+        &server.url,
+        &format!("/v1/runs?device={d1}"),
+        Some(&server.op(TOKEN)),
+    );
     assert_eq!(status, 200, "{runs}");
     assert_eq!(listed_ids(&runs, "runs", "id"), ids[..4].to_vec());
     let w2 = &runs["runs"][1];
@@ -849,7 +869,7 @@ fn runs_filter_by_device_and_stream_and_devices_are_listed() {
     let (_, upper) = get(
         &server.url,
         &format!("/v1/runs?device={}", d1.to_uppercase()),
-        Some(TOKEN),
+        Some(&server.op(TOKEN)),
     );
     assert_eq!(upper, runs);
 
@@ -857,7 +877,7 @@ fn runs_filter_by_device_and_stream_and_devices_are_listed() {
     let (_, stream) = get(
         &server.url,
         &format!("/v1/runs?stream={}", "51".repeat(16)),
-        Some(TOKEN),
+        Some(&server.op(TOKEN)),
     );
     assert_eq!(listed_ids(&stream, "runs", "id"), ids[..3].to_vec());
     let windows: Vec<u64> = stream["runs"]
@@ -873,33 +893,45 @@ fn runs_filter_by_device_and_stream_and_devices_are_listed() {
     let (_, none) = get(
         &server.url,
         &format!("/v1/runs?device={}", "0".repeat(32)),
-        Some(LAB_TOKEN),
+        Some(&server.op(LAB_TOKEN)),
     );
     assert_eq!(listed_ids(&none, "runs", "id"), vec![v1_id.clone()]);
     assert_eq!(none["runs"][0]["device"], serde_json::Value::Null);
     assert_eq!(none["runs"][0]["stream"], serde_json::Value::Null);
     assert_eq!(none["runs"][0]["cpu_user_ns"], serde_json::Value::Null);
-    let (status, shown) = get(&server.url, &format!("/v1/runs/{v1_id}"), Some(LAB_TOKEN));
+    let (status, shown) = get(
+        &server.url,
+        &format!("/v1/runs/{v1_id}"),
+        Some(&server.op(LAB_TOKEN)),
+    );
     assert_eq!(status, 200);
     assert_eq!(shown["origin"]["device"], serde_json::Value::Null);
     assert_eq!(shown["facts"]["program"], "wget");
-    let (_, lab) = get(&server.url, "/v1/devices", Some(LAB_TOKEN));
+    let (_, lab) = get(&server.url, "/v1/devices", Some(&server.op(LAB_TOKEN)));
     assert_eq!(listed_ids(&lab, "devices", "device"), vec!["d4".repeat(16)]);
 
     // Another group's device is not among this group's runs.
     let d3 = "d3".repeat(16);
-    let (_, none) = get(&server.url, &format!("/v1/runs?device={d3}"), Some(TOKEN));
+    let (_, none) = get(
+        &server.url,
+        &format!("/v1/runs?device={d3}"),
+        Some(&server.op(TOKEN)),
+    );
     assert_eq!(none["runs"], serde_json::json!([]));
 
     // Refused parameters.
     for bad in ["device=d1", "device=zz", "stream=123", "device="] {
-        let (status, json) = get(&server.url, &format!("/v1/runs?{bad}"), Some(TOKEN));
+        let (status, json) = get(
+            &server.url,
+            &format!("/v1/runs?{bad}"),
+            Some(&server.op(TOKEN)),
+        );
         assert_eq!(status, 400, "{bad}: {json}");
     }
 
     // The devices of the token's group, most recently seen first, with the
     // facts of their latest run and their counts.
-    let (status, devices) = get(&server.url, "/v1/devices", Some(TOKEN));
+    let (status, devices) = get(&server.url, "/v1/devices", Some(&server.op(TOKEN)));
     assert_eq!(status, 200, "{devices}");
     let listed = listed_ids(&devices, "devices", "device");
     assert_eq!(listed.len(), 2, "{devices}");
@@ -924,17 +956,210 @@ fn runs_filter_by_device_and_stream_and_devices_are_listed() {
     );
     let parsed: wire::DeviceList = serde_json::from_value(devices.clone()).unwrap();
     assert_eq!(parsed.devices.len(), 2);
-    let (_, limited) = get(&server.url, "/v1/devices?limit=1", Some(TOKEN));
+    let (_, limited) = get(&server.url, "/v1/devices?limit=1", Some(&server.op(TOKEN)));
     assert_eq!(limited["devices"].as_array().unwrap().len(), 1);
 
     // Scoping as /v1/runs: the other token sees its own device only, may
     // not ask for this group, and no token is 401.
-    let (_, theirs) = get(&server.url, "/v1/devices", Some(OTHER_TOKEN));
+    let (_, theirs) = get(&server.url, "/v1/devices", Some(&server.op(OTHER_TOKEN)));
     assert_eq!(listed_ids(&theirs, "devices", "device"), vec![d3]);
-    let (status, _) = get(&server.url, "/v1/devices?group=phones", Some(OTHER_TOKEN));
+    let (status, _) = get(
+        &server.url,
+        "/v1/devices?group=phones",
+        Some(&server.op(OTHER_TOKEN)),
+    );
     assert_eq!(status, 403);
     let (status, _) = get(&server.url, "/v1/devices", None);
     assert_eq!(status, 401);
-    let (status, _) = get(&server.url, "/v1/devices?limit=0", Some(TOKEN));
+    let (status, _) = get(&server.url, "/v1/devices?limit=0", Some(&server.op(TOKEN)));
     assert_eq!(status, 400);
+}
+
+/// Issue 36, item 7: a device's upload token ships inside every app, so it
+/// is public: it uploads and reads its directives, and nothing else. Fleet
+/// data needs an operator's API token.
+#[test]
+fn a_device_token_reads_no_fleet_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let items = sample_items(500, 2, None);
+    let (status, json) = post_items(&server.url, &items);
+    assert_eq!(status, 200, "{json}");
+    let id = id_of(&items[0]);
+    for path in [
+        "/v1/runs".to_string(),
+        format!("/v1/runs/{id}"),
+        "/v1/devices".to_string(),
+        "/v1/reports".to_string(),
+        "/v1/reports/1".to_string(),
+    ] {
+        let (status, json) = get(&server.url, &path, Some(TOKEN));
+        assert_eq!(status, 403, "{path}: {json}");
+        assert!(
+            json["error"].as_str().unwrap().contains("device token"),
+            "{json}"
+        );
+    }
+    let (status, _) = get(&server.url, "/v1/directives", Some(TOKEN));
+    assert_eq!(status, 200);
+    // The operator's API token reads them, and is no upload token.
+    let op = server.op(TOKEN);
+    let (status, runs) = get(&server.url, "/v1/runs", Some(&op));
+    assert_eq!(status, 200);
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 2);
+    let (status, _) = get(&server.url, &format!("/v1/runs/{id}"), Some(&op));
+    assert_eq!(status, 200);
+    let body = common::body(items.iter().map(Vec::as_slice));
+    let (status, _, _) = post(&server.url, Some(&op), Some(CONTENT_TYPE), &body);
+    assert_eq!(status, 401);
+    // Revoked: refused at once.
+    let out = std::process::Command::new(bin())
+        .args(["operator", "revoke", "phones-op", "--db"])
+        .arg(&server.db)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let (status, _) = get(&server.url, "/v1/runs", Some(&op));
+    assert_eq!(status, 401);
+}
+
+/// `count` summaries of device `device` (seeds from `first_seed`).
+fn device_items(first_seed: u64, count: u64, device: u8) -> Vec<Vec<u8>> {
+    (first_seed..first_seed + count)
+        .map(|seed| {
+            let mut s = sample::summary(seed, 200, None);
+            s.origin.device = [device; 16];
+            sample::encode(&s)
+        })
+        .collect()
+}
+
+/// The value of metric line `name{labels}` in /metrics.
+fn metric(url: &str, line_start: &str) -> u64 {
+    let text = agent()
+        .get(format!("{url}/metrics"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(line_start))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {line_start} in {text}"))
+}
+
+/// Issue 36, item 7: upload tokens are public, so uploads have quotas per
+/// client address (requests) and per device id (summaries): over one, 429
+/// with Retry-After, nothing stored, counted by reason.
+#[test]
+fn uploads_over_a_quota_are_refused_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    // Refills so slowly that nothing refills during the test.
+    let server = start(
+        dir.path(),
+        &[
+            "--quota-device-burst",
+            "5",
+            "--quota-device-per-sec",
+            "0.001",
+        ],
+    );
+    let (status, json) = post_items(&server.url, &device_items(1, 4, 0xd1));
+    assert_eq!(status, 200, "{json}");
+    // Two more of the same device: over its 5, the whole batch refused.
+    let body = common::body(device_items(10, 2, 0xd1).iter().map(Vec::as_slice));
+    let (status, retry, json) = post(&server.url, Some(TOKEN), Some(CONTENT_TYPE), &body);
+    assert_eq!(status, 429, "{json}");
+    let retry: u64 = retry.expect("Retry-After").parse().unwrap();
+    assert!(retry >= 1, "{retry}");
+    assert_eq!(stored_ids(&server.db).len(), 4);
+    // Another device has its own quota.
+    let (status, _) = post_items(&server.url, &device_items(20, 5, 0xd2));
+    assert_eq!(status, 200);
+    assert_eq!(
+        metric(
+            &server.url,
+            "edge_service_ingest_quota_refused_total{reason=\"device\"}"
+        ),
+        1
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(
+        dir.path(),
+        &[
+            "--quota-address-burst",
+            "3",
+            "--quota-address-per-sec",
+            "0.001",
+        ],
+    );
+    for seed in 0..3 {
+        let (status, _) = post_items(&server.url, &device_items(100 + seed, 1, 0xd3));
+        assert_eq!(status, 200);
+    }
+    let body = common::body(device_items(200, 1, 0xd4).iter().map(Vec::as_slice));
+    let (status, retry, _) = post(&server.url, Some(TOKEN), Some(CONTENT_TYPE), &body);
+    assert_eq!(status, 429);
+    assert!(retry.is_some());
+    assert_eq!(
+        metric(
+            &server.url,
+            "edge_service_ingest_quota_refused_total{reason=\"address\"}"
+        ),
+        1
+    );
+    // Reads are not uploads: the address's quota does not touch them.
+    let (status, _) = get(&server.url, "/v1/directives", Some(TOKEN));
+    assert_eq!(status, 200);
+}
+
+/// Issue 36, item 7: token rotation without downtime. Two tokens of one
+/// group are valid at once; the tokens file is re-read without a restart
+/// (here when its modification time changes; SIGHUP too), and a file that
+/// does not parse keeps the tokens in force.
+#[test]
+fn tokens_rotate_without_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &["--tokens-recheck-ms", "100"]);
+    let tokens = dir.path().join("tokens");
+    const NEW: &str = "phones-token-new-0123456789";
+    let upload = |token: &str, seed: u64| {
+        let body = common::body(device_items(seed, 1, 0xe1).iter().map(Vec::as_slice));
+        post(&server.url, Some(token), Some(CONTENT_TYPE), &body).0
+    };
+    let wait_until = |what: &str, f: &dyn Fn() -> bool| {
+        let started = std::time::Instant::now();
+        while !f() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "timed out waiting until {what}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    assert_eq!(upload(NEW, 1), 401);
+    // Step 1: both tokens.
+    std::fs::write(&tokens, format!("phones {TOKEN}\nphones {NEW}\n")).unwrap();
+    wait_until("the new token is accepted", &|| upload(NEW, 2) == 200);
+    assert_eq!(upload(TOKEN, 3), 200);
+    // A broken file keeps both.
+    std::fs::write(&tokens, "phones short\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(upload(TOKEN, 4), 200);
+    assert_eq!(upload(NEW, 5), 200);
+    // Step 2: the old one removed; SIGHUP re-reads at once.
+    std::fs::write(&tokens, format!("phones {NEW}\n")).unwrap();
+    let pid = server.child.id().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    wait_until("the old token is refused", &|| upload(TOKEN, 6) == 401);
+    assert_eq!(upload(NEW, 7), 200);
+    // The same process throughout.
+    assert!(server.child.id().to_string() == pid);
+    assert_eq!(get(&server.url, "/healthz", None).0, 200);
 }

@@ -19,7 +19,7 @@ fn a_restart_keeps_everything() {
         let (status, json) = post_items(&server.url, &items);
         assert_eq!(status, 200);
         assert_eq!(accepted(&json).len(), 10);
-        let (_, runs) = get(&server.url, "/v1/runs", Some(TOKEN));
+        let (_, runs) = get(&server.url, "/v1/runs", Some(&server.op(TOKEN)));
         // A clean stop (SIGTERM) finishes in flight and exits 0.
         let pid = nix::unistd::Pid::from_raw(server.child.id() as i32);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
@@ -29,12 +29,16 @@ fn a_restart_keeps_everything() {
         runs
     };
     let server = start(dir.path(), &[]);
-    let (_, after) = get(&server.url, "/v1/runs", Some(TOKEN));
+    let (_, after) = get(&server.url, "/v1/runs", Some(&server.op(TOKEN)));
     assert_eq!(after, before);
     assert_eq!(after["runs"].as_array().unwrap().len(), 10);
     for item in &items {
         let id = id_of(item);
-        let (status, run) = get(&server.url, &format!("/v1/runs/{id}"), Some(TOKEN));
+        let (status, run) = get(
+            &server.url,
+            &format!("/v1/runs/{id}"),
+            Some(&server.op(TOKEN)),
+        );
         assert_eq!(status, 200);
         let mut expected = summary_view::to_json(&agent_core::Summary::decode(item).unwrap());
         expected["group"] = "phones".into();
@@ -150,7 +154,7 @@ fn kill_9_under_load_loses_nothing_acknowledged() {
     let (status, _) = get(
         &server.url,
         &format!("/v1/runs/{}", acknowledged[0]),
-        Some(TOKEN),
+        Some(&server.op(TOKEN)),
     );
     assert_eq!(status, 200);
 }

@@ -99,7 +99,7 @@ fn the_same_summaries_sent_to_two_instances_at_once_are_stored_once() {
         + metric(&b, "edge_service_summaries_repeated_total");
     assert_eq!((stored, repeated), (expected as u64, expected as u64));
     // Either instance serves every run.
-    let (status, runs) = get(&b.url, "/v1/runs?limit=100000", Some(TOKEN));
+    let (status, runs) = get(&b.url, "/v1/runs?limit=100000", Some(&b.op(TOKEN)));
     assert_eq!(status, 200);
     assert_eq!(runs["runs"].as_array().unwrap().len(), expected);
 }
@@ -196,7 +196,11 @@ fn kill_9_of_one_instance_loses_nothing_acknowledged() {
     );
     // The survivor serves the dead instance's runs.
     let some = acknowledged.iter().find(|(_, &c)| c < 2).unwrap().0;
-    let (status, _) = get(&survivor.url, &format!("/v1/runs/{some}"), Some(TOKEN));
+    let (status, _) = get(
+        &survivor.url,
+        &format!("/v1/runs/{some}"),
+        Some(&survivor.op(TOKEN)),
+    );
     assert_eq!(status, 200);
 }
 
@@ -253,7 +257,7 @@ fn commands_and_reads_work_on_postgres() {
     let (status, runs) = get(
         &server.url,
         &format!("/v1/runs?device={device}"),
-        Some(TOKEN),
+        Some(&server.op(TOKEN)),
     );
     assert_eq!(status, 200);
     let windows: Vec<u64> = runs["runs"]
@@ -265,7 +269,7 @@ fn commands_and_reads_work_on_postgres() {
     let mut sorted = windows.clone();
     sorted.sort_unstable();
     assert_eq!(sorted, vec![1, 2, 3, 4, 5, 6]);
-    let (status, devices) = get(&server.url, "/v1/devices", Some(TOKEN));
+    let (status, devices) = get(&server.url, "/v1/devices", Some(&server.op(TOKEN)));
     assert_eq!(status, 200);
     assert_eq!(devices["devices"][0]["device"], device.as_str());
     assert_eq!(devices["devices"][0]["windows"], 6);

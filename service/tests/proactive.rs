@@ -205,11 +205,11 @@ fn the_detector_traces_the_slow_cluster_and_stores_a_report_by_itself() {
     let (status, json) = post_items(&server.url, &light);
     assert_eq!(status, 200, "{json}");
     assert_eq!(accepted(&json).len(), 18);
-    let (_, runs) = get(&server.url, "/v1/runs?kind=light", Some(TOKEN));
+    let (_, runs) = get(&server.url, "/v1/runs?kind=light", Some(&server.op(TOKEN)));
     let runs = runs["runs"].as_array().unwrap().clone();
     assert_eq!(runs.len(), 18);
     assert!(runs.iter().all(|r| r["kind"] == "light"));
-    let (_, full) = get(&server.url, "/v1/runs?kind=full", Some(TOKEN));
+    let (_, full) = get(&server.url, "/v1/runs?kind=full", Some(&server.op(TOKEN)));
     assert_eq!(full["runs"].as_array().unwrap().len(), 0);
 
     // The detector issues directives by itself: both slow devices and two
@@ -274,7 +274,7 @@ fn the_detector_traces_the_slow_cluster_and_stores_a_report_by_itself() {
     }
 
     let listed = wait_for("the report", Duration::from_secs(30), || {
-        let r = reports(&server.url, TOKEN);
+        let r = reports(&server.url, &server.op(TOKEN));
         (!r.is_empty()).then_some(r)
     });
     assert_eq!(listed.len(), 1, "{listed:?}");
@@ -283,7 +283,11 @@ fn the_detector_traces_the_slow_cluster_and_stores_a_report_by_itself() {
         "the list carries no bodies"
     );
     let id = listed[0]["id"].as_str().unwrap();
-    let (status, report) = get(&server.url, &format!("/v1/reports/{id}"), Some(TOKEN));
+    let (status, report) = get(
+        &server.url,
+        &format!("/v1/reports/{id}"),
+        Some(&server.op(TOKEN)),
+    );
     assert_eq!(status, 200, "{report}");
     assert_eq!(report["status"], "diagnosed", "{}", report["text"]);
     assert_eq!(report["trigger"], "slow");
@@ -333,14 +337,18 @@ fn the_detector_traces_the_slow_cluster_and_stores_a_report_by_itself() {
     // The slow cluster is still in the light runs, but the report is
     // fresh: no new investigation, no new directives.
     std::thread::sleep(Duration::from_secs(4));
-    assert_eq!(reports(&server.url, TOKEN).len(), 1);
+    assert_eq!(reports(&server.url, &server.op(TOKEN)).len(), 1);
     assert!(directed(&server.url, 1..=6).is_empty());
 
     // Reports are group scoped.
-    assert!(reports(&server.url, OTHER_TOKEN).is_empty());
-    let (status, _) = get(&server.url, &format!("/v1/reports/{id}"), Some(OTHER_TOKEN));
+    assert!(reports(&server.url, &server.op(OTHER_TOKEN)).is_empty());
+    let (status, _) = get(
+        &server.url,
+        &format!("/v1/reports/{id}"),
+        Some(&server.op(OTHER_TOKEN)),
+    );
     assert_eq!(status, 404);
-    let (status, _) = get(&server.url, "/v1/reports/abc", Some(TOKEN));
+    let (status, _) = get(&server.url, "/v1/reports/abc", Some(&server.op(TOKEN)));
     assert_eq!(status, 400);
 }
 
@@ -383,11 +391,15 @@ fn failing_runs_are_investigated_by_outcome_and_the_rule_names_the_fact() {
         assert_eq!(post_items(&server.url, &items).0, 200);
     }
     let listed = wait_for("the report", Duration::from_secs(30), || {
-        let r = reports(&server.url, TOKEN);
+        let r = reports(&server.url, &server.op(TOKEN));
         (!r.is_empty()).then_some(r)
     });
     let id = listed[0]["id"].as_str().unwrap();
-    let (_, report) = get(&server.url, &format!("/v1/reports/{id}"), Some(TOKEN));
+    let (_, report) = get(
+        &server.url,
+        &format!("/v1/reports/{id}"),
+        Some(&server.op(TOKEN)),
+    );
     assert_eq!(report["trigger"], "failing", "{report}");
     assert_eq!(report["status"], "diagnosed", "{}", report["text"]);
     let text = report["text"].as_str().unwrap();

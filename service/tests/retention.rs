@@ -17,7 +17,7 @@ fn items(seed: u64) -> Vec<Vec<u8>> {
 }
 
 fn runs(server: &Server) -> usize {
-    let (status, json) = get(&server.url, "/v1/runs", Some(TOKEN));
+    let (status, json) = get(&server.url, "/v1/runs", Some(&server.op(TOKEN)));
     assert_eq!(status, 200);
     json["runs"].as_array().unwrap().len()
 }

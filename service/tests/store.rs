@@ -136,7 +136,92 @@ on_both_backends!(
     a_version_5_store_keeps_its_directives_and_gains_programs,
     pruning_goes_in_batches_and_can_keep_the_raw_summaries,
     device_directives_count_their_runs_and_reports_are_kept,
+    operators_and_their_credentials_are_kept_hashed_and_revoked,
 );
+
+/// Operators (schema version 7): one per name; a credential is found by
+/// the hash of its secret until it expires or is removed; removing an
+/// operator removes its credentials.
+fn operators_and_their_credentials_are_kept_hashed_and_revoked(backend: &Backend) {
+    use service::operators::{secret_hash, Credential, CredentialKind, OperatorRow};
+    let mut store = backend.open();
+    let ann = OperatorRow {
+        name: "ann".into(),
+        group: "phones".into(),
+        password_hash: "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHQ$aGFzaA".into(),
+        created_unix_ns: 5,
+    };
+    assert!(store.add_operator(&ann).unwrap());
+    let mut taken = ann.clone();
+    taken.group = "laptops".into();
+    assert!(!store.add_operator(&taken).unwrap(), "the name is taken");
+    let bob = OperatorRow {
+        name: "bob".into(),
+        group: "laptops".into(),
+        ..ann.clone()
+    };
+    assert!(store.add_operator(&bob).unwrap());
+    assert_eq!(store.operator("ann").unwrap(), Some(ann.clone()));
+    assert_eq!(store.operator("carl").unwrap(), None);
+    let names: Vec<String> = store
+        .operators()
+        .unwrap()
+        .into_iter()
+        .map(|o| o.name)
+        .collect();
+    assert_eq!(names, ["ann", "bob"]);
+
+    let credential = |secret: &str, operator: &str, kind, expires| Credential {
+        hash: secret_hash(secret),
+        operator: operator.into(),
+        group: "phones".into(),
+        kind,
+        created_unix_ns: 10,
+        expires_unix_ns: expires,
+    };
+    let session = credential("s1", "ann", CredentialKind::Session, Some(100));
+    let api = credential("a1", "ann", CredentialKind::Api, None);
+    let bobs = credential("b1", "bob", CredentialKind::Session, Some(100));
+    for c in [&session, &api, &bobs] {
+        store.add_credential(c).unwrap();
+    }
+    assert_eq!(
+        store.credential(&secret_hash("s1"), 50).unwrap(),
+        Some(session.clone())
+    );
+    assert_eq!(
+        store.credential(&secret_hash("s1"), 100).unwrap(),
+        None,
+        "expired"
+    );
+    assert_eq!(
+        store.credential(&secret_hash("a1"), u64::MAX >> 2).unwrap(),
+        Some(api)
+    );
+    assert_eq!(store.credential(&secret_hash("nope"), 50).unwrap(), None);
+    // Only the hash is stored, never the secret.
+    let stored = backend.rows("SELECT operator FROM operator_credentials ORDER BY operator");
+    assert_eq!(stored, ["ann", "ann", "bob"]);
+
+    // Logout, revoke, prune, remove.
+    assert!(store.remove_credential(&secret_hash("s1")).unwrap());
+    assert!(!store.remove_credential(&secret_hash("s1")).unwrap());
+    assert_eq!(store.revoke_credentials("ann", false).unwrap(), 1);
+    assert_eq!(store.credential(&secret_hash("a1"), 50).unwrap(), None);
+    assert_eq!(store.prune_credentials(50).unwrap(), 0);
+    assert_eq!(
+        store.prune_credentials(100).unwrap(),
+        1,
+        "bob's session expired"
+    );
+    store
+        .add_credential(&credential("b2", "bob", CredentialKind::Api, None))
+        .unwrap();
+    assert!(store.remove_operator("bob").unwrap());
+    assert!(!store.remove_operator("bob").unwrap());
+    assert_eq!(store.credential(&secret_hash("b2"), 50).unwrap(), None);
+    assert_eq!(store.operator("bob").unwrap(), None);
+}
 
 fn new_run(seed: u64, group: &str) -> (agent_core::Summary, NewRun) {
     let raw = sample::encoded(seed, 500, None);
@@ -480,13 +565,15 @@ fn a_version_5_store_keeps_its_directives_and_gains_programs(backend: &Backend) 
     use service::directive::{Directive, DirectiveText};
     drop(backend.open());
     // Back to version 5 as that build left it: the directives table of
-    // version 1, holding one group's directive.
+    // version 1, holding one group's directive, and no operators
+    // (version 7).
     let set_version = match backend {
         Backend::Sqlite { .. } => "PRAGMA user_version = 5;",
         Backend::Postgres { .. } => "UPDATE edge_service_schema SET version = 5;",
     };
     backend.exec(&format!(
-        "ALTER TABLE directives DROP COLUMN programs; \
+        "DROP TABLE operator_credentials; DROP TABLE operators; \
+         ALTER TABLE directives DROP COLUMN programs; \
          INSERT INTO directives (group_name, match_text, only_list, time_window) \
          VALUES ('phones', 'curl', '[\"read\"]', '22:00-06:00'); {set_version}"
     ));

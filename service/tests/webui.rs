@@ -6,7 +6,7 @@
 mod common;
 
 use common::webui::{upload_demo, BAD, GOOD, WINDOWS};
-use common::{start, OTHER_TOKEN, TOKEN};
+use common::{start, Server, OPERATOR_PASSWORD, OTHER_TOKEN, TOKEN};
 use diagnose::peers::synth::{Fault, FleetSpec};
 use service::proactive::reports::{self, Report, ReportDevice};
 use service::store::Location;
@@ -77,9 +77,17 @@ fn post_form(url: &str, path: &str, cookie: Option<&str>, form: &[(&str, &str)])
     reply(req.send_form(form.iter().copied()).unwrap())
 }
 
-/// Logs in with `token`; returns the `name=value` pair of the cookie.
-fn login(url: &str, token: &str) -> String {
-    let r = post_form(url, "/login", None, &[("token", token)]);
+/// Logs in as the operator of the group of device token `token` (made
+/// at the first call); returns the `name=value` pair of the cookie.
+fn login(server: &Server, token: &str) -> String {
+    server.op(token);
+    let name = format!("{}-op", common::group_of(token));
+    let r = post_form(
+        &server.url,
+        "/login",
+        None,
+        &[("name", &name), ("password", OPERATOR_PASSWORD)],
+    );
     assert_eq!(r.status, 303, "{}", r.body);
     assert_eq!(r.header("location"), Some("/devices"));
     let cookie = r.header("set-cookie").expect("login sets a cookie");
@@ -115,19 +123,30 @@ fn login_sets_a_strict_cookie_and_pages_need_it() {
     assert_eq!(form.status, 200);
     assert!(form.body.contains("type=\"password\""));
 
-    let bad = post_form(url, "/login", None, &[("token", "not-a-token-0123456789")]);
+    server.op(TOKEN);
+    let bad = post_form(
+        url,
+        "/login",
+        None,
+        &[("name", "phones-op"), ("password", "not-the-password")],
+    );
     assert_eq!(bad.status, 401);
     assert!(bad.header("set-cookie").is_none());
-    assert!(bad.body.contains("unknown token"));
+    assert!(bad.body.contains("wrong password"));
 
-    let r = post_form(url, "/login", None, &[("token", TOKEN)]);
+    let r = post_form(
+        url,
+        "/login",
+        None,
+        &[("name", "phones-op"), ("password", OPERATOR_PASSWORD)],
+    );
     let set_cookie = r.header("set-cookie").unwrap();
     for flag in ["HttpOnly", "SameSite=Strict", "Path=/"] {
         assert!(set_cookie.contains(flag), "{set_cookie}");
     }
     // Plain HTTP: not Secure (the browser would drop it).
     assert!(!set_cookie.contains("Secure"), "{set_cookie}");
-    let cookie = login(url, TOKEN);
+    let cookie = login(&server, TOKEN);
     let devices = get(url, "/devices", Some(&cookie));
     assert_eq!(devices.status, 200);
     assert!(devices
@@ -155,6 +174,112 @@ fn login_sets_a_strict_cookie_and_pages_need_it() {
     );
     assert_eq!(out.status, 303);
     assert!(out.header("set-cookie").unwrap().contains("Max-Age=0"));
+    // Revoked on the server: the old cookie, replayed, opens nothing.
+    let replayed = get(url, "/devices", Some(&cookie));
+    assert_eq!(replayed.status, 303);
+    assert_eq!(replayed.header("location"), Some("/login"));
+    let (status, _) = common::get_with_cookie(url, "/v1/runs", &cookie);
+    assert_eq!(status, 401);
+}
+
+/// Issue 36, item 7: a device's upload token ships in every app; it
+/// must not open the web UI, whatever field it is typed in.
+#[test]
+fn a_device_token_does_not_log_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    for form in [
+        &[("token", TOKEN)][..],
+        &[("name", "phones"), ("password", TOKEN)][..],
+        &[("name", TOKEN), ("password", TOKEN)][..],
+    ] {
+        let r = post_form(&server.url, "/login", None, form);
+        assert!(r.status == 401 || r.status == 403, "{form:?}: {}", r.status);
+        assert!(r.header("set-cookie").is_none(), "{form:?}");
+    }
+    // Nor does it as a cookie in today's main's form (hex of the token).
+    let cookie = format!("edge_session={}", hex_of(TOKEN));
+    assert_eq!(get(&server.url, "/devices", Some(&cookie)).status, 303);
+}
+
+fn hex_of(text: &str) -> String {
+    text.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Issue 36, item 8: login CSRF. A cross-origin POST to /login must not
+/// set a cookie, even with the right password.
+#[test]
+fn a_cross_origin_login_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    server.op(TOKEN);
+    let host = server.url.trim_start_matches("http://").to_string();
+    let form = [("name", "phones-op"), ("password", OPERATOR_PASSWORD)];
+    let post = |header: (&str, &str)| {
+        reply(
+            agent()
+                .post(format!("{}/login", server.url))
+                .header(header.0, header.1)
+                .send_form(form.iter().copied())
+                .unwrap(),
+        )
+    };
+    for bad in [
+        ("Origin", "https://evil.example"),
+        ("Origin", "null"),
+        ("Referer", "https://evil.example/login"),
+    ] {
+        let r = post(bad);
+        assert_eq!(r.status, 403, "{bad:?}");
+        assert!(r.header("set-cookie").is_none(), "{bad:?}");
+    }
+    let ok = post(("Origin", &format!("http://{host}")));
+    assert_eq!(ok.status, 303, "{}", ok.body);
+    assert!(ok.header("set-cookie").is_some());
+}
+
+/// Issue 36, item 8: failed logins lock the name and the address out;
+/// the guess after the last allowed one is refused even with the right
+/// password, and the operator gets in again once the lock-out ends.
+#[test]
+fn failed_logins_lock_out_then_let_in_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(
+        dir.path(),
+        &["--login-max-failures", "3", "--login-lockout-ms", "1500"],
+    );
+    server.op(TOKEN);
+    let try_login = |password: &str| {
+        post_form(
+            &server.url,
+            "/login",
+            None,
+            &[("name", "phones-op"), ("password", password)],
+        )
+    };
+    for _ in 0..3 {
+        assert_eq!(try_login("a wrong guess").status, 401);
+    }
+    let refused = try_login(OPERATOR_PASSWORD);
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert!(refused.header("set-cookie").is_none());
+    let wait: u64 = refused.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=2).contains(&wait), "{wait}");
+    // Once the lock-out ends, the right password lets in again.
+    let started = std::time::Instant::now();
+    loop {
+        let r = try_login(OPERATOR_PASSWORD);
+        if r.status == 303 {
+            assert!(r.header("set-cookie").is_some());
+            break;
+        }
+        assert_eq!(r.status, 429, "{}", r.body);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "still locked out"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }
 
 #[test]
@@ -163,8 +288,8 @@ fn no_page_shows_another_groups_data() {
     let server = start(dir.path(), &[]);
     let url = &server.url;
     let up = upload_demo(url);
-    let phones = login(url, TOKEN);
-    let laptops = login(url, OTHER_TOKEN);
+    let phones = login(&server, TOKEN);
+    let laptops = login(&server, OTHER_TOKEN);
 
     let pages = [
         "/devices".to_string(),
@@ -215,7 +340,7 @@ fn pages_show_the_runs_windows_and_diagnosis() {
     let server = start(dir.path(), &[]);
     let url = &server.url;
     let up = upload_demo(url);
-    let cookie = login(url, TOKEN);
+    let cookie = login(&server, TOKEN);
 
     let devices = get(url, "/devices", Some(&cookie)).body;
     // Six demo devices and the windowed run's.
@@ -266,7 +391,7 @@ fn directives_change_only_with_confirmation_and_the_csrf_token() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), &[]);
     let url = &server.url;
-    let cookie = login(url, TOKEN);
+    let cookie = login(&server, TOKEN);
     let page = get(url, "/directives", Some(&cookie)).body;
     let csrf = csrf_of(&page);
     let form = |csrf: &str, action: &str| {
@@ -286,7 +411,7 @@ fn directives_change_only_with_confirmation_and_the_csrf_token() {
     };
     // Without the token, or with another session's: refused.
     assert_eq!(form("", "apply").status, 403);
-    let other = login(url, OTHER_TOKEN);
+    let other = login(&server, OTHER_TOKEN);
     let other_csrf = csrf_of(&get(url, "/directives", Some(&other)).body);
     assert_eq!(form(&other_csrf, "apply").status, 403);
     let (_, json) = common::get(url, "/v1/directives", Some(TOKEN));
@@ -413,8 +538,8 @@ fn reports_are_listed_and_shown_for_their_group_only() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), &[]);
     let url = &server.url;
-    let phones = login(url, TOKEN);
-    let laptops = login(url, OTHER_TOKEN);
+    let phones = login(&server, TOKEN);
+    let laptops = login(&server, OTHER_TOKEN);
     let empty = get(url, "/reports", Some(&phones)).body;
     assert!(empty.contains("id=\"no-reports\""), "{empty}");
 
@@ -522,8 +647,8 @@ fn peers_page_names_the_slow_device_of_the_group_only() {
     let laptops_fleet = fleet("laptops", 2, 1);
     post_fleet(url, TOKEN, &phones_fleet);
     post_fleet(url, OTHER_TOKEN, &laptops_fleet);
-    let phones = login(url, TOKEN);
-    let laptops = login(url, OTHER_TOKEN);
+    let phones = login(&server, TOKEN);
+    let laptops = login(&server, OTHER_TOKEN);
     let secs = |w: u64| (phones_fleet.window_start(w) / 1_000_000_000).to_string();
     // Training windows 0..40 (RFC 3339), diagnosis 40..80 (Unix seconds).
     let query = format!(
@@ -605,7 +730,42 @@ fn peers_page_names_the_slow_device_of_the_group_only() {
             ..FleetSpec::new(2, 80)
         },
     );
-    let cookie = login(&small.url, TOKEN);
+    let cookie = login(&small, TOKEN);
     let r = get(&small.url, &query, Some(&cookie)).body;
     assert!(r.contains("fewer than 3 devices"), "{r}");
+}
+
+/// An open server (`--insecure-no-auth`, loopback): the form asks for a
+/// group name, and its session is a stored one like an operator's (logout
+/// revokes it).
+#[test]
+fn an_open_server_logs_in_by_group_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &["--insecure-no-auth"]);
+    let url = &server.url;
+    assert!(get(url, "/login", None).body.contains("Group"));
+    let bad = post_form(url, "/login", None, &[("name", "not a group")]);
+    assert_eq!(bad.status, 401);
+    let r = post_form(url, "/login", None, &[("name", "laptops")]);
+    assert_eq!(r.status, 303, "{}", r.body);
+    let cookie = r
+        .header("set-cookie")
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let devices = get(url, "/devices", Some(&cookie));
+    assert_eq!(devices.status, 200);
+    assert!(devices
+        .body
+        .contains("<strong id=\"group\">laptops</strong>"));
+    let out = post_form(
+        url,
+        "/logout",
+        Some(&cookie),
+        &[("csrf", &csrf_of(&devices.body))],
+    );
+    assert_eq!(out.status, 303);
+    assert_eq!(get(url, "/devices", Some(&cookie)).status, 303);
 }

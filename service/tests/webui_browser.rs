@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::webui::{upload_demo, BAD, GOOD, WINDOWS};
-use common::{bin, start, TOKEN};
+use common::{bin, start, OPERATOR_PASSWORD, TOKEN};
 use diagnose::peers::synth::{Fault, FleetSpec};
 use fantoccini::{Client, ClientBuilder, Locator};
 use service::proactive::reports::{self, Report, ReportDevice};
@@ -154,13 +154,15 @@ async fn click_through(client: &Client, url: &str, out: &Path, windowed: &str) {
     // Not logged in: the UI sends the browser to the login form.
     client.goto(url).await.unwrap();
     assert!(client.current_url().await.unwrap().path() == "/login");
-    client
-        .find(Locator::Id("token"))
-        .await
-        .unwrap()
-        .send_keys(TOKEN)
-        .await
-        .unwrap();
+    for (field, value) in [("name", "phones-op"), ("password", OPERATOR_PASSWORD)] {
+        client
+            .find(Locator::Id(field))
+            .await
+            .unwrap()
+            .send_keys(value)
+            .await
+            .unwrap();
+    }
     shot(client, out, "1-login.png").await;
     follow(client, Locator::Id("login")).await;
 
@@ -386,6 +388,8 @@ fn login_devices_run_diagnosis_in_chromium() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), &[]);
     let up = upload_demo(&server.url);
+    // The operator the browser logs in as (its API token is not used).
+    server.op(TOKEN);
     let driver = start_driver();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -205,9 +205,11 @@ fn a_directive_naming_a_program_shims_it_on_a_device_that_opted_in() {
             .proxy(None)
             .build(),
     );
+    let operator =
+        lab::procs::operator_token(&edge_tests::binary("edge-service"), &db, GROUP).unwrap();
     let body = agent
         .get(&format!("{url}/v1/runs?program=md5sum"))
-        .header("Authorization", format!("Bearer {TOKEN}"))
+        .header("Authorization", format!("Bearer {operator}"))
         .call()
         .unwrap()
         .body_mut()

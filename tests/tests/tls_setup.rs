@@ -59,6 +59,8 @@ fn printed_pin(stdout: &str) -> String {
 struct Serve {
     child: Child,
     addr: SocketAddr,
+    /// An API token of an operator of the test group (fleet data).
+    operator: String,
 }
 
 impl Serve {
@@ -103,7 +105,13 @@ impl Serve {
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .parse()
             .unwrap();
-        Serve { child, addr }
+        let operator =
+            lab::procs::operator_token(&service_bin(), &work.join("edge.db"), GROUP).unwrap();
+        Serve {
+            child,
+            addr,
+            operator,
+        }
     }
 
     fn port(&self) -> u16 {
@@ -120,7 +128,8 @@ impl Drop for Serve {
 
 /// Runs the service stored for the test group, asked over HTTPS trusting
 /// only `ca`.
-fn stored_runs(addr: SocketAddr, ca: &Path) -> usize {
+fn stored_runs(serve: &Serve, ca: &Path) -> usize {
+    let (addr, operator) = (serve.addr, &serve.operator);
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_file_iter(ca).unwrap() {
         roots.add(cert.unwrap()).unwrap();
@@ -140,7 +149,7 @@ fn stored_runs(addr: SocketAddr, ca: &Path) -> usize {
     write!(
         tls,
         "GET /v1/runs?group={GROUP}&limit=1000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\
-         Authorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
+         Authorization: Bearer {operator}\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut response = Vec::new();
@@ -286,7 +295,7 @@ fn tls_init_serve_upload_renew_upload() {
     let by_name = format!("https://localhost:{}", serve.port());
     let out = device.upload(&by_name, &["--ca", ca.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(stored_runs(serve.addr, &ca), 4);
+    assert_eq!(stored_runs(&serve, &ca), 4);
 
     // A second init would replace the CA the devices trust: refused.
     let ca_before = std::fs::read(&ca).unwrap();
@@ -312,7 +321,7 @@ fn tls_init_serve_upload_renew_upload() {
     let url = format!("https://127.0.0.1:{}", serve.port());
     let out = device.upload(&url, &["--ca", ca.to_str().unwrap(), "--pin-sha256", &pin]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(stored_runs(serve.addr, &ca), 6);
+    assert_eq!(stored_runs(&serve, &ca), 6);
 
     // Rotate the key too: the old pin is refused, naming the new one.
     let renew = service(&["tls", "renew", "--dir", tls_s, "--new-key"]);
@@ -335,7 +344,7 @@ fn tls_init_serve_upload_renew_upload() {
         &["--ca", ca.to_str().unwrap(), "--pin-sha256", &new_pin],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(stored_runs(serve.addr, &ca), 7);
+    assert_eq!(stored_runs(&serve, &ca), 7);
     assert_eq!(device.spooled(), 0);
 }
 

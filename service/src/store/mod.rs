@@ -25,9 +25,10 @@ pub use sqlite::SqliteStore;
 /// version names one set of tables and columns. A database of an older
 /// version is brought up to it when opened (each backend's `MIGRATIONS`);
 /// a newer one is refused.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 use crate::directive::Directive;
+use crate::operators::{Credential, OperatorRow};
 use crate::proactive::directives::DeviceDirective;
 use crate::proactive::reports::Report;
 
@@ -117,6 +118,31 @@ pub trait Store: Send {
     /// Deletes the devices last seen before `before_unix_ns`; returns how
     /// many.
     fn prune_devices(&mut self, before_unix_ns: u64) -> Result<u64, StoreError>;
+    /// Adds an operator; false (nothing written) when the name is taken.
+    fn add_operator(&mut self, operator: &OperatorRow) -> Result<bool, StoreError>;
+    /// One operator by name.
+    fn operator(&mut self, name: &str) -> Result<Option<OperatorRow>, StoreError>;
+    /// Every operator, by name.
+    fn operators(&mut self) -> Result<Vec<OperatorRow>, StoreError>;
+    /// Removes an operator with its sessions and API tokens; false when
+    /// there was none.
+    fn remove_operator(&mut self, name: &str) -> Result<bool, StoreError>;
+    /// Stores a session or API token (by the hash of its secret).
+    fn add_credential(&mut self, credential: &Credential) -> Result<(), StoreError>;
+    /// The credential whose secret hashes to `hash`, unless it expired
+    /// before `now_unix_ns`.
+    fn credential(
+        &mut self,
+        hash: &[u8; 32],
+        now_unix_ns: u64,
+    ) -> Result<Option<Credential>, StoreError>;
+    /// Deletes one credential (logout); false when there was none.
+    fn remove_credential(&mut self, hash: &[u8; 32]) -> Result<bool, StoreError>;
+    /// Deletes `operator`'s API tokens (`operator revoke`) and, with
+    /// `sessions`, its sessions too; returns how many.
+    fn revoke_credentials(&mut self, operator: &str, sessions: bool) -> Result<u64, StoreError>;
+    /// Deletes the sessions expired before `now_unix_ns`; returns how many.
+    fn prune_credentials(&mut self, now_unix_ns: u64) -> Result<u64, StoreError>;
     /// Periodic upkeep the server runs on a connection of its own, off the
     /// writer's path (SQLite: checkpoints).
     fn housekeeping(&mut self) -> Result<(), StoreError> {

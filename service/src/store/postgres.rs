@@ -32,6 +32,7 @@ use super::{
     SCHEMA_VERSION,
 };
 use crate::directive::Directive;
+use crate::operators::{Credential, CredentialKind, OperatorRow};
 use crate::proactive::directives::DeviceDirective;
 use crate::proactive::reports::Report;
 
@@ -51,6 +52,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (
         6,
         include_str!("../../migrations/postgres/0006_directive_programs.sql"),
+    ),
+    (
+        7,
+        include_str!("../../migrations/postgres/0007_operators.sql"),
     ),
 ];
 
@@ -1320,6 +1325,15 @@ fn stored_run(row: &Row) -> Result<StoredRun, StoreError> {
     })
 }
 
+fn operator_row(row: &Row) -> OperatorRow {
+    OperatorRow {
+        name: row.get(0),
+        group: row.get(1),
+        password_hash: row.get(2),
+        created_unix_ns: row.get::<_, i64>(3).max(0) as u64,
+    }
+}
+
 fn directive_row(row: &Row) -> Result<Directive, StoreError> {
     let only: Option<String> = row.try_get(2).map_err(pg_error)?;
     let programs: Option<String> = row.try_get(4).map_err(pg_error)?;
@@ -1428,6 +1442,126 @@ impl Store for PgStore {
             &[&d.group, &d.match_text, &only, &d.window, &programs],
         )
         .map(|_| ())
+    }
+
+    fn add_operator(&mut self, op: &OperatorRow) -> Result<bool, StoreError> {
+        self.execute(
+            "INSERT INTO operators (name, group_name, password_hash, created_unix_ns) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING",
+            &[
+                &op.name,
+                &op.group,
+                &op.password_hash,
+                &sql_int(op.created_unix_ns),
+            ],
+        )
+        .map(|n| n > 0)
+    }
+
+    fn operator(&mut self, name: &str) -> Result<Option<OperatorRow>, StoreError> {
+        Ok(self
+            .query(
+                "SELECT name, group_name, password_hash, created_unix_ns FROM operators \
+                 WHERE name = $1",
+                &[&name],
+            )?
+            .first()
+            .map(operator_row))
+    }
+
+    fn operators(&mut self) -> Result<Vec<OperatorRow>, StoreError> {
+        Ok(self
+            .query(
+                "SELECT name, group_name, password_hash, created_unix_ns FROM operators \
+                 ORDER BY name",
+                &[],
+            )?
+            .iter()
+            .map(operator_row)
+            .collect())
+    }
+
+    fn remove_operator(&mut self, name: &str) -> Result<bool, StoreError> {
+        let runtime = driver()?;
+        let client = self.client()?;
+        runtime
+            .block_on(async {
+                let tx = client.transaction().await?;
+                tx.execute(
+                    "DELETE FROM operator_credentials WHERE operator = $1",
+                    &[&name],
+                )
+                .await?;
+                let n = tx
+                    .execute("DELETE FROM operators WHERE name = $1", &[&name])
+                    .await?;
+                tx.commit().await?;
+                Ok(n > 0)
+            })
+            .map_err(pg_error)
+    }
+
+    fn add_credential(&mut self, c: &Credential) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO operator_credentials (hash, operator, group_name, kind, \
+             created_unix_ns, expires_unix_ns) VALUES ($1, $2, $3, $4, $5, $6)",
+            &[
+                &c.hash.as_slice(),
+                &c.operator,
+                &c.group,
+                &c.kind.name(),
+                &sql_int(c.created_unix_ns),
+                &c.expires_unix_ns.map(sql_int),
+            ],
+        )
+        .map(|_| ())
+    }
+
+    fn credential(
+        &mut self,
+        hash: &[u8; 32],
+        now_unix_ns: u64,
+    ) -> Result<Option<Credential>, StoreError> {
+        Ok(self
+            .query(
+                "SELECT operator, group_name, kind, created_unix_ns, expires_unix_ns \
+                 FROM operator_credentials WHERE hash = $1 \
+                 AND (expires_unix_ns IS NULL OR expires_unix_ns > $2)",
+                &[&hash.as_slice(), &sql_int(now_unix_ns)],
+            )?
+            .first()
+            .map(|r| Credential {
+                hash: *hash,
+                operator: r.get(0),
+                group: r.get(1),
+                kind: CredentialKind::from_name(r.get(2)),
+                created_unix_ns: r.get::<_, i64>(3).max(0) as u64,
+                expires_unix_ns: r.get::<_, Option<i64>>(4).map(|v| v.max(0) as u64),
+            }))
+    }
+
+    fn remove_credential(&mut self, hash: &[u8; 32]) -> Result<bool, StoreError> {
+        self.execute(
+            "DELETE FROM operator_credentials WHERE hash = $1",
+            &[&hash.as_slice()],
+        )
+        .map(|n| n > 0)
+    }
+
+    fn revoke_credentials(&mut self, operator: &str, sessions: bool) -> Result<u64, StoreError> {
+        let sql = if sessions {
+            "DELETE FROM operator_credentials WHERE operator = $1"
+        } else {
+            "DELETE FROM operator_credentials WHERE operator = $1 AND kind = 'api'"
+        };
+        self.execute(sql, &[&operator])
+    }
+
+    fn prune_credentials(&mut self, now_unix_ns: u64) -> Result<u64, StoreError> {
+        self.execute(
+            "DELETE FROM operator_credentials WHERE expires_unix_ns <= $1",
+            &[&sql_int(now_unix_ns)],
+        )
     }
 
     fn clear_directive(&mut self, group: &str) -> Result<bool, StoreError> {

@@ -18,6 +18,7 @@ use super::{
     SCHEMA_VERSION,
 };
 use crate::directive::Directive;
+use crate::operators::{Credential, CredentialKind, OperatorRow};
 use crate::proactive::directives::DeviceDirective;
 use crate::proactive::reports::Report;
 
@@ -184,6 +185,28 @@ const MIGRATE_TO_6: &str = "
 ALTER TABLE directives ADD COLUMN programs TEXT;  -- JSON array of program names
 ";
 
+/// Version 7: operators (who log into the web UI and read fleet data;
+/// devices only upload) and their sessions and API tokens, of which only
+/// the SHA-256 of the secret is kept (`expires_unix_ns` NULL: an API token,
+/// valid until revoked).
+const MIGRATE_TO_7: &str = "
+CREATE TABLE operators (
+    name            TEXT PRIMARY KEY,
+    group_name      TEXT NOT NULL,
+    password_hash   TEXT NOT NULL,  -- Argon2id PHC string
+    created_unix_ns INTEGER NOT NULL
+);
+CREATE TABLE operator_credentials (
+    hash            BLOB PRIMARY KEY,
+    operator        TEXT NOT NULL,
+    group_name      TEXT NOT NULL,
+    kind            TEXT NOT NULL,  -- session | api
+    created_unix_ns INTEGER NOT NULL,
+    expires_unix_ns INTEGER
+);
+CREATE INDEX operator_credentials_by_operator ON operator_credentials (operator);
+";
+
 /// `MIGRATIONS[i]` takes a file from version `i + 1` to `i + 2`.
 const MIGRATIONS: &[&str] = &[
     MIGRATE_TO_2,
@@ -191,6 +214,7 @@ const MIGRATIONS: &[&str] = &[
     MIGRATE_TO_4,
     MIGRATE_TO_5,
     MIGRATE_TO_6,
+    MIGRATE_TO_7,
 ];
 
 /// A group directive's columns, in the order [`directive_row`] reads them.
@@ -686,6 +710,15 @@ fn device_row(row: &Row<'_>) -> rusqlite::Result<DeviceRow> {
     })
 }
 
+fn operator_row(row: &Row<'_>) -> rusqlite::Result<OperatorRow> {
+    Ok(OperatorRow {
+        name: row.get(0)?,
+        group: row.get(1)?,
+        password_hash: row.get(2)?,
+        created_unix_ns: row.get::<_, i64>(3)?.max(0) as u64,
+    })
+}
+
 fn directive_row(row: &Row<'_>) -> rusqlite::Result<Directive> {
     let only: Option<String> = row.get(2)?;
     let programs: Option<String> = row.get(4)?;
@@ -813,6 +846,139 @@ impl Store for SqliteStore {
             self.checkpoint(true)?;
         }
         Ok(())
+    }
+
+    fn add_operator(&mut self, op: &OperatorRow) -> Result<bool, StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO operators (name, group_name, password_hash, created_unix_ns) \
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (name) DO NOTHING",
+                params![
+                    op.name,
+                    op.group,
+                    op.password_hash,
+                    sql_int(op.created_unix_ns)
+                ],
+            )
+            .map(|n| n > 0)
+            .map_err(store_error)
+    }
+
+    fn operator(&mut self, name: &str) -> Result<Option<OperatorRow>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT name, group_name, password_hash, created_unix_ns FROM operators \
+                 WHERE name = ?1",
+            )
+            .and_then(|mut s| s.query_row([name], operator_row).optional())
+            .map_err(store_error)
+    }
+
+    fn operators(&mut self) -> Result<Vec<OperatorRow>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT name, group_name, password_hash, created_unix_ns FROM operators \
+                 ORDER BY name",
+            )
+            .and_then(|mut s| s.query_map([], operator_row)?.collect())
+            .map_err(store_error)
+    }
+
+    fn remove_operator(&mut self, name: &str) -> Result<bool, StoreError> {
+        let tx = self.conn.transaction().map_err(store_error)?;
+        tx.execute(
+            "DELETE FROM operator_credentials WHERE operator = ?1",
+            [name],
+        )
+        .map_err(store_error)?;
+        let n = tx
+            .execute("DELETE FROM operators WHERE name = ?1", [name])
+            .map_err(store_error)?;
+        tx.commit().map_err(store_error)?;
+        Ok(n > 0)
+    }
+
+    fn add_credential(&mut self, c: &Credential) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO operator_credentials (hash, operator, group_name, kind, \
+                 created_unix_ns, expires_unix_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![
+                    c.hash.as_slice(),
+                    c.operator,
+                    c.group,
+                    c.kind.name(),
+                    sql_int(c.created_unix_ns),
+                    c.expires_unix_ns.map(sql_int)
+                ],
+            )
+            .map(|_| ())
+            .map_err(store_error)
+    }
+
+    fn credential(
+        &mut self,
+        hash: &[u8; 32],
+        now_unix_ns: u64,
+    ) -> Result<Option<Credential>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT hash, operator, group_name, kind, created_unix_ns, expires_unix_ns \
+                 FROM operator_credentials WHERE hash = ?1 \
+                 AND (expires_unix_ns IS NULL OR expires_unix_ns > ?2)",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![hash.as_slice(), sql_int(now_unix_ns)], |r| {
+                    let stored: Vec<u8> = r.get(0)?;
+                    let mut hash = [0u8; 32];
+                    if stored.len() == 32 {
+                        hash.copy_from_slice(&stored);
+                    }
+                    let kind: String = r.get(3)?;
+                    Ok(Credential {
+                        hash,
+                        operator: r.get(1)?,
+                        group: r.get(2)?,
+                        kind: CredentialKind::from_name(&kind),
+                        created_unix_ns: r.get::<_, i64>(4)?.max(0) as u64,
+                        expires_unix_ns: r.get::<_, Option<i64>>(5)?.map(|v| v.max(0) as u64),
+                    })
+                })
+                .optional()
+            })
+            .map_err(store_error)
+    }
+
+    fn remove_credential(&mut self, hash: &[u8; 32]) -> Result<bool, StoreError> {
+        self.conn
+            .execute(
+                "DELETE FROM operator_credentials WHERE hash = ?1",
+                [hash.as_slice()],
+            )
+            .map(|n| n > 0)
+            .map_err(store_error)
+    }
+
+    fn revoke_credentials(&mut self, operator: &str, sessions: bool) -> Result<u64, StoreError> {
+        let sql = if sessions {
+            "DELETE FROM operator_credentials WHERE operator = ?1"
+        } else {
+            "DELETE FROM operator_credentials WHERE operator = ?1 AND kind = 'api'"
+        };
+        self.conn
+            .execute(sql, [operator])
+            .map(|n| n as u64)
+            .map_err(store_error)
+    }
+
+    fn prune_credentials(&mut self, now_unix_ns: u64) -> Result<u64, StoreError> {
+        self.conn
+            .execute(
+                "DELETE FROM operator_credentials WHERE expires_unix_ns <= ?1",
+                [sql_int(now_unix_ns)],
+            )
+            .map(|n| n as u64)
+            .map_err(store_error)
     }
 
     fn clear_directive(&mut self, group: &str) -> Result<bool, StoreError> {

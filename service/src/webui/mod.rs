@@ -1,6 +1,6 @@
 //! The operator's web UI at `/` (see `docs/webui.md`): server-rendered
-//! HTML pages (minijinja templates, [`pages`]) over the same store and
-//! tokens as the API. Every page is scoped to the logged-in group
+//! HTML pages (minijinja templates, [`pages`]) over the same store as the
+//! API, for operators only. Every page is scoped to the logged-in group
 //! ([`session`]); forms that change something carry a CSRF token. No
 //! script and no outside asset: every response carries a strict
 //! Content-Security-Policy, and the plots are inline SVG ([`plots`], and
@@ -82,7 +82,10 @@ async fn security_headers(req: Request, next: Next) -> Response {
     );
     h.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        // same-origin, not no-referrer: under no-referrer a browser sends
+        // `Origin: null` with the login form's POST, which the login
+        // CSRF check must refuse.
+        HeaderValue::from_static("same-origin"),
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     // Pages show one group's data: no shared cache may keep them.

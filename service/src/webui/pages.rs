@@ -2,11 +2,12 @@
 //! the browser to the login form), reads the group's data on a store
 //! connection off the async threads, and renders its template.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use axum::extract::{Form, Path, Query, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::extract::{ConnectInfo, Form, FromRequest, Path, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use minijinja::context;
 use serde::{Deserialize, Serialize};
@@ -15,11 +16,16 @@ use super::diagnosis::{self, DiagnosisQuery};
 use super::peers::{self, PeersQuery};
 use super::plots::{time_series_svg, Series};
 use super::reports;
-use super::session::Session;
+use super::session::{same_origin, Session};
 use super::templates::STYLE;
 use super::WebUi;
 use crate::directive::{Directive, DirectiveText};
+use crate::login_limit::Locked;
+use crate::operators::{
+    decoy_hash, new_secret, secret_hash, verify_password, Credential, CredentialKind,
+};
 use crate::store::{DeviceFilter, RunFilter, RunRow, Store, StoreError};
+use crate::tokens::valid_group;
 use agent_core::Summary;
 use summary_view::observe::time_text;
 
@@ -115,7 +121,7 @@ impl WebUi {
 /// form.
 macro_rules! session_or_login {
     ($web:expr, $headers:expr) => {
-        match $web.sessions.session(&$headers) {
+        match $web.sessions.session(&$web.app, &$headers).await {
             Some(s) => s,
             None => return Ok(Redirect::to("/login").into_response()),
         }
@@ -159,24 +165,117 @@ pub(super) async fn login_form(State(web): State<Arc<WebUi>>) -> Page {
 
 #[derive(Debug, Deserialize)]
 pub(super) struct LoginForm {
+    /// The operator's name (an open server: the group's).
     #[serde(default)]
-    token: String,
+    name: String,
+    #[serde(default)]
+    password: String,
 }
 
-pub(super) async fn login(State(web): State<Arc<WebUi>>, Form(form): Form<LoginForm>) -> Page {
-    let secret = form.token.trim();
-    if web.sessions.group_of_secret(secret).is_none() {
-        let what = if web.sessions.open_server() {
-            "not a valid group name"
-        } else {
-            "unknown token"
-        };
-        return render_login(&web, StatusCode::UNAUTHORIZED, Some(what));
+/// A login attempt's text as a log line may show it: at most 64
+/// characters, quoted and escaped (never the password).
+fn logged(name: &str) -> String {
+    format!("{:?}", name.chars().take(64).collect::<String>())
+}
+
+pub(super) async fn login(State(web): State<Arc<WebUi>>, req: Request) -> Page {
+    let address = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or_else(|| "unknown".to_string(), |c| c.0.ip().to_string());
+    let headers = req.headers().clone();
+    // Login CSRF: a page elsewhere must not log a browser into our server.
+    if !same_origin(&headers) {
+        eprintln!("edge-service: login refused from {address}: cross-origin POST");
+        return Err(PageError::new(
+            StatusCode::FORBIDDEN,
+            "cross-origin login refused: log in from this server's own login page",
+        ));
     }
+    let Form(form) = Form::<LoginForm>::from_request(req, &())
+        .await
+        .map_err(|e| PageError::new(StatusCode::BAD_REQUEST, e.body_text()))?;
+    let name = form.name.trim().to_string();
+    let (operator, group) = if web.sessions.open_server() {
+        if !valid_group(&name) {
+            return render_login(
+                &web,
+                StatusCode::UNAUTHORIZED,
+                Some("not a valid group name"),
+            );
+        }
+        (String::new(), name)
+    } else {
+        let limiter = &web.sessions.limiter;
+        if let Some(locked) = limiter.check(&address, &name, Instant::now()) {
+            let what = match locked {
+                Locked::Address(_) => "this address",
+                Locked::Name(_) => "this name",
+            };
+            let secs = locked.remaining().as_secs().max(1);
+            eprintln!(
+                "edge-service: login refused for {} from {address}: {what} is locked out for {secs} s after failed logins",
+                logged(&name)
+            );
+            let mut response = render_login(
+                &web,
+                StatusCode::TOO_MANY_REQUESTS,
+                Some(&format!(
+                    "too many failed logins from {what}: try again in {secs} s"
+                )),
+            )?;
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            return Ok(response);
+        }
+        let lookup = name.clone();
+        let found = web.read(move |store| store.operator(&lookup)).await?;
+        let password = form.password;
+        let (hash, group) = match &found {
+            Some(op) => (op.password_hash.clone(), Some(op.group.clone())),
+            None => (decoy_hash().to_string(), None),
+        };
+        // Argon2 is slow on purpose: off the async threads.
+        let matches = tokio::task::spawn_blocking(move || verify_password(&hash, &password))
+            .await
+            .unwrap_or(false);
+        let Some(group) = group.filter(|_| matches) else {
+            limiter.failed(&address, &name, Instant::now());
+            eprintln!(
+                "edge-service: failed login for {} from {address}",
+                logged(&name)
+            );
+            return render_login(
+                &web,
+                StatusCode::UNAUTHORIZED,
+                Some("unknown name or wrong password"),
+            );
+        };
+        limiter.succeeded(&name);
+        (name, group)
+    };
+    let secret = new_secret()
+        .map_err(|e| PageError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let now = now_unix_ns();
+    let ttl = u64::try_from(web.sessions.ttl.as_nanos()).unwrap_or(u64::MAX);
+    let credential = Credential {
+        hash: secret_hash(&secret),
+        operator,
+        group,
+        kind: CredentialKind::Session,
+        created_unix_ns: now,
+        expires_unix_ns: Some(now.saturating_add(ttl)),
+    };
+    web.read(move |store| {
+        store.prune_credentials(now)?;
+        store.add_credential(&credential)
+    })
+    .await?;
     let mut response = Redirect::to("/devices").into_response();
     response
         .headers_mut()
-        .insert(header::SET_COOKIE, web.sessions.login_cookie(secret));
+        .insert(header::SET_COOKIE, web.sessions.login_cookie(&secret));
     Ok(response)
 }
 
@@ -194,6 +293,12 @@ pub(super) async fn logout(
     let session = session_or_login!(web, headers);
     if !web.sessions.csrf_ok(&session, &form.csrf) {
         return Err(PageError::new(StatusCode::FORBIDDEN, "bad CSRF token"));
+    }
+    // Revoked on the server: the old cookie opens nothing any more.
+    if let Some(id) = session.id() {
+        let hash = secret_hash(id);
+        web.read(move |store| store.remove_credential(&hash))
+            .await?;
     }
     let mut response = Redirect::to("/login").into_response();
     response

@@ -1,32 +1,47 @@
-//! Who is looking at the web UI: the group of the session cookie (set by
-//! the login form from a group token), or of a trusted reverse proxy's
-//! header when `serve --web-proxy-header NAME` is given; and the CSRF
-//! token every form that changes something must carry.
+//! Who is looking at the web UI: the operator of the session cookie (set
+//! by the login form from an operator's name and password), or the group
+//! of a trusted reverse proxy's header when `serve --web-proxy-header
+//! NAME` is given; and the CSRF token every form that changes something
+//! must carry.
 //!
-//! The cookie holds the token itself (hex-encoded, so that any visible
-//! character of a token survives), marked HttpOnly, SameSite=Strict, and
-//! Secure when the server speaks TLS: the same secret the devices hold, so
-//! nothing else has to be kept or expired on the server.
+//! The cookie holds a random 256-bit session id, marked HttpOnly,
+//! SameSite=Strict, and Secure when the server speaks TLS. The store keeps
+//! only its SHA-256 with the operator, group and expiry, so several
+//! instances on one database share sessions, and logout deletes it. A
+//! device token never logs in: it ships in every app.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
 use ring::hmac;
 
-use crate::server::Auth;
+use crate::login_limit::{LoginLimiter, LoginLimits};
+use crate::operators::CredentialKind;
+use crate::server::{App, Auth};
 use crate::tokens::valid_group;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "edge_session";
 
-/// How the web UI learns the group (from `serve`'s options).
+/// How long a session lasts from its login (absolute).
+pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
+
+/// How the web UI learns the operator (from `serve`'s options).
 #[derive(Debug)]
 pub struct SessionConfig {
-    /// The tokens (or an open server's "any group").
-    pub auth: Auth,
+    /// Whether the server is open (`--insecure-no-auth`: the login form
+    /// asks for a group name only).
+    open_server: bool,
     /// A header set by an authenticating reverse proxy naming the group;
     /// `None` (the default): no header is trusted.
     pub proxy_header: Option<HeaderName>,
     /// Whether cookies are marked Secure (the server speaks TLS).
     pub secure_cookie: bool,
+    /// How long a session lasts.
+    pub ttl: Duration,
+    /// Failed logins per address and name.
+    pub limiter: LoginLimiter,
     /// The key of the CSRF tokens, random per process.
     csrf_key: hmac::Key,
 }
@@ -36,72 +51,81 @@ pub struct SessionConfig {
 pub struct Session {
     /// The group whose data every page shows.
     pub group: String,
-    /// What the CSRF token is derived from (the token, or the proxy's
-    /// group): a session of another group never has the same one.
+    /// The operator's name (empty on an open server or behind the proxy).
+    pub operator: String,
+    /// The session id (or the proxy's group): what the CSRF token is
+    /// derived from, so a session of another group never has the same one.
     secret: String,
     /// Whether the group came from the proxy header (no logout then).
     pub from_proxy: bool,
 }
 
+impl Session {
+    /// The session id of the cookie (`None` behind the proxy).
+    pub fn id(&self) -> Option<&str> {
+        (!self.from_proxy).then_some(self.secret.as_str())
+    }
+}
+
 impl SessionConfig {
     /// A configuration with a fresh random CSRF key.
     pub fn new(
-        auth: Auth,
+        auth: &Auth,
         proxy_header: Option<HeaderName>,
         secure_cookie: bool,
+        limits: LoginLimits,
     ) -> anyhow::Result<SessionConfig> {
         let rng = ring::rand::SystemRandom::new();
         let csrf_key = hmac::Key::generate(hmac::HMAC_SHA256, &rng)
             .map_err(|_| anyhow::anyhow!("cannot make the web UI's CSRF key: no randomness"))?;
         Ok(SessionConfig {
-            auth,
+            open_server: matches!(auth, Auth::None),
             proxy_header,
             secure_cookie,
+            ttl: DEFAULT_SESSION_TTL,
+            limiter: LoginLimiter::new(limits),
             csrf_key,
         })
     }
 
+    /// The group of a trusted proxy's header, if configured and sent.
+    /// `Some(None)`: sent but not a valid group.
+    fn proxy_session(&self, headers: &HeaderMap) -> Option<Option<Session>> {
+        let name = self.proxy_header.as_ref()?;
+        let group = headers.get(name).and_then(|v| v.to_str().ok())?.trim();
+        Some(valid_group(group).then(|| Session {
+            group: group.to_string(),
+            operator: String::new(),
+            secret: format!("proxy\u{0}{group}"),
+            from_proxy: true,
+        }))
+    }
+
     /// The session of a request: the proxy's header first (when trusted),
-    /// then the cookie. `None`: not logged in (or a token no longer valid).
-    pub fn session(&self, headers: &HeaderMap) -> Option<Session> {
-        if let Some(name) = &self.proxy_header {
-            if let Some(group) = headers.get(name).and_then(|v| v.to_str().ok()) {
-                let group = group.trim();
-                return valid_group(group).then(|| Session {
-                    group: group.to_string(),
-                    secret: format!("proxy\u{0}{group}"),
-                    from_proxy: true,
-                });
-            }
+    /// then the cookie's session in the store. `None`: not logged in (or
+    /// the session expired or was logged out).
+    pub async fn session(&self, app: &Arc<App>, headers: &HeaderMap) -> Option<Session> {
+        if let Some(from_proxy) = self.proxy_session(headers) {
+            return from_proxy;
         }
-        let secret = cookie_value(headers, COOKIE)
-            .and_then(|hex_text| hex::decode(hex_text).ok())
-            .and_then(|bytes| String::from_utf8(bytes).ok())?;
-        let group = self.group_of_secret(&secret)?;
-        Some(Session {
-            group,
+        let secret = cookie_value(headers, COOKIE)?.to_string();
+        let credential = app.credential(&secret).await.ok()??;
+        (credential.kind == CredentialKind::Session).then_some(Session {
+            group: credential.group,
+            operator: credential.operator,
             secret,
             from_proxy: false,
         })
     }
 
-    /// The group a login secret opens: a token's group; on an open server
-    /// (`--insecure-no-auth`, loopback only) the secret is the group name.
-    pub fn group_of_secret(&self, secret: &str) -> Option<String> {
-        match &self.auth {
-            Auth::Tokens(tokens) => tokens.group_of(secret).map(str::to_string),
-            Auth::None => valid_group(secret).then(|| secret.to_string()),
-        }
-    }
-
-    /// Whether the login form asks for a group name instead of a token.
+    /// Whether the login form asks for a group name instead of a password.
     pub fn open_server(&self) -> bool {
-        matches!(self.auth, Auth::None)
+        self.open_server
     }
 
-    /// The `Set-Cookie` value that logs in with `secret`.
+    /// The `Set-Cookie` value that logs in with session id `secret`.
     pub fn login_cookie(&self, secret: &str) -> HeaderValue {
-        self.cookie(&hex::encode(secret.as_bytes()), None)
+        self.cookie(secret, Some(self.ttl.as_secs()))
     }
 
     /// The `Set-Cookie` value that logs out.
@@ -109,7 +133,7 @@ impl SessionConfig {
         self.cookie("", Some(0))
     }
 
-    fn cookie(&self, value: &str, max_age: Option<u32>) -> HeaderValue {
+    fn cookie(&self, value: &str, max_age: Option<u64>) -> HeaderValue {
         let mut text = format!("{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict");
         if self.secure_cookie {
             text.push_str("; Secure");
@@ -133,8 +157,34 @@ impl SessionConfig {
     }
 }
 
+/// Whether a POST comes from a page of this server: its `Origin` (else its
+/// `Referer`) names the request's own `Host`. A browser sends `Origin` with
+/// every form POST; a request with neither header is not a browser's
+/// cross-site one (it carries no cookie of ours a page could abuse) and
+/// passes. `Origin: null` (an opaque origin) does not.
+pub fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let source = headers
+        .get(header::ORIGIN)
+        .or_else(|| headers.get(header::REFERER));
+    let Some(source) = source else {
+        return true;
+    };
+    let Ok(source) = source.to_str() else {
+        return false;
+    };
+    // scheme://host[:port][/path...]
+    let Some((_, rest)) = source.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    authority.eq_ignore_ascii_case(host.trim())
+}
+
 /// The value of cookie `name` in the request's `Cookie` headers.
-fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -148,57 +198,53 @@ fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokens::Tokens;
+    use crate::tokens::{TokenFile, Tokens};
 
     fn config(proxy: Option<&'static str>) -> SessionConfig {
         let tokens =
             Tokens::parse("phones phones-token-0123456789\nlaptops laptops-token-0123456789\n")
                 .unwrap();
         SessionConfig::new(
-            Auth::Tokens(tokens),
+            &Auth::Tokens(Arc::new(TokenFile::fixed(tokens))),
             proxy.map(HeaderName::from_static),
             true,
+            LoginLimits::default(),
         )
         .unwrap()
     }
 
-    fn with_cookie(value: &str) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        h.insert(header::COOKIE, HeaderValue::from_str(value).unwrap());
-        h
+    fn session(group: &str, secret: &str) -> Session {
+        Session {
+            group: group.into(),
+            operator: "ann".into(),
+            secret: secret.into(),
+            from_proxy: false,
+        }
     }
 
     #[test]
-    fn the_cookie_names_the_tokens_group() {
+    fn the_cookie_is_strict() {
         let c = config(None);
-        let cookie = c.login_cookie("laptops-token-0123456789");
+        let cookie = c.login_cookie(&"ab".repeat(32));
         let text = cookie.to_str().unwrap();
         assert!(
             text.contains("HttpOnly")
                 && text.contains("SameSite=Strict")
                 && text.contains("Secure")
+                && text.contains("Max-Age=43200")
         );
-        let pair = text.split(';').next().unwrap();
-        let s = c.session(&with_cookie(&format!("a=b; {pair}"))).unwrap();
-        assert_eq!(s.group, "laptops");
-        // A made-up or garbled cookie is no session.
-        assert!(c.session(&with_cookie("edge_session=00ff")).is_none());
-        assert!(c.session(&with_cookie("edge_session=zz")).is_none());
-        assert!(c.session(&HeaderMap::new()).is_none());
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_str(&format!("a=b; {}", text.split(';').next().unwrap())).unwrap(),
+        );
+        assert_eq!(cookie_value(&h, COOKIE), Some("ab".repeat(32).as_str()));
     }
 
     #[test]
     fn csrf_tokens_belong_to_one_session() {
         let c = config(None);
-        let phones = c.session(&with_cookie(&format!(
-            "edge_session={}",
-            hex::encode("phones-token-0123456789")
-        )));
-        let laptops = c.session(&with_cookie(&format!(
-            "edge_session={}",
-            hex::encode("laptops-token-0123456789")
-        )));
-        let (phones, laptops) = (phones.unwrap(), laptops.unwrap());
+        let (phones, laptops) = (session("phones", "s1"), session("laptops", "s2"));
         let token = c.csrf_token(&phones);
         assert!(c.csrf_ok(&phones, &token));
         assert!(!c.csrf_ok(&laptops, &token));
@@ -210,11 +256,51 @@ mod tests {
     fn the_proxy_header_is_trusted_only_when_configured() {
         let mut h = HeaderMap::new();
         h.insert("x-edge-group", HeaderValue::from_static("phones"));
-        assert!(config(None).session(&h).is_none());
-        let s = config(Some("x-edge-group")).session(&h).unwrap();
+        assert!(config(None).proxy_session(&h).is_none());
+        let s = config(Some("x-edge-group"))
+            .proxy_session(&h)
+            .unwrap()
+            .unwrap();
         assert_eq!(s.group, "phones");
         assert!(s.from_proxy);
         h.insert("x-edge-group", HeaderValue::from_static("bad group"));
-        assert!(config(Some("x-edge-group")).session(&h).is_none());
+        assert!(config(Some("x-edge-group"))
+            .proxy_session(&h)
+            .unwrap()
+            .is_none());
+    }
+
+    #[test]
+    fn only_same_origin_posts_pass() {
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(*k, HeaderValue::from_static(v));
+            }
+            h
+        };
+        let host = ("host", "edge.example:8443");
+        assert!(same_origin(&headers(&[
+            host,
+            ("origin", "https://edge.example:8443")
+        ])));
+        assert!(same_origin(&headers(&[
+            host,
+            ("referer", "https://edge.example:8443/login")
+        ])));
+        assert!(same_origin(&headers(&[host])));
+        assert!(!same_origin(&headers(&[
+            host,
+            ("origin", "https://evil.example")
+        ])));
+        assert!(!same_origin(&headers(&[host, ("origin", "null")])));
+        assert!(!same_origin(&headers(&[
+            host,
+            ("referer", "https://edge.example:8443.evil.example/")
+        ])));
+        assert!(!same_origin(&headers(&[(
+            "origin",
+            "https://edge.example:8443"
+        )])));
     }
 }

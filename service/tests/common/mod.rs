@@ -1,9 +1,11 @@
 //! Starts `edge-service serve` as a child process and talks to it.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 
 pub mod pg;
 pub mod webui;
@@ -14,11 +16,90 @@ pub const OTHER_TOKEN: &str = "laptops-token-0123456789";
 pub const LAB_TOKEN: &str = "lab-token-0123456789abcd";
 pub const CONTENT_TYPE: &str = "application/vnd.edge-agent.summaries";
 
+/// The password of the test operators.
+pub const OPERATOR_PASSWORD: &str = "operator-password-0123";
+
 /// A running server; killed when dropped.
 pub struct Server {
     pub child: Child,
     pub url: String,
     pub db: PathBuf,
+    /// API tokens of the operators made so far, by group.
+    operators: Mutex<HashMap<String, String>>,
+}
+
+/// The group a test device token names.
+pub fn group_of(device_token: &str) -> &'static str {
+    match device_token {
+        TOKEN => "phones",
+        OTHER_TOKEN => "laptops",
+        LAB_TOKEN => "lab",
+        other => panic!("no group for token {other}"),
+    }
+}
+
+/// Adds operator `name` of `group` (password [`OPERATOR_PASSWORD`]) to the
+/// store `db`, unless it is there already.
+pub fn add_operator(db: &Path, name: &str, group: &str) {
+    let mut child = Command::new(bin())
+        .args([
+            "operator",
+            "add",
+            name,
+            "--group",
+            group,
+            "--password-stdin",
+            "--db",
+        ])
+        .arg(db)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{OPERATOR_PASSWORD}\n").as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // A server restarted on the same store finds its operators there.
+    assert!(
+        out.status.success() || stderr.contains("already exists"),
+        "operator add: {stderr}"
+    );
+}
+
+/// Mints an API token of operator `name` in the store `db`.
+pub fn operator_token(db: &Path, name: &str) -> String {
+    let out = Command::new(bin())
+        .args(["operator", "token", name, "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "operator token: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+impl Server {
+    /// An API token of an operator of the group of `device_token` (the
+    /// operator `GROUP-op` is made at the first call).
+    pub fn op(&self, device_token: &str) -> String {
+        let group = group_of(device_token);
+        let mut ops = self.operators.lock().unwrap();
+        ops.entry(group.to_string())
+            .or_insert_with(|| {
+                let name = format!("{group}-op");
+                add_operator(&self.db, &name, group);
+                operator_token(&self.db, &name)
+            })
+            .clone()
+    }
 }
 
 impl Drop for Server {
@@ -79,7 +160,12 @@ pub fn start_on(dir: &Path, db: &Path, extra: &[&str]) -> Server {
         .find(|w| w.starts_with("http://") || w.starts_with("https://"))
         .unwrap_or_else(|| panic!("no listening line, got {line:?}"))
         .to_string();
-    Server { child, url, db }
+    Server {
+        child,
+        url,
+        db,
+        operators: Mutex::new(HashMap::new()),
+    }
 }
 
 pub fn agent() -> ureq::Agent {
@@ -126,6 +212,18 @@ pub fn post_items(url: &str, items: &[Vec<u8>]) -> (u16, serde_json::Value) {
     let body = body(items.iter().map(Vec::as_slice));
     let (status, _, json) = post(url, Some(TOKEN), Some(CONTENT_TYPE), &body);
     (status, json)
+}
+
+/// Status and JSON body of a GET sending `cookie` (`name=value`).
+pub fn get_with_cookie(url: &str, path: &str, cookie: &str) -> (u16, serde_json::Value) {
+    let mut resp = agent()
+        .get(format!("{url}{path}"))
+        .header("Cookie", cookie)
+        .call()
+        .unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.body_mut().read_to_string().unwrap();
+    (status, serde_json::from_str(&text).unwrap_or_default())
 }
 
 pub fn get(url: &str, path: &str, token: Option<&str>) -> (u16, serde_json::Value) {

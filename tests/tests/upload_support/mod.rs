@@ -31,6 +31,9 @@ pub const TOKEN: &str = "fleet-token-3f9a0c1d";
 pub struct Service {
     pub child: Child,
     pub addr: SocketAddr,
+    /// An API token of an operator of the test group (fleet data is not
+    /// the device token's).
+    pub operator: String,
     pub _dir: tempfile::TempDir,
 }
 
@@ -52,34 +55,43 @@ impl Service {
         )
         .unwrap();
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let db = dir.path().join("edge.db");
         let child = Command::new(edge_tests::binary("edge-service"))
             .arg("serve")
             .arg("--listen")
             .arg(addr.to_string())
             .arg("--db")
-            .arg(dir.path().join("edge.db"))
+            .arg(&db)
             .arg("--tokens")
             .arg(&tokens)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start edge-service");
-        let service = Service {
+        let mut service = Service {
             child,
             addr,
+            operator: String::new(),
             _dir: dir,
         };
         let until = Instant::now() + Duration::from_secs(30);
-        while http_get(addr, "/healthz").is_err() {
+        while http_get(addr, "/healthz", TOKEN).is_err() {
             assert!(Instant::now() < until, "edge-service did not come up");
             std::thread::sleep(Duration::from_millis(50));
         }
+        service.operator =
+            lab::procs::operator_token(&edge_tests::binary("edge-service"), &db, GROUP).unwrap();
         service
     }
 
     /// Ids of the runs the service stored for the test group, in its order.
     pub fn stored_ids(&self) -> Vec<String> {
-        let body = http_get(self.addr, &format!("/v1/runs?group={GROUP}&limit=100000")).unwrap();
+        let body = http_get(
+            self.addr,
+            &format!("/v1/runs?group={GROUP}&limit=100000"),
+            &self.operator,
+        )
+        .unwrap();
         let json: serde_json::Value = serde_json::from_str(&body).unwrap();
         json["runs"]
             .as_array()
@@ -111,8 +123,8 @@ pub fn hex_id(id: &[u8; 16]) -> String {
     hex::encode(id)
 }
 
-/// A plain-HTTP GET with the test token; the body when the status is 200.
-pub fn http_get(addr: SocketAddr, path: &str) -> Result<String, String> {
+/// A plain-HTTP GET with `token`; the body when the status is 200.
+pub fn http_get(addr: SocketAddr, path: &str, token: &str) -> Result<String, String> {
     let agent = ureq::Agent::new_with_config(
         ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(10)))
@@ -122,7 +134,7 @@ pub fn http_get(addr: SocketAddr, path: &str) -> Result<String, String> {
     );
     agent
         .get(&format!("http://{addr}{path}"))
-        .header("Authorization", format!("Bearer {TOKEN}"))
+        .header("Authorization", format!("Bearer {token}"))
         .call()
         .map_err(|e| e.to_string())?
         .body_mut()
