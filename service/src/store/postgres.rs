@@ -1482,11 +1482,11 @@ impl Store for PgStore {
     }
 
     fn remove_operator(&mut self, name: &str) -> Result<bool, StoreError> {
-        let runtime = driver()?;
-        let client = self.client()?;
-        runtime
-            .block_on(async {
-                let tx = client.transaction().await?;
+        // Run once: after a lost connection the caller sees the error and
+        // may ask again (a second removal finds nothing and says so).
+        self.with_connection(Repeat::Once, |live, runtime| {
+            runtime.block_on(async {
+                let tx = live.client.transaction().await?;
                 tx.execute(
                     "DELETE FROM operator_credentials WHERE operator = $1",
                     &[&name],
@@ -1498,7 +1498,7 @@ impl Store for PgStore {
                 tx.commit().await?;
                 Ok(n > 0)
             })
-            .map_err(pg_error)
+        })
     }
 
     fn add_credential(&mut self, c: &Credential) -> Result<(), StoreError> {
