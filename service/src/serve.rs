@@ -33,6 +33,8 @@ pub struct ServeOptions {
     pub auto: Option<crate::proactive::detector::Thresholds>,
     /// `--web-proxy-header`: the header naming the web UI's group.
     pub web_proxy_header: Option<String>,
+    /// `--web-max-runs` and the other bounds of one web UI analysis.
+    pub web_limits: crate::webui::WebLimits,
 }
 
 /// `serve --retain AGE [--keep-raw]`.
@@ -63,6 +65,7 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         None => None,
     };
     check_limits(&opts.limits)?;
+    opts.web_limits.check()?;
     let proxy_header = opts
         .web_proxy_header
         .as_deref()
@@ -107,7 +110,7 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             opts.db
         );
         let metrics = app.metrics().clone();
-        let routes = router(app.clone()).merge(crate::webui::router(app, sessions)?);
+        let routes = router(app.clone()).merge(crate::webui::router(app, sessions, opts.web_limits)?);
         let tls = tls.map(tokio_rustls::TlsAcceptor::from);
         let drained =
             crate::conn::serve(tcp, tls, routes, opts.limits, metrics, shutdown_signal()).await;
