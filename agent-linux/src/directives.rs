@@ -268,6 +268,11 @@ impl WatchSteering {
     }
 }
 
+/// What the fetcher thread does with each body before parsing it (the
+/// shims' steering).
+#[cfg(feature = "upload")]
+pub type BodyHook = Box<dyn FnMut(&[u8]) + Send>;
+
 /// Fetches the directives every `every` on a thread of its own (the first
 /// fetch at once), with this device's (`device_hex`: its id in hex). On
 /// that thread, each body (at most `wire::directive::MAX_BODY_BYTES`, read
@@ -282,7 +287,7 @@ pub fn spawn_fetcher(
     client: uploader::transport::Client,
     every: Duration,
     device_hex: Option<String>,
-    mut each_body: Box<dyn FnMut(&[u8]) + Send>,
+    mut each_body: BodyHook,
 ) -> std::io::Result<std::sync::mpsc::Receiver<Directive>> {
     let (tx, rx) = std::sync::mpsc::channel();
     crate::signals::spawn_quiet_thread("directives", move || loop {
@@ -348,14 +353,17 @@ mod tests {
             .map(|i| format!("p{i}"))
             .collect();
         let many = serde_json::json!({"match": "second", "programs": programs}).to_string();
-        assert!(parse(many.as_bytes()).unwrap_err().contains("`programs` has 65 entries"));
-        let entries =
-            vec![
-                serde_json::json!({"id": "1", "runs": 1, "expires_unix_ns": 9});
-                wire::directive::MAX_DEVICE_DIRECTIVES + 1
-            ];
+        assert!(parse(many.as_bytes())
+            .unwrap_err()
+            .contains("`programs` has 65 entries"));
+        let entries = vec![
+            serde_json::json!({"id": "1", "runs": 1, "expires_unix_ns": 9});
+            wire::directive::MAX_DEVICE_DIRECTIVES + 1
+        ];
         let many = serde_json::json!({ "device_directives": entries }).to_string();
-        assert!(parse(many.as_bytes()).unwrap_err().contains("`device_directives` has 17"));
+        assert!(parse(many.as_bytes())
+            .unwrap_err()
+            .contains("`device_directives` has 17"));
         let long = "x".repeat(wire::directive::MAX_PROGRAM_NAME_LEN + 1);
         let one = serde_json::json!({"device_directives": [
             {"id": "1", "program": long, "runs": 1, "expires_unix_ns": 9}

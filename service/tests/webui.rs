@@ -681,7 +681,8 @@ fn one_analysis_reads_at_most_the_limits_and_says_so() {
     );
     let p = get(url, &query, Some(&cookie)).body;
     assert!(
-        p.contains("more than 100 window summaries in the ranges") && p.contains("--web-max-windows"),
+        p.contains("more than 100 window summaries in the ranges")
+            && p.contains("--web-max-windows"),
         "{p}"
     );
     assert!(metric(url, PEERS_READ) <= 100.0);
@@ -732,10 +733,7 @@ fn a_busy_group_is_told_to_retry_and_a_gone_clients_analysis_stops() {
     assert_eq!(busy.status, 503, "{}", busy.body);
     assert_eq!(busy.header("retry-after"), Some("10"));
     assert!(busy.body.contains("busy"), "{}", busy.body);
-    assert_eq!(
-        metric(url, "edge_service_web_analyses_refused_total"),
-        1.0
-    );
+    assert_eq!(metric(url, "edge_service_web_analyses_refused_total"), 1.0);
 
     // The client goes away: the analysis stops at its next chunk.
     wait_metric_until(url, PEERS_CHUNKS, |n| n >= 1.0);
@@ -743,10 +741,18 @@ fn a_busy_group_is_told_to_retry_and_a_gone_clients_analysis_stops() {
     wait_metric(url, "edge_service_web_analyses_cancelled_total", 1.0);
     wait_metric(url, RUNNING, 0.0);
     let stopped = metric(url, PEERS_CHUNKS);
-    assert_eq!(metric(url, PEERS_CHUNKS), stopped, "no query after the stop");
+    assert_eq!(
+        metric(url, PEERS_CHUNKS),
+        stopped,
+        "no query after the stop"
+    );
     assert!(stopped < 6_000_000.0, "stopped early: {stopped} queries");
 
     // The group may analyse again.
-    let r = get(url, "/peers?train_since=0&train_until=60&since=60&until=120", Some(&cookie));
+    let r = get(
+        url,
+        "/peers?train_since=0&train_until=60&since=60&until=120",
+        Some(&cookie),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
 }

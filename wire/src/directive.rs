@@ -110,9 +110,14 @@ mod tests {
         assert_eq!(check(&json!({"group": "g", "match": "x"})), Ok(()));
         let programs: Vec<String> = (0..=MAX_PROGRAMS).map(|i| format!("p{i}")).collect();
         let err = check(&json!({ "programs": programs })).unwrap_err();
-        assert!(err.contains("`programs` has 65 entries; at most 64"), "{err}");
+        assert!(
+            err.contains("`programs` has 65 entries; at most 64"),
+            "{err}"
+        );
         let long = "x".repeat(MAX_MATCH_LEN + 1);
-        assert!(check(&json!({ "match": long })).unwrap_err().contains("`match` is 4097 bytes"));
+        assert!(check(&json!({ "match": long }))
+            .unwrap_err()
+            .contains("`match` is 4097 bytes"));
         let entries = vec![json!({"id": "1"}); MAX_DEVICE_DIRECTIVES + 1];
         assert!(check(&json!({ "device_directives": entries }))
             .unwrap_err()
@@ -120,6 +125,8 @@ mod tests {
         let err = check(&json!({"device_directives": [{"id": "1", "match": long}]})).unwrap_err();
         assert!(err.contains("device_directives[0].match"), "{err}");
         let only = vec!["y".repeat(MAX_SYSCALL_NAME_LEN + 1)];
-        assert!(check(&json!({ "only": only })).unwrap_err().contains("only[0]"));
+        assert!(check(&json!({ "only": only }))
+            .unwrap_err()
+            .contains("only[0]"));
     }
 }

@@ -48,11 +48,7 @@ pub struct WebUi {
 }
 
 /// The web UI's routes (merged with the API's by `serve`).
-pub fn router(
-    app: Arc<App>,
-    sessions: SessionConfig,
-    limits: WebLimits,
-) -> anyhow::Result<Router> {
+pub fn router(app: Arc<App>, sessions: SessionConfig, limits: WebLimits) -> anyhow::Result<Router> {
     limits.check()?;
     let web = Arc::new(WebUi {
         app,
