@@ -18,7 +18,11 @@
 //!   is not valid is skipped with a warning naming it; the others apply.
 //!   Unknown fields are ignored.
 //!
-//! A fetch that fails keeps the last settings (a warning on stderr).
+//! A fetch that fails keeps the last settings (a warning on stderr). So
+//! does a body beyond the caps of `wire::directive` (more than
+//! `MAX_BODY_BYTES`, a list longer than its cap: refused whole, never
+//! truncated). The fetch, the parse and the shims' steering all happen on
+//! the fetcher thread; the tracer thread only takes the parsed result.
 
 use std::time::Duration;
 
@@ -26,7 +30,7 @@ use crate::light::DeviceDirective;
 
 /// Longest `match` text taken from the service (a command line is at most
 /// a few pages; a longer text can match nothing useful).
-const MAX_MATCH: usize = 4096;
+const MAX_MATCH: usize = wire::directive::MAX_MATCH_LEN;
 
 /// The fields of a directive `watch` looks at.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -45,7 +49,7 @@ pub struct Directive {
 pub const MAX_DIRECTED_RUNS: u64 = 10_000;
 
 /// Longest directive id (the `directive` fact's value, at most 40 bytes).
-const MAX_ID: usize = 40;
+const MAX_ID: usize = wire::directive::MAX_DIRECTIVE_ID_LEN;
 
 /// A text field of a directive: absent or null is `None`; else 1 to
 /// `max` bytes without control characters.
@@ -95,7 +99,7 @@ fn parse_device_directive(value: &serde_json::Value) -> Result<DeviceDirective, 
         return Err(format!("`runs` must be 1 to {MAX_DIRECTED_RUNS}"));
     }
     Ok(DeviceDirective {
-        program: optional_text(object, "program", MAX_MATCH)?,
+        program: optional_text(object, "program", wire::directive::MAX_PROGRAM_NAME_LEN)?,
         match_text: optional_text(object, "match", MAX_MATCH)?,
         runs: runs as u32,
         expires_unix_ns: number("expires_unix_ns")?,
@@ -103,12 +107,21 @@ fn parse_device_directive(value: &serde_json::Value) -> Result<DeviceDirective, 
     })
 }
 
-/// Parses a `GET /v1/directives` body. Untrusted: a field of the wrong
-/// type or a bad `match` text is an error naming it.
+/// Parses a `GET /v1/directives` body. Untrusted: a body over
+/// `wire::directive::MAX_BODY_BYTES`, a list or text over its cap, a field
+/// of the wrong type or a bad `match` text is an error naming it.
 pub fn parse(json: &[u8]) -> Result<Directive, String> {
+    let cap = wire::directive::MAX_BODY_BYTES;
+    if json.len() > cap {
+        return Err(format!(
+            "the body is {} bytes; at most {cap} are read",
+            json.len()
+        ));
+    }
     let value: serde_json::Value =
         serde_json::from_slice(json).map_err(|e| format!("not JSON: {e}"))?;
     let object = value.as_object().ok_or("not a JSON object")?;
+    wire::directive::check(&value)?;
     let match_text = match object.get("match") {
         None | Some(serde_json::Value::Null) => None,
         Some(serde_json::Value::String(s)) => {
@@ -152,6 +165,26 @@ pub fn parse(json: &[u8]) -> Result<Directive, String> {
         device,
         skipped,
     })
+}
+
+/// [`parse`], with what is wrong said on stderr: `None` for a body
+/// refused whole (the previous directive stays in force), a line per
+/// per-device entry skipped.
+pub fn parse_reported(json: &[u8]) -> Option<Directive> {
+    match parse(json) {
+        Ok(directive) => {
+            for why in &directive.skipped {
+                eprintln!("edge-agent: ignoring a per-device directive: {why}");
+            }
+            Some(directive)
+        }
+        Err(why) => {
+            eprintln!(
+                "edge-agent: ignoring the service's directives (the previous ones stay in force): {why}"
+            );
+            None
+        }
+    }
 }
 
 /// What a fetch changes for `watch`.
@@ -200,16 +233,16 @@ impl WatchSteering {
     /// per-device directives. A body that is not a valid directive changes
     /// nothing (a warning); a bad per-device entry is skipped (a warning).
     pub fn apply_all(&mut self, json: &[u8]) -> Update {
-        let directive = match parse(json) {
-            Ok(d) => d,
-            Err(why) => {
-                eprintln!("edge-agent: ignoring the service's directives: {why}");
-                return Update::default();
-            }
-        };
-        for why in &directive.skipped {
-            eprintln!("edge-agent: ignoring a per-device directive: {why}");
+        match parse_reported(json) {
+            Some(directive) => self.apply_parsed(directive),
+            None => Update::default(),
         }
+    }
+
+    /// Takes a directive parsed already (by the fetcher thread: cheap, for
+    /// the tracer thread): the new text to match when it changed, and the
+    /// per-device directives.
+    pub fn apply_parsed(&mut self, directive: Directive) -> Update {
         Update {
             pattern: self.take_match(&directive),
             device: Some(directive.device),
@@ -235,24 +268,36 @@ impl WatchSteering {
     }
 }
 
+/// What the fetcher thread does with each body before parsing it (the
+/// shims' steering).
+#[cfg(feature = "upload")]
+pub type BodyHook = Box<dyn FnMut(&[u8]) + Send>;
+
 /// Fetches the directives every `every` on a thread of its own (the first
-/// fetch at once), with this device's (`device_hex`: its id in hex); the
-/// bodies arrive on the returned channel. The thread
-/// blocks SIGINT, SIGTERM and SIGALRM, which are the tracer loop's (a
-/// signal the thread took would not interrupt the loop's waitpid), and
-/// ends when the receiver is dropped.
+/// fetch at once), with this device's (`device_hex`: its id in hex). On
+/// that thread, each body (at most `wire::directive::MAX_BODY_BYTES`, read
+/// by the client) is handed to `each_body` (the shims' steering), then
+/// parsed; the directives that parse arrive on the returned channel, so the
+/// tracer thread, whose tracees wait at each stop, never reads or parses a
+/// body. The thread blocks SIGINT, SIGTERM and SIGALRM, which are the
+/// tracer loop's (a signal the thread took would not interrupt the loop's
+/// waitpid), and ends when the receiver is dropped.
 #[cfg(feature = "upload")]
 pub fn spawn_fetcher(
     client: uploader::transport::Client,
     every: Duration,
     device_hex: Option<String>,
-) -> std::io::Result<std::sync::mpsc::Receiver<Vec<u8>>> {
+    mut each_body: BodyHook,
+) -> std::io::Result<std::sync::mpsc::Receiver<Directive>> {
     let (tx, rx) = std::sync::mpsc::channel();
     crate::signals::spawn_quiet_thread("directives", move || loop {
         match client.fetch_directives_for(device_hex.as_deref()) {
             Ok(json) => {
-                if tx.send(json).is_err() {
-                    return;
+                each_body(&json);
+                if let Some(directive) = parse_reported(&json) {
+                    if tx.send(directive).is_err() {
+                        return;
+                    }
                 }
             }
             Err(e) => eprintln!("edge-agent: directives not updated: {e}"),
@@ -289,6 +334,44 @@ mod tests {
         }
         let long = format!(r#"{{"match": "{}"}}"#, "x".repeat(MAX_MATCH + 1));
         assert!(parse(long.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn bodies_over_the_caps_are_refused_whole_and_the_last_directive_stays() {
+        let mut s = WatchSteering::new("given");
+        assert_eq!(s.apply(br#"{"match": "first"}"#), Some("first".into()));
+        // The issue's body: 90 000 programs, 990 KB.
+        let programs: Vec<String> = (0..90_000).map(|i| format!("pr{i:06}")).collect();
+        let huge = serde_json::json!({"match": "second", "programs": programs}).to_string();
+        assert!(huge.len() > 900_000);
+        let err = parse(huge.as_bytes()).unwrap_err();
+        assert!(err.contains("at most 262144 are read"), "{err}");
+        assert_eq!(s.apply(huge.as_bytes()), None);
+        assert_eq!(s.current(), "first", "the earlier directive stays");
+        // Small bodies with a list over its cap.
+        let programs: Vec<String> = (0..=wire::directive::MAX_PROGRAMS)
+            .map(|i| format!("p{i}"))
+            .collect();
+        let many = serde_json::json!({"match": "second", "programs": programs}).to_string();
+        assert!(parse(many.as_bytes())
+            .unwrap_err()
+            .contains("`programs` has 65 entries"));
+        let entries = vec![
+            serde_json::json!({"id": "1", "runs": 1, "expires_unix_ns": 9});
+            wire::directive::MAX_DEVICE_DIRECTIVES + 1
+        ];
+        let many = serde_json::json!({ "device_directives": entries }).to_string();
+        assert!(parse(many.as_bytes())
+            .unwrap_err()
+            .contains("`device_directives` has 17"));
+        let long = "x".repeat(wire::directive::MAX_PROGRAM_NAME_LEN + 1);
+        let one = serde_json::json!({"device_directives": [
+            {"id": "1", "program": long, "runs": 1, "expires_unix_ns": 9}
+        ]})
+        .to_string();
+        assert!(parse(one.as_bytes()).is_err());
+        assert_eq!(s.apply(many.as_bytes()), None);
+        assert_eq!(s.current(), "first");
     }
 
     #[test]

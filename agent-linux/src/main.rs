@@ -1115,10 +1115,6 @@ fn directive_changes(
     )?;
     let client = uploader::transport::Client::new(endpoint)?;
     let every = std::time::Duration::from_secs(a.directives_every);
-    let bodies =
-        agent_linux::directives::spawn_fetcher(client, every, Some(device_id::to_hex(device)))
-            .context("cannot start the directives thread")?;
-    let mut steering = agent_linux::directives::WatchSteering::new(pattern);
     let shims = match &a.shim_dir {
         // Refused at the start when others could write it: the agent
         // writes it (as root, often) with each directive.
@@ -1134,18 +1130,31 @@ fn directive_changes(
         )),
         None => None,
     };
-    Ok(Box::new(move || {
-        // Only the latest body matters; several may have queued up.
-        let mut change = agent_linux::directives::Update::default();
-        while let Ok(json) = bodies.try_recv() {
-            if let Some((dir, agent)) = &shims {
-                match agent_linux::shim::steer(dir, agent, &json) {
-                    Ok(Some(what)) => eprintln!("edge-agent: shims in {}: {what}", dir.display()),
-                    Ok(None) => {}
-                    Err(e) => eprintln!("edge-agent: shims not steered: {e:#}"),
-                }
+    // The shims are steered on the fetcher thread: writing a folder of
+    // scripts is no work for the tracer thread.
+    let steer_shims = move |json: &[u8]| {
+        if let Some((dir, agent)) = &shims {
+            match agent_linux::shim::steer(dir, agent, json) {
+                Ok(Some(what)) => eprintln!("edge-agent: shims in {}: {what}", dir.display()),
+                Ok(None) => {}
+                Err(e) => eprintln!("edge-agent: shims not steered: {e:#}"),
             }
-            let update = steering.apply_all(&json);
+        }
+    };
+    let directives = agent_linux::directives::spawn_fetcher(
+        client,
+        every,
+        Some(device_id::to_hex(device)),
+        Box::new(steer_shims),
+    )
+    .context("cannot start the directives thread")?;
+    let mut steering = agent_linux::directives::WatchSteering::new(pattern);
+    Ok(Box::new(move || {
+        // Only the latest directive matters; several may have queued up.
+        // They arrive parsed: nothing here is in proportion to a body.
+        let mut change = agent_linux::directives::Update::default();
+        while let Ok(directive) = directives.try_recv() {
+            let update = steering.apply_parsed(directive);
             change.pattern = update.pattern.or(change.pattern);
             change.device = update.device.or(change.device);
         }

@@ -245,12 +245,23 @@ exec "$real" "$@"
 /// --shim-dir DIR`): a `match` text replaces the folder's (null keeps it),
 /// `only` replaces its list, and each program named in `programs` gets a
 /// shim running `agent` (a program not on PATH is reported, not fatal).
+/// A body beyond the caps of `wire::directive` changes nothing (an error).
 /// Returns what changed, for one line on stderr; `None`: nothing did.
 pub fn steer(dir: &Path, agent: &Path, body: &[u8]) -> anyhow::Result<Option<String>> {
+    // Refused whole beyond the caps (wire::directive): the folder stays as
+    // the last directive left it.
+    let cap = wire::directive::MAX_BODY_BYTES;
+    if body.len() > cap {
+        bail!(
+            "the directive is {} bytes; at most {cap} are read",
+            body.len()
+        );
+    }
     let v: Value = serde_json::from_slice(body).context("the directive is not JSON")?;
     let o = v
         .as_object()
         .context("the directive is not a JSON object")?;
+    wire::directive::check(&v).map_err(|why| anyhow::anyhow!("the directive is refused: {why}"))?;
     let mut directive = ShimDirective::load(dir).unwrap_or_default();
     let before = directive.clone();
     match o.get("match") {

@@ -2,6 +2,8 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use agent_core::{Summary, MAX_ENCODED_LEN};
 use anyhow::Context;
@@ -19,6 +21,51 @@ pub struct RunFilter {
     /// Only runs that started before this time, ns since the Unix epoch.
     pub until_unix_ns: Option<u64>,
 }
+
+/// A request to stop reading: set by whoever asked for the analysis (the
+/// web UI, when its client went away), checked by a read loop between
+/// parts of what it reads. Clones share one flag; a fresh one is never
+/// set until [`Cancel::cancel`].
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    /// A flag not set.
+    pub fn new() -> Cancel {
+        Cancel::default()
+    }
+
+    /// Asks every holder of a clone to stop.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`Cancel::cancel`] was called on a clone.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    /// `Err(Cancelled)` once cancelled: for a loop's `?`.
+    pub fn check(&self) -> Result<(), Cancelled> {
+        if self.is_cancelled() {
+            Err(Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// The error of a read stopped by [`Cancel`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cancelled;
+
+impl std::fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("cancelled: the analysis was stopped before it finished")
+    }
+}
+
+impl std::error::Error for Cancelled {}
 
 /// Implemented by the service's storage; lets diagnose read the store without
 /// depending on the service crate.

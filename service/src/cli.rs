@@ -13,6 +13,7 @@ use crate::proactive::detector::Thresholds;
 use crate::proactive::directives::DeviceDirective;
 use crate::serve::{serve, ServeOptions};
 use crate::store::{Location, Store};
+use crate::webui::WebLimits;
 
 /// Edge Agent's service: ingest summaries, store them, serve directives,
 /// explain slow runs.
@@ -276,6 +277,26 @@ pub struct ServeArgs {
     /// tokens file changed (tests).
     #[arg(long, hide = true, default_value_t = 2000)]
     pub tokens_recheck_ms: u64,
+    /// The web UI's Diagnosis page reads at most this many runs, the
+    /// newest (and says so on the page); `edge-service diagnose` has no
+    /// limit.
+    #[arg(long, value_name = "N", default_value_t = WebLimits::default().max_runs)]
+    pub web_max_runs: usize,
+    /// The web UI's Peers page reads at most this many window summaries,
+    /// else it refuses with a message naming the limit.
+    #[arg(long, value_name = "N", default_value_t = WebLimits::default().max_windows)]
+    pub web_max_windows: u64,
+    /// The longest the web UI's Peers page reads: its training and
+    /// diagnosis ranges together (e.g. 7d, 36h).
+    #[arg(long, value_name = "AGE", default_value = "7d", value_parser = crate::retention::parse_age)]
+    pub web_max_span: Duration,
+    /// Web UI analyses (Diagnosis, Peers) running at once; the next is
+    /// answered 503 with Retry-After.
+    #[arg(long, value_name = "N", default_value_t = WebLimits::default().analyses)]
+    pub web_analyses: usize,
+    /// Web UI analyses one group runs at once.
+    #[arg(long, value_name = "N", default_value_t = WebLimits::default().analyses_per_group)]
+    pub web_analyses_per_group: usize,
     #[command(flatten)]
     pub auto: AutoArgs,
 }
@@ -499,6 +520,13 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         burst: a.quota_device_burst,
                         per_sec: a.quota_device_per_sec,
                     },
+                },
+                web_limits: WebLimits {
+                    max_runs: a.web_max_runs,
+                    max_windows: a.web_max_windows,
+                    max_span: a.web_max_span,
+                    analyses: a.web_analyses,
+                    analyses_per_group: a.web_analyses_per_group,
                 },
             })?;
             Ok(ExitCode::SUCCESS)

@@ -24,8 +24,11 @@ pub struct Directive {
 }
 
 /// The most programs one directive may name: each is a file on every
-/// device of the group.
-pub const MAX_PROGRAMS: usize = 64;
+/// device (the cap every device reader holds a body to, `wire`).
+pub use wire::directive::MAX_PROGRAMS;
+
+// A program name the service accepts is one every device can shim.
+const _: () = assert!(wire::directive::MAX_PROGRAM_NAME_LEN == agent_core::MAX_PROGRAM_NAME_LEN);
 
 /// The operator's words for a directive (`None`: leave the device's own
 /// setting alone), as `directive set` and the web UI's form take them.
@@ -80,6 +83,13 @@ impl Directive {
         if let Some(m) = match_text {
             if m.is_empty() || m.chars().any(char::is_control) {
                 bail!("--match must be non-empty text without control characters");
+            }
+            if m.len() > wire::directive::MAX_MATCH_LEN {
+                bail!(
+                    "--match is {} bytes long; at most {} (devices refuse a longer one)",
+                    m.len(),
+                    wire::directive::MAX_MATCH_LEN
+                );
             }
         }
         // The agent's own rule (agent_core::validate_only_list): any set it

@@ -26,6 +26,11 @@ pub struct Metrics {
     connection_timeouts: IntCounterVec,
     accept_errors: IntCounter,
     quota_refused: IntCounterVec,
+    web_chunks: IntCounterVec,
+    web_runs: IntCounterVec,
+    web_running: IntGauge,
+    web_refused: IntCounter,
+    web_cancelled: IntCounter,
 }
 
 fn counter(name: &str, help: &str) -> IntCounter {
@@ -137,6 +142,39 @@ impl Metrics {
         for reason in ["address", "device"] {
             quota_refused.with_label_values(&[reason]);
         }
+        let web_chunks = IntCounterVec::new(
+            Opts::new(
+                "edge_service_web_chunks_read_total",
+                "Store queries made by the web UI's analyses, by page (diagnosis, peers)",
+            ),
+            &["page"],
+        )
+        .expect("static metric definition");
+        let web_runs = IntCounterVec::new(
+            Opts::new(
+                "edge_service_web_runs_read_total",
+                "Runs and windows read by the web UI's analyses, by page (diagnosis, peers)",
+            ),
+            &["page"],
+        )
+        .expect("static metric definition");
+        for page in ["diagnosis", "peers"] {
+            web_chunks.with_label_values(&[page]);
+            web_runs.with_label_values(&[page]);
+        }
+        let web_running = IntGauge::new(
+            "edge_service_web_analyses_running",
+            "Web UI analyses (diagnosis, peers) running now",
+        )
+        .expect("static metric definition");
+        let web_refused = counter(
+            "edge_service_web_analyses_refused_total",
+            "Web UI analyses refused (503) because --web-analyses or --web-analyses-per-group were running",
+        );
+        let web_cancelled = counter(
+            "edge_service_web_analyses_cancelled_total",
+            "Web UI analyses stopped because their client went away",
+        );
         let registry = Registry::new();
         for c in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
@@ -154,6 +192,11 @@ impl Metrics {
             Box::new(connection_timeouts.clone()),
             Box::new(accept_errors.clone()),
             Box::new(quota_refused.clone()),
+            Box::new(web_chunks.clone()),
+            Box::new(web_runs.clone()),
+            Box::new(web_running.clone()),
+            Box::new(web_refused.clone()),
+            Box::new(web_cancelled.clone()),
         ] {
             registry.register(c).expect("metric names are unique");
         }
@@ -174,12 +217,46 @@ impl Metrics {
             connection_timeouts,
             accept_errors,
             quota_refused,
+            web_chunks,
+            web_runs,
+            web_running,
+            web_refused,
+            web_cancelled,
         }
     }
 
     /// An upload was refused over an ingest quota (`address`, `device`).
     pub fn count_quota_refused(&self, reason: &str) {
         self.quota_refused.with_label_values(&[reason]).inc();
+    }
+
+    /// A web UI analysis on `page` is about to make one store query.
+    pub fn count_web_chunk(&self, page: &str) {
+        self.web_chunks.with_label_values(&[page]).inc();
+    }
+
+    /// A web UI analysis on `page` read `n` runs (or windows).
+    pub fn count_web_runs(&self, page: &str, n: u64) {
+        self.web_runs.with_label_values(&[page]).inc_by(n);
+    }
+
+    /// A web UI analysis started (`true`) or ended (`false`).
+    pub fn web_analysis_running(&self, running: bool) {
+        if running {
+            self.web_running.inc();
+        } else {
+            self.web_running.dec();
+        }
+    }
+
+    /// A web UI analysis was refused: too many running.
+    pub fn count_web_refused(&self) {
+        self.web_refused.inc();
+    }
+
+    /// A web UI analysis stopped because its client went away.
+    pub fn count_web_cancelled(&self) {
+        self.web_cancelled.inc();
     }
 
     /// A connection was admitted.

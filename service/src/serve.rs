@@ -43,6 +43,8 @@ pub struct ServeOptions {
     pub tokens_recheck: Duration,
     /// `--quota-*`: the ingest quotas.
     pub quotas: crate::quota::QuotaConfig,
+    /// `--web-max-runs` and the other bounds of one web UI analysis.
+    pub web_limits: crate::webui::WebLimits,
 }
 
 /// `serve --retain AGE [--keep-raw]`.
@@ -76,6 +78,7 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         None => None,
     };
     check_limits(&opts.limits)?;
+    opts.web_limits.check()?;
     let proxy_header = opts
         .web_proxy_header
         .as_deref()
@@ -142,7 +145,7 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             reload_on_sighup(file);
         }
         let metrics = app.metrics().clone();
-        let routes = router(app.clone()).merge(crate::webui::router(app, sessions)?);
+        let routes = router(app.clone()).merge(crate::webui::router(app, sessions, opts.web_limits)?);
         let tls = tls.map(tokio_rustls::TlsAcceptor::from);
         let drained =
             crate::conn::serve(tcp, tls, routes, opts.limits, metrics, shutdown_signal()).await;

@@ -528,7 +528,9 @@ fn group_for_read(
 
 /// The group's directive, with `device_directives`: the per-device
 /// directives of the `device` asked for that are neither expired nor
-/// fulfilled (none without `device=`).
+/// fulfilled (none without `device=`): the oldest
+/// [`wire::directive::MAX_DEVICE_DIRECTIVES`] of them, as a device reads no
+/// more (the others follow as these are fulfilled or expire).
 async fn get_directive(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
@@ -557,6 +559,7 @@ async fn get_directive(
         for_device
             .iter()
             .filter(|d| d.is_active(now))
+            .take(wire::directive::MAX_DEVICE_DIRECTIVES)
             .map(DeviceDirective::device_view)
             .collect(),
     );

@@ -59,7 +59,9 @@ impl SummarySource for StoreSource {
     ) -> anyhow::Result<()> {
         let location = Location::parse(db);
         let mut store = location.open_existing()?;
-        for_each_stored(store.as_mut(), filter, each).with_context(|| format!("reading {location}"))
+        // The command reads all it is asked to: no budget, no cancel.
+        for_each_stored(store.as_mut(), filter, &mut || Ok(()), each)
+            .with_context(|| format!("reading {location}"))
     }
 
     /// The location as `serve` prints it: a password hidden.
@@ -70,16 +72,20 @@ impl SummarySource for StoreSource {
 
 /// [`StoreSource::for_each`] on a store already open (the web UI's Peers
 /// page reads through its pooled connection): the range a chunk of start
-/// time at a time. Errors: the store's, or a raw summary that no longer
-/// decodes.
+/// time at a time. `before_chunk` is called before each query: its error
+/// stops the reading there (the web UI's budget and cancel flag: a client
+/// gone, too many windows read). Errors: `before_chunk`'s, the store's, or
+/// a raw summary that no longer decodes.
 pub fn for_each_stored(
     store: &mut dyn Store,
     filter: &DiagnoseFilter,
+    before_chunk: &mut dyn FnMut() -> anyhow::Result<()>,
     each: &mut dyn FnMut(&agent_core::Summary),
 ) -> anyhow::Result<()> {
     let mut summary = agent_core::Summary::empty();
     let mut chunk = store_filter(filter);
     let mut decode_each = |store: &mut dyn Store, chunk: &RunFilter| -> anyhow::Result<()> {
+        before_chunk()?;
         for run in store.load(chunk)? {
             agent_core::Summary::decode_into(&run.raw, &mut summary)
                 .map_err(|e| anyhow::anyhow!("a stored run no longer decodes: {e}"))?;

@@ -769,3 +769,150 @@ fn an_open_server_logs_in_by_group_name() {
     assert_eq!(out.status, 303);
     assert_eq!(get(url, "/devices", Some(&cookie)).status, 303);
 }
+
+/// The value of one series of `/metrics` (`name{labels}`), 0 if absent.
+fn metric(url: &str, series: &str) -> f64 {
+    let text = get(url, "/metrics", None).body;
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// Waits (polling, at most two minutes) until `series` passes `ok`.
+fn wait_metric_until(url: &str, series: &str, ok: impl Fn(f64) -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let now = metric(url, series);
+        if ok(now) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{series} is still {now}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Waits until `series` is `value`.
+fn wait_metric(url: &str, series: &str, value: f64) {
+    wait_metric_until(url, series, |v| v == value);
+}
+
+const DIAGNOSIS_READ: &str = "edge_service_web_runs_read_total{page=\"diagnosis\"}";
+const PEERS_READ: &str = "edge_service_web_runs_read_total{page=\"peers\"}";
+const PEERS_CHUNKS: &str = "edge_service_web_chunks_read_total{page=\"peers\"}";
+const RUNNING: &str = "edge_service_web_analyses_running";
+
+#[test]
+fn one_analysis_reads_at_most_the_limits_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(
+        dir.path(),
+        &["--web-max-runs", "20", "--web-max-windows", "100"],
+    );
+    let url = &server.url;
+    upload_demo(url);
+    let cookie = login(&server, TOKEN);
+
+    // 36 demo runs and 12 windows match; the newest 20 are diagnosed.
+    let total = GOOD + BAD + WINDOWS as usize;
+    let d = get(url, "/diagnosis?program=wget&since=1d", Some(&cookie)).body;
+    assert!(
+        d.contains(&format!(
+            "id=\"run-limit\">diagnosed the newest 20 of {total} runs (limit 20"
+        )),
+        "{d}"
+    );
+    assert!(d.contains("<strong id=\"run-count\">20</strong>"), "{d}");
+    assert_eq!(metric(url, DIAGNOSIS_READ), 20.0, "runs read by one page");
+
+    // Peers: more windows than the limit are refused by name, having read
+    // no more than the limit.
+    let spec = fleet("phones", 1, 3);
+    post_fleet(url, TOKEN, &spec);
+    let secs = |w: u64| (spec.window_start(w) / 1_000_000_000).to_string();
+    let query = format!(
+        "/peers?train_since={}&train_until={}&since={}&until={}",
+        secs(0),
+        secs(40),
+        secs(40),
+        secs(80)
+    );
+    let p = get(url, &query, Some(&cookie)).body;
+    assert!(
+        p.contains("more than 100 window summaries in the ranges")
+            && p.contains("--web-max-windows"),
+        "{p}"
+    );
+    assert!(metric(url, PEERS_READ) <= 100.0);
+    // A span of decades (the six million queries) is refused
+    // before any query.
+    let chunks = metric(url, PEERS_CHUNKS);
+    let p = get(
+        url,
+        "/peers?train_since=0&train_until=60&since=60",
+        Some(&cookie),
+    )
+    .body;
+    assert!(
+        p.contains("the web UI reads at most 7d (serve --web-max-span)"),
+        "{p}"
+    );
+    assert_eq!(metric(url, PEERS_CHUNKS), chunks);
+}
+
+/// Sends a logged-in GET on a raw connection and leaves the answer
+/// unread: the connection is the client, closed when dropped.
+fn start_request(url: &str, path: &str, cookie: &str) -> std::net::TcpStream {
+    use std::io::Write;
+    let addr = url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookie}\r\n\r\n"
+    )
+    .unwrap();
+    stream
+}
+
+#[test]
+fn a_busy_group_is_told_to_retry_and_a_gone_clients_analysis_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    // No span limit to speak of: one query per 5 minutes since 1970 is
+    // millions of queries, an analysis that runs for minutes.
+    let server = start(dir.path(), &["--web-max-span", "100000d"]);
+    let url = &server.url;
+    let cookie = login(&server, TOKEN);
+    let long = "/peers?train_since=0&train_until=60&since=60";
+    let client = start_request(url, long, &cookie);
+    wait_metric(url, RUNNING, 1.0);
+
+    // The group runs one already (--web-analyses-per-group 1).
+    let busy = get(url, long, Some(&cookie));
+    assert_eq!(busy.status, 503, "{}", busy.body);
+    assert_eq!(busy.header("retry-after"), Some("10"));
+    assert!(busy.body.contains("busy"), "{}", busy.body);
+    assert_eq!(metric(url, "edge_service_web_analyses_refused_total"), 1.0);
+
+    // The client goes away: the analysis stops at its next chunk.
+    wait_metric_until(url, PEERS_CHUNKS, |n| n >= 1.0);
+    drop(client);
+    wait_metric(url, "edge_service_web_analyses_cancelled_total", 1.0);
+    wait_metric(url, RUNNING, 0.0);
+    let stopped = metric(url, PEERS_CHUNKS);
+    assert_eq!(
+        metric(url, PEERS_CHUNKS),
+        stopped,
+        "no query after the stop"
+    );
+    assert!(stopped < 6_000_000.0, "stopped early: {stopped} queries");
+
+    // The group may analyse again.
+    let r = get(
+        url,
+        "/peers?train_since=0&train_until=60&since=60&until=120",
+        Some(&cookie),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+}

@@ -345,3 +345,83 @@ fn the_services_match_replaces_the_command_lines_while_set() {
         lines.text()
     );
 }
+
+/// Issue 36, item 9: a service that sends a 990 KB directive naming
+/// 90 000 programs. The watch reads at most the cap of the body
+/// (`wire::directive::MAX_BODY_BYTES`), refuses it with a message at each
+/// fetch, keeps the directive it had, installs no shim, and the traced
+/// server answers all along (the fetch and the parse are not the tracer
+/// thread's work).
+#[test]
+fn an_oversize_directive_is_refused_and_the_traced_server_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let _ = agent();
+    let exe = compile_c(dir.path(), "pong-server", SERVER_C);
+    let pid = std::process::id();
+    let steered = format!("edge-watch-capped-{pid}");
+    let other = format!("edge-watch-other-{pid}");
+    let service = Directives::start(&format!(
+        r#"{{"group": "g", "match": "{steered}", "only": null, "window": null}}"#
+    ));
+    let token = dir.path().join("token");
+    std::fs::write(&token, "tok-123\n").unwrap();
+    let shims = dir.path().join("shims");
+    let url = format!("http://127.0.0.1:{}", service.port);
+    let (mut watch, lines) = start_watch(
+        &format!("edge-watch-given-{pid}"),
+        &dir.path().join("out"),
+        &dir.path().join("device-id"),
+        &[
+            "--server",
+            &url,
+            "--token-file",
+            token.to_str().unwrap(),
+            "--directives-every",
+            "1",
+            "--shim-dir",
+            shims.to_str().unwrap(),
+        ],
+    );
+    lines.wait_for(&format!("now watching for {steered:?}"), 20);
+    let port = free_port();
+    let server = start_server(&exe, port, &steered);
+    assert_traced_by(server.id(), watch.id(), 10);
+
+    let programs: Vec<String> = (0..90_000).map(|i| format!("pr{i:06}")).collect();
+    let huge = serde_json::json!({"group": "g", "match": other, "programs": programs}).to_string();
+    assert!(huge.len() > 900_000, "{}", huge.len());
+    let fetched = service.requests.lock().unwrap().len();
+    service.set(&huge);
+    lines.wait_for("larger than 262144 bytes", 30);
+    // Served while the watch fetches the body again and again.
+    let until = fetched + 3;
+    while service.requests.lock().unwrap().len() < until {
+        assert_serves(port, "while the service sends 990 KB directives");
+    }
+    assert_serves(port, "after three oversize directives");
+    assert_traced_by(server.id(), watch.id(), 1);
+    let text = lines.text();
+    assert!(
+        text.contains("the previous ones stay in force"),
+        "refused with a message: {text}"
+    );
+    assert!(
+        !text.contains(&format!("now watching for {other:?}")),
+        "the earlier directive stays: {text}"
+    );
+    // The first directive's `match` is in the folder's directive.json;
+    // not one of the 90 000 programs got a shim.
+    let installed: Vec<String> = std::fs::read_dir(&shims)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n != agent_linux::shim::DIRECTIVE_FILE)
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(installed.is_empty(), "no shim installed: {installed:?}");
+
+    agent_linux::sys::kill(watch.id() as i32, libc::SIGTERM).unwrap();
+    let st = wait_timeout(&mut watch, 30);
+    assert!(st.success(), "{st:?}: {}", lines.text());
+}

@@ -149,11 +149,35 @@ fn effective_window(args: &UploadArgs, spool: &Spool) -> Option<Window> {
     }
 }
 
-/// The `window` of the directives stored by the last upload, if valid.
+/// The `window` of the directives stored by the last upload, if valid:
+/// the file is read up to the directive cap (`wire::directive`), and one
+/// beyond the caps is ignored, as the fetch refuses it.
 fn directive_window(spool: &Spool) -> Option<Window> {
+    use std::io::Read;
     let path = spool.dir().join(crate::spool::DIRECTIVES_FILE);
-    let text = std::fs::read(&path).ok()?;
-    let json: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    let cap = wire::directive::MAX_BODY_BYTES;
+    let mut text = Vec::new();
+    std::fs::File::open(&path)
+        .and_then(|f| f.take(cap as u64 + 1).read_to_end(&mut text))
+        .ok()?;
+    let json: serde_json::Value = match serde_json::from_slice(&text) {
+        Ok(json) if text.len() <= cap => json,
+        _ if text.len() > cap => {
+            eprintln!(
+                "upload: ignoring the directives in {}: larger than {cap} bytes",
+                path.display()
+            );
+            return None;
+        }
+        _ => return None,
+    };
+    if let Err(why) = wire::directive::check(&json) {
+        eprintln!(
+            "upload: ignoring the directives in {}: {why}",
+            path.display()
+        );
+        return None;
+    }
     let window = json.get("window")?.as_str()?;
     match window.parse() {
         Ok(w) => Some(w),

@@ -192,7 +192,7 @@ impl Client {
             req = req.header("Authorization", format!("Bearer {token}"));
         }
         let response = req.send(&body[..]).map_err(|e| transport_error(&url, e))?;
-        let json = read_json(&url, response)?;
+        let json = read_json(&url, response, MAX_RESPONSE)?;
         parse_ack(&json, items.len()).map_err(|e| {
             SendError::Permanent(format!("POST {url}: malformed acknowledgement: {e}"))
         })
@@ -217,12 +217,20 @@ impl Client {
             req = req.header("Authorization", format!("Bearer {token}"));
         }
         let response = req.call().map_err(|e| transport_error(&url, e))?;
-        let json = read_json(&url, response)?;
+        // At most the cap is read: a larger body is refused whole, before
+        // any of it is parsed or acted on (the previous directives stay).
+        let cap = wire::directive::MAX_BODY_BYTES;
+        let json = read_json(&url, response, cap as u64)?;
         if !json.is_object() {
             return Err(SendError::Permanent(format!(
                 "GET {url}: directives are not a JSON object"
             )));
         }
+        wire::directive::check(&json).map_err(|why| {
+            SendError::Permanent(format!(
+                "GET {url}: directives refused, the previous ones stay in force: {why}"
+            ))
+        })?;
         Ok(serde_json::to_vec_pretty(&json).unwrap_or_default())
     }
 }
@@ -262,9 +270,12 @@ fn is_certificate_error(io: &std::io::Error) -> bool {
         })
 }
 
+/// Reads a response's JSON body, at most `limit` bytes of it (a longer
+/// body is refused for good: the same service sends the same).
 fn read_json(
     url: &str,
     mut response: ureq::http::Response<ureq::Body>,
+    limit: u64,
 ) -> Result<serde_json::Value, SendError> {
     let status = response.status().as_u16();
     let retry_after = response
@@ -275,11 +286,17 @@ fn read_json(
     let body = response
         .body_mut()
         .with_config()
-        .limit(MAX_RESPONSE)
+        .limit(limit)
         .read_to_vec()
-        .map_err(|e| SendError::Transient {
-            message: format!("{url}: reading the response: {e}"),
-            retry_after,
+        .map_err(|e| match e {
+            ureq::Error::BodyExceedsLimit(_) => SendError::Permanent(format!(
+                "{url}: the response is larger than {limit} bytes, the most read: refused \
+                 (for directives, the previous ones stay in force)"
+            )),
+            e => SendError::Transient {
+                message: format!("{url}: reading the response: {e}"),
+                retry_after,
+            },
         })?;
     if status != 200 {
         let detail = serde_json::from_slice::<wire::ErrorBody>(&body)

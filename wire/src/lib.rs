@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod directive;
+
 /// The answer to `POST /v1/summaries`: which items are durably stored and
 /// which are refused for good.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -60,10 +60,19 @@ impl DeviceDirective {
         if device == [0; 16] {
             bail!("--device must be a device id (32 hex digits, not all zero)");
         }
-        for (name, text) in [("--program", program), ("--match", match_text)] {
+        for (name, text, max) in [
+            ("--program", program, wire::directive::MAX_PROGRAM_NAME_LEN),
+            ("--match", match_text, wire::directive::MAX_MATCH_LEN),
+        ] {
             if let Some(t) = text {
                 if t.is_empty() || t.chars().any(char::is_control) {
                     bail!("{name} must be non-empty text without control characters");
+                }
+                if t.len() > max {
+                    bail!(
+                        "{name} is {} bytes long; at most {max} (devices refuse a longer one)",
+                        t.len()
+                    );
                 }
             }
         }

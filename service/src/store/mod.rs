@@ -62,6 +62,9 @@ pub trait Store: Send {
     fn insert_runs(&mut self, runs: &[NewRun]) -> Result<Vec<Inserted>, StoreError>;
     /// Metadata of the runs matching `filter`, oldest start first.
     fn runs(&mut self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError>;
+    /// How many runs match `filter` (its `limit` and order ignored): the
+    /// web UI's diagnosis tells how many it left out.
+    fn count_runs(&mut self, filter: &RunFilter) -> Result<u64, StoreError>;
     /// The stored bytes of the runs matching `filter`, oldest start first.
     fn load(&mut self, filter: &RunFilter) -> Result<Vec<StoredRun>, StoreError>;
     /// The devices of `filter`'s group (every group's when `None`), most

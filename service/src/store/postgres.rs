@@ -353,11 +353,15 @@ impl PgStore {
             sql.push_str(&format!(" AND {condition} ${}", texts.len() + n + 1));
             ints.push(*value);
         }
-        sql.push_str(if filter.newest_first {
-            " ORDER BY start_unix_ns DESC, seq DESC"
-        } else {
-            " ORDER BY start_unix_ns, seq"
-        });
+        // A count has one row, and PostgreSQL refuses to order an
+        // aggregate by a column.
+        if columns != super::rows::COUNT_COLUMN {
+            sql.push_str(if filter.newest_first {
+                " ORDER BY start_unix_ns DESC, seq DESC"
+            } else {
+                " ORDER BY start_unix_ns, seq"
+            });
+        }
         if let Some(n) = filter.limit {
             ints.push(sql_int(n));
             sql.push_str(&format!(" LIMIT ${}", texts.len() + ints.len()));
@@ -1370,6 +1374,19 @@ impl Store for PgStore {
             .iter()
             .map(run_row)
             .collect()
+    }
+
+    fn count_runs(&mut self, filter: &RunFilter) -> Result<u64, StoreError> {
+        let all = RunFilter {
+            limit: None,
+            ..filter.clone()
+        };
+        let rows = self.select_runs(super::rows::COUNT_COLUMN, &all)?;
+        let count: i64 = match rows.first() {
+            Some(row) => row.try_get(0).map_err(pg_error)?,
+            None => 0,
+        };
+        Ok(count.max(0) as u64)
     }
 
     fn load(&mut self, filter: &RunFilter) -> Result<Vec<StoredRun>, StoreError> {

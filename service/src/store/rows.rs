@@ -161,6 +161,10 @@ impl NewRun {
     }
 }
 
+/// The column list of `Store::count_runs`' query (each backend leaves the
+/// order out for it).
+pub(crate) const COUNT_COLUMN: &str = "COUNT(*)";
+
 /// Which runs to list or load. Times are the runs' start, ns since the Unix
 /// epoch: `since` inclusive, `until` exclusive.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -546,11 +546,14 @@ impl SqliteStore {
             args.push(super::kind_name(kind).to_string().into());
             sql.push_str(&format!(" AND kind = ?{}", args.len()));
         }
-        sql.push_str(if filter.newest_first {
-            " ORDER BY start_unix_ns DESC, seq DESC"
-        } else {
-            " ORDER BY start_unix_ns, seq"
-        });
+        // A count has one row: nothing to order.
+        if columns != super::rows::COUNT_COLUMN {
+            sql.push_str(if filter.newest_first {
+                " ORDER BY start_unix_ns DESC, seq DESC"
+            } else {
+                " ORDER BY start_unix_ns, seq"
+            });
+        }
         if let Some(n) = filter.limit {
             args.push(sql_int(n).into());
             sql.push_str(&format!(" LIMIT ?{}", args.len()));
@@ -770,6 +773,17 @@ impl Store for SqliteStore {
                     .collect()
             })
             .map_err(store_error)
+    }
+
+    fn count_runs(&mut self, filter: &RunFilter) -> Result<u64, StoreError> {
+        let all = RunFilter {
+            limit: None,
+            ..filter.clone()
+        };
+        let counts = self
+            .select_runs(super::rows::COUNT_COLUMN, &all, |r| r.get::<_, i64>(0))
+            .map_err(store_error)?;
+        Ok(counts.first().map_or(0, |n| (*n).max(0) as u64))
     }
 
     fn load(&mut self, filter: &RunFilter) -> Result<Vec<StoredRun>, StoreError> {

@@ -11,6 +11,7 @@ use diagnose::label::{self, ClusterBy, Labelling};
 use diagnose::report::{class_values_svg, rule_plots};
 use serde::{Deserialize, Serialize};
 
+use super::limits::Budget;
 use crate::store::{RunFilter, Store, StoreError};
 
 /// The form's fields (all optional: an empty form shows only the form).
@@ -78,32 +79,36 @@ pub struct DiagnosisView {
     pub outside: Vec<OutsideView>,
     /// What became of window summaries, in words.
     pub windows_note: Option<String>,
+    /// How many matching runs were left out by `--web-max-runs`, in words.
+    pub limit_note: Option<String>,
 }
 
-/// The most runs one page diagnoses: beyond, the page asks for a narrower
-/// time range instead of making the operator wait for minutes (the CLI
-/// `edge-service diagnose` has no such limit).
-pub const MAX_RUNS: usize = 20_000;
-
-/// Diagnoses `group`'s runs as `q` asks. The outer error is the store's;
-/// the inner one is what the operator should change (no runs, one class,
-/// a bad time...), shown on the page.
-pub fn run(
+/// Diagnoses `group`'s runs as `q` asks: the newest `budget.limits.max_runs`
+/// of them at most (`serve --web-max-runs`; the page says how many were
+/// left out). The outer error is the store's (or the client gone: the
+/// budget's flag); the inner one is what the operator should change (no
+/// runs, one class, a bad time...), shown on the page.
+pub(super) fn run(
     store: &mut dyn Store,
     group: &str,
     q: &DiagnosisQuery,
     now_unix_ns: u64,
+    budget: &Budget,
 ) -> Result<Result<DiagnosisView, String>, StoreError> {
-    let (filter, labeller) = match parse(group, q, now_unix_ns) {
+    let (mut filter, labeller) = match parse(group, q, now_unix_ns) {
         Ok(parsed) => parsed,
         Err(e) => return Ok(Err(e)),
     };
-    let stored = store.load(&filter)?;
-    if stored.len() > MAX_RUNS {
-        return Ok(Err(format!(
-            "more than {MAX_RUNS} runs match: narrow the time range"
-        )));
-    }
+    let max_runs = budget.limits.max_runs;
+    budget.chunk().map_err(|_| budget.cancelled())?;
+    let matching = store.count_runs(&filter)?;
+    // The newest runs: what an operator looking at a slow fleet now wants.
+    filter.limit = Some(max_runs as u64);
+    filter.newest_first = true;
+    budget.chunk().map_err(|_| budget.cancelled())?;
+    let mut stored = store.load(&filter)?;
+    budget.read(stored.len() as u64);
+    stored.reverse();
     let mut summaries = Vec::with_capacity(stored.len());
     for run in &stored {
         match Summary::decode(&run.raw) {
@@ -115,11 +120,21 @@ pub fn run(
             }
         }
     }
-    Ok(diagnose_summaries(
-        summaries,
-        &labeller,
-        q.merge_windows.is_some(),
-    ))
+    drop(stored);
+    budget.cancel.check().map_err(|_| budget.cancelled())?;
+    let read = summaries.len() as u64;
+    let limit_note = (matching > read).then(|| {
+        format!(
+            "diagnosed the newest {read} of {matching} runs (limit {max_runs}, serve --web-max-runs; \
+             narrow the time range, or use `edge-service diagnose` for all of them)"
+        )
+    });
+    Ok(
+        diagnose_summaries(summaries, &labeller, q.merge_windows.is_some()).map(|mut view| {
+            view.limit_note = limit_note;
+            view
+        }),
+    )
 }
 
 fn parse(
@@ -152,8 +167,6 @@ fn parse(
         program: Some(program.to_string()),
         since_unix_ns: time("since", &q.since)?,
         until_unix_ns: time("until", &q.until)?,
-        // One more than the most that can be diagnosed: enough to tell.
-        limit: Some(MAX_RUNS as u64 + 1),
         // Light records have no syscalls to explain.
         kind: Some(agent_core::Kind::Full),
         ..RunFilter::default()
@@ -254,5 +267,6 @@ fn view(d: &Diagnosis, durations: &[f64], windows_note: Option<String>) -> Diagn
             })
             .collect(),
         windows_note,
+        limit_note: None,
     }
 }

@@ -5,9 +5,11 @@
 //! script and no outside asset: every response carries a strict
 //! Content-Security-Policy, and the plots are inline SVG ([`plots`], and
 //! the diagnosis report's own, [`diagnosis`]; the peers analysis' own,
-//! [`peers`]). The proactive loop's reports are listed by [`reports`].
+//! [`peers`]). What one analysis may read and how many run at once:
+//! [`limits`]. The proactive loop's reports are listed by [`reports`].
 
 pub mod diagnosis;
+pub mod limits;
 mod pages;
 pub mod peers;
 pub mod plots;
@@ -25,6 +27,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use crate::server::App;
+pub use limits::WebLimits;
 pub use session::SessionConfig;
 
 /// The policy of every web UI response: nothing but this server's own
@@ -39,14 +42,20 @@ pub struct WebUi {
     app: Arc<App>,
     sessions: SessionConfig,
     templates: templates::Templates,
+    limits: WebLimits,
+    /// The Diagnosis and Peers analyses running now.
+    gate: limits::Gate,
 }
 
 /// The web UI's routes (merged with the API's by `serve`).
-pub fn router(app: Arc<App>, sessions: SessionConfig) -> anyhow::Result<Router> {
+pub fn router(app: Arc<App>, sessions: SessionConfig, limits: WebLimits) -> anyhow::Result<Router> {
+    limits.check()?;
     let web = Arc::new(WebUi {
         app,
         sessions,
         templates: templates::Templates::new()?,
+        gate: limits::Gate::new(&limits),
+        limits,
     });
     Ok(Router::new()
         .route("/", get(pages::home))

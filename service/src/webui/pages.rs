@@ -13,6 +13,7 @@ use minijinja::context;
 use serde::{Deserialize, Serialize};
 
 use super::diagnosis::{self, DiagnosisQuery};
+use super::limits::{Budget, StopOnDrop, WebLimits};
 use super::peers::{self, PeersQuery};
 use super::plots::{time_series_svg, Series};
 use super::reports;
@@ -27,6 +28,7 @@ use crate::operators::{
 use crate::store::{DeviceFilter, RunFilter, RunRow, Store, StoreError};
 use crate::tokens::valid_group;
 use agent_core::Summary;
+use diagnose::input::Cancel;
 use summary_view::observe::time_text;
 
 /// Runs the runs page lists when no `limit` is given, and the most it
@@ -45,13 +47,32 @@ const TOP_SYSCALLS: usize = 5;
 pub(super) struct PageError {
     status: StatusCode,
     message: String,
+    /// Seconds for a `Retry-After` header (a busy server's 503).
+    retry_after: Option<u32>,
 }
+
+/// What a refused analysis' 503 asks the browser to wait.
+const BUSY_RETRY_S: u32 = 10;
 
 impl PageError {
     fn new(status: StatusCode, message: impl Into<String>) -> PageError {
         PageError {
             status,
             message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// 503: as many analyses as allowed run already.
+    fn busy(limits: &WebLimits) -> PageError {
+        PageError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: format!(
+                "busy: your group runs {} analysis(es) already, or the server {} (serve \
+                 --web-analyses-per-group, --web-analyses); try again in {BUSY_RETRY_S} s",
+                limits.analyses_per_group, limits.analyses
+            ),
+            retry_after: Some(BUSY_RETRY_S),
         }
     }
 }
@@ -71,7 +92,13 @@ impl IntoResponse for PageError {
             self.status,
             esc(&self.message)
         );
-        (self.status, Html(body)).into_response()
+        let mut response = (self.status, Html(body)).into_response();
+        if let Some(s) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(s));
+        }
+        response
     }
 }
 
@@ -114,6 +141,30 @@ impl WebUi {
         f: impl FnOnce(&mut dyn Store) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, PageError> {
         Ok(self.app.read(f).await?)
+    }
+
+    /// Runs one analysis of `page` for `group` on a store connection:
+    /// refused (503) when the group or the server runs as many as allowed,
+    /// and told to stop (its [`Budget`]'s flag) when this future is
+    /// dropped, which the server does when the client disconnects.
+    async fn analyse<T: Send + 'static>(
+        &self,
+        group: &str,
+        page: &'static str,
+        f: impl FnOnce(&mut dyn Store, &Budget) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, PageError> {
+        let Some(permit) = self.gate.try_enter(group) else {
+            self.app.metrics().count_web_refused();
+            return Err(PageError::busy(&self.limits));
+        };
+        let cancel = Cancel::new();
+        let _stop = StopOnDrop(cancel.clone());
+        let metrics = self.app.metrics().clone();
+        // The budget (and with it the permit) goes with the work: the
+        // permit is free again when the thread ends, not when the client
+        // leaves.
+        let budget = Budget::new(self.limits, cancel, metrics, page, permit);
+        self.read(move |store| f(store, &budget)).await
     }
 }
 
@@ -605,6 +656,21 @@ pub(super) async fn run(
     )
 }
 
+/// The programs of the group's devices, for the diagnosis form's list.
+fn group_programs(store: &mut dyn Store, group: &str) -> Result<Vec<String>, StoreError> {
+    let mut programs: Vec<String> = store
+        .devices(&DeviceFilter {
+            group: Some(group.to_string()),
+            limit: Some(DEVICES_PAGE),
+        })?
+        .into_iter()
+        .map(|d| d.last_program)
+        .collect();
+    programs.sort();
+    programs.dedup();
+    Ok(programs)
+}
+
 pub(super) async fn diagnosis(
     State(web): State<Arc<WebUi>>,
     headers: HeaderMap,
@@ -616,27 +682,17 @@ pub(super) async fn diagnosis(
     let group = session.group.clone();
     let now = now_unix_ns();
     let query = q.clone();
-    let (programs, outcome) = web
-        .read(move |store| {
-            // The programs of the group's devices, for the form's list.
-            let mut programs: Vec<String> = store
-                .devices(&DeviceFilter {
-                    group: Some(group.clone()),
-                    limit: Some(DEVICES_PAGE),
-                })?
-                .into_iter()
-                .map(|d| d.last_program)
-                .collect();
-            programs.sort();
-            programs.dedup();
-            let outcome = if asked {
-                Some(diagnosis::run(store, &group, &query, now)?)
-            } else {
-                None
-            };
-            Ok((programs, outcome))
+    let (programs, outcome) = if asked {
+        web.analyse(&session.group, "diagnosis", move |store, budget| {
+            let programs = group_programs(store, &group)?;
+            let outcome = diagnosis::run(store, &group, &query, now, budget)?;
+            Ok((programs, Some(outcome)))
         })
-        .await?;
+        .await?
+    } else {
+        web.read(move |store| Ok((group_programs(store, &group)?, None)))
+            .await?
+    };
     let (result, error) = match outcome {
         Some(Ok(view)) => (Some(view), None),
         Some(Err(message)) => (None, Some(message)),
@@ -760,8 +816,10 @@ pub(super) async fn peers(
     let query = q.clone();
     let outcome = if q.asked() {
         Some(
-            web.read(move |store| peers::run(store, &group, &query, now))
-                .await?,
+            web.analyse(&session.group, "peers", move |store, budget| {
+                peers::run(store, &group, &query, now, budget)
+            })
+            .await?,
         )
     } else {
         None

@@ -9,9 +9,13 @@ use diagnose::peers::fleet::{Fleet, Range};
 use diagnose::peers::histogram::HistogramParams;
 use diagnose::peers::median::MedianParams;
 use diagnose::peers::{self, report, Options};
+use std::cell::Cell;
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 use summary_view::observe::time_text;
 
+use super::limits::{span_text, Budget};
 use crate::source::for_each_stored;
 use crate::store::{Store, StoreError};
 
@@ -90,14 +94,18 @@ pub struct PeersView {
     pub tally: String,
 }
 
-/// Runs the analysis for `group`. The outer error is the store's; the
-/// inner one a message for the form (a bad time, an empty or overlapping
-/// range, no windows, too few devices).
-pub fn run(
+/// Runs the analysis for `group`, within `budget`: ranges spanning more
+/// than `--web-max-span` and more than `--web-max-windows` windows are
+/// refused with a message naming the limit. The outer error is the
+/// store's (or the client gone: the budget's flag); the inner one a
+/// message for the form (a bad time, an empty or overlapping range, no
+/// windows, too few devices, a limit).
+pub(super) fn run(
     store: &mut dyn Store,
     group: &str,
     q: &PeersQuery,
     now_unix_ns: u64,
+    budget: &Budget,
 ) -> Result<Result<PeersView, String>, StoreError> {
     let options = match options(&q.method) {
         Ok(o) => o,
@@ -114,13 +122,60 @@ pub fn run(
         Ok(r) => r,
         Err(e) => return Ok(Err(format!("{e:#}"))),
     };
+    let limits = budget.limits;
+    let span = Duration::from_nanos(
+        (training.until.saturating_sub(training.since))
+            .saturating_add(diagnosis.until.saturating_sub(diagnosis.since)),
+    );
+    if span > limits.max_span {
+        return Ok(Err(format!(
+            "the training and diagnosis ranges span {} together; the web UI reads at most {} \
+             (serve --web-max-span): narrow the ranges, or use `edge-service peers`",
+            span_text(Duration::from_secs(span.as_secs())),
+            span_text(limits.max_span)
+        )));
+    }
     let program = Some(q.program.trim().to_string()).filter(|p| !p.is_empty());
     let mut fleet = Fleet::new(training, diagnosis, SLICE_WINDOWS);
+    // Both closures look at these: the reader stops at the next chunk once
+    // a window was refused.
+    let read = Cell::new(0u64);
+    let over = Cell::new(false);
     for range in [training, diagnosis] {
-        for_each_stored(store, &filter(group, &program, range), &mut |s| {
-            fleet.add(s)
-        })
-        .map_err(|e| StoreError::Failed(format!("{e:#}")))?;
+        let mut before_chunk = || -> anyhow::Result<()> {
+            budget.chunk()?;
+            if over.get() {
+                anyhow::bail!("over --web-max-windows");
+            }
+            Ok(())
+        };
+        let mut each = |s: &agent_core::Summary| {
+            if read.get() >= limits.max_windows {
+                over.set(true);
+                return;
+            }
+            read.set(read.get() + 1);
+            budget.read(1);
+            fleet.add(s);
+        };
+        let outcome = for_each_stored(
+            store,
+            &filter(group, &program, range),
+            &mut before_chunk,
+            &mut each,
+        );
+        if over.get() {
+            return Ok(Err(format!(
+                "more than {} window summaries in the ranges; the web UI reads at most {} \
+                 (serve --web-max-windows): narrow the ranges or pick a program, or use \
+                 `edge-service peers`",
+                limits.max_windows, limits.max_windows
+            )));
+        }
+        if budget.cancel.is_cancelled() {
+            return Err(budget.cancelled());
+        }
+        outcome.map_err(|e| StoreError::Failed(format!("{e:#}")))?;
     }
     if fleet.devices.is_empty() {
         return Ok(Err(format!(
