@@ -51,6 +51,15 @@ pub fn request_stop() {
     sys::set_timer(KICK_US, KICK_US);
 }
 
+/// Whether a tick came that the loop has not taken yet (left for
+/// [`take_tick`]). The wait looks before it sleeps: a tick that landed
+/// while the tracer was busy (the exec reader's kick, above all) would
+/// otherwise wait for the next one, and a short program would run on
+/// untraced meanwhile.
+pub fn tick_pending() -> bool {
+    TICK.load(Ordering::SeqCst)
+}
+
 /// Whether a SIGALRM tick arrived since the last call.
 pub fn take_tick() -> bool {
     TICK.swap(false, Ordering::SeqCst)

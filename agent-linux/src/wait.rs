@@ -28,6 +28,7 @@
 
 use std::io;
 
+use crate::signals;
 use crate::sys::{self, Tid, WaitStatus};
 
 /// The polling budget per wait.
@@ -72,11 +73,21 @@ impl WaitPolicy {
                 if let Some(report) = sys::try_wait_any()? {
                     return Ok(Some(report));
                 }
+                if signals::tick_pending() {
+                    return Ok(None);
+                }
                 if sys::monotonic_ns().wrapping_sub(start) >= self.spin_ns {
                     break;
                 }
                 std::thread::yield_now();
             }
+        }
+        // A tick (a kick from watch's exec reader) that came while the
+        // tracer was busy or polling ends this wait as its signal would
+        // have ended the sleep; only one landing between this look and the
+        // sleep waits for the next kick.
+        if signals::tick_pending() {
+            return Ok(None);
         }
         sys::wait_any()
     }

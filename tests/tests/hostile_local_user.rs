@@ -304,7 +304,7 @@ fn a_shim_folder_others_can_write_is_refused() {
         !install.status.success(),
         "installed into a folder all may write"
     );
-    assert!(err.contains("writable by group or others"), "{err}");
+    assert!(err.contains("writable by others or by a group"), "{err}");
     assert_untouched(&victim);
 
     // `watch --shim-dir` refuses it at its start, before any directive.
