@@ -250,7 +250,10 @@ impl ShimFolder {
         let written = created.map_err(io::Error::from).and_then(|fd| {
             let mut file = File::from(fd);
             file.write_all(bytes)?;
-            fchmod(&file, Mode::from_bits_truncate(mode))?;
+            // mode_t is 16 bits on 32-bit Android: the permission bits fit.
+            #[allow(clippy::unnecessary_cast)]
+            let bits = (mode & 0o7777) as libc::mode_t;
+            fchmod(&file, Mode::from_bits_truncate(bits))?;
             renameat(&self.fd, tmp.as_str(), &self.fd, name)?;
             Ok(())
         });
