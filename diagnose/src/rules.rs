@@ -236,17 +236,30 @@ pub fn top_rules(data: &Dataset, params: &TreeParams, top: usize) -> Vec<Rule> {
         .iter()
         .map(|a| !a.column.is_constant())
         .collect();
+    // Attributes about a syscall no rule named yet: at equal gain the next
+    // tree prefers them (`tree::build`), so ties give a new explanation.
+    let mut fresh = vec![true; data.attributes.len()];
     let mut rules = Vec::new();
     for rank in 1..=top {
-        let tree = tree::build(data, &sorted, &active, params);
+        let tree = tree::build(data, &sorted, &active, &fresh, params);
         let Some(root) = tree.root_attribute() else {
             break;
         };
         let paths = paths(&tree, data);
+        let tested = tested_attributes(&paths);
+        let named: Vec<&str> = tested
+            .iter()
+            .flat_map(|&a| syscalls_of(&data.attributes[a].name))
+            .collect();
+        for (a, attr) in data.attributes.iter().enumerate() {
+            if syscalls_of(&attr.name).any(|sc| named.contains(&sc)) {
+                fresh[a] = false;
+            }
+        }
         rules.push(Rule {
             rank,
             text: rule_text(&paths, data),
-            attributes: tested_attributes(&paths),
+            attributes: tested,
             accuracy: tree.accuracy(data),
             tree,
             paths,
@@ -263,6 +276,20 @@ pub fn top_rules(data: &Dataset, params: &TreeParams, top: usize) -> Vec<Rule> {
         active[root] = false;
     }
     rules
+}
+
+/// The syscalls an attribute is about (`consec_write@file` -> `write`,
+/// `gap_read->write` -> `read`, `write`); none for a fact.
+fn syscalls_of(name: &str) -> impl Iterator<Item = &str> {
+    let about = if name.starts_with("fact.") {
+        ""
+    } else {
+        name.split_once('_').map_or("", |(_, about)| about)
+    };
+    about
+        .split("->")
+        .map(|entry| entry.split_once('@').map_or(entry, |(plain, _)| plain))
+        .filter(|sc| !sc.is_empty())
 }
 
 /// An attribute's name without its fd-kind suffix (`num_read@socket` ->

@@ -308,8 +308,17 @@ pub fn majority(counts: &[usize]) -> (u32, usize) {
     best
 }
 
-/// Grows a tree on `data` using only the attributes with `active[a]`.
-pub fn build(data: &Dataset, sorted: &Presorted, active: &[bool], params: &TreeParams) -> Tree {
+/// Grows a tree on `data` using only the attributes with `active[a]`. At
+/// equal gain an attribute with `fresh[a]` (one about a syscall no earlier
+/// rule named; missing entries count as fresh) goes before one without: see
+/// [`choose`].
+pub fn build(
+    data: &Dataset,
+    sorted: &Presorted,
+    active: &[bool],
+    fresh: &[bool],
+    params: &TreeParams,
+) -> Tree {
     let rows = data.rows();
     let k = data.classes.len();
     let nlogn = NLogN::new(rows);
@@ -400,7 +409,11 @@ pub fn build(data: &Dataset, sorted: &Presorted, active: &[bool], params: &TreeP
                 _ => continue,
             };
             let chosen = if splittable[j] {
-                choose(per_attribute.iter().filter_map(|c| c[j].as_ref()), params)
+                choose(
+                    per_attribute.iter().filter_map(|c| c[j].as_ref()),
+                    fresh,
+                    params,
+                )
             } else {
                 None
             };
@@ -572,8 +585,16 @@ const EPS: f64 = 1e-9;
 
 /// Picks the best of one node's candidates: highest gain (or, with gain
 /// ratio, highest ratio among candidates with at least the average gain);
-/// ties go to a two-way categorical split over any other, then to the
+/// ties go to a two-way categorical split over any other, then to a fresh
+/// attribute over one about a syscall an earlier rule named, then to the
 /// larger margin, then to the earlier attribute.
+///
+/// Why fresh before margin: when a fault moves several syscalls, many
+/// statistics separate the runs perfectly and their margins all lie near 1,
+/// ordered by the runs' noise. The demo's wget writes what it reads, so
+/// `consec_write`, `result_write` and `param_write` tie with `num_read`, and
+/// which came first changed from run to run; rules about the same syscall
+/// repeat one explanation, while the next syscall's rule offers another.
 ///
 /// Why two-way categorical first: a numeric split also chooses its threshold among
 /// the cuts between distinct values, so at equal gain it fits the runs
@@ -588,8 +609,10 @@ const EPS: f64 = 1e-9;
 /// gets no preference.
 fn choose<'a>(
     candidates: impl Iterator<Item = &'a Candidate>,
+    fresh: &[bool],
     params: &TreeParams,
 ) -> Option<Candidate> {
+    let is_fresh = |c: &Candidate| fresh.get(c.attribute).copied().unwrap_or(true);
     let candidates: Vec<&Candidate> = candidates.filter(|c| c.gain > EPS).collect();
     if candidates.is_empty() {
         return None;
@@ -620,9 +643,11 @@ fn choose<'a>(
                     || ((sc - sb).abs() <= EPS
                         && (c.is_two_way_categorical() && !b.is_two_way_categorical()
                             || (c.is_two_way_categorical() == b.is_two_way_categorical()
-                                && (c.margin > b.margin + EPS
-                                    || ((c.margin - b.margin).abs() <= EPS
-                                        && c.attribute < b.attribute)))));
+                                && (is_fresh(c) && !is_fresh(b)
+                                    || (is_fresh(c) == is_fresh(b)
+                                        && (c.margin > b.margin + EPS
+                                            || ((c.margin - b.margin).abs() <= EPS
+                                                && c.attribute < b.attribute)))))));
                 Some(if better { c } else { b })
             }
         };
