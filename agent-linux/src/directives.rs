@@ -28,10 +28,6 @@ use std::time::Duration;
 
 use crate::light::DeviceDirective;
 
-/// Longest `match` text taken from the service (a command line is at most
-/// a few pages; a longer text can match nothing useful).
-const MAX_MATCH: usize = wire::directive::MAX_MATCH_LEN;
-
 /// The fields of a directive `watch` looks at.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Directive {
@@ -46,124 +42,18 @@ pub struct Directive {
 }
 
 /// Most runs one per-device directive may ask for.
-pub const MAX_DIRECTED_RUNS: u64 = 10_000;
+pub const MAX_DIRECTED_RUNS: u64 = wire::directive::MAX_DIRECTED_RUNS;
 
-/// Longest directive id (the `directive` fact's value, at most 40 bytes).
-const MAX_ID: usize = wire::directive::MAX_DIRECTIVE_ID_LEN;
-
-/// A text field of a directive: absent or null is `None`; else 1 to
-/// `max` bytes without control characters.
-fn optional_text(
-    object: &serde_json::Map<String, serde_json::Value>,
-    field: &str,
-    max: usize,
-) -> Result<Option<String>, String> {
-    match object.get(field) {
-        None | Some(serde_json::Value::Null) => Ok(None),
-        Some(serde_json::Value::String(s)) => {
-            if s.is_empty() || s.len() > max || s.chars().any(char::is_control) {
-                return Err(format!(
-                    "`{field}` must be 1 to {max} bytes without control characters"
-                ));
-            }
-            Ok(Some(s.clone()))
-        }
-        Some(_) => Err(format!("`{field}` is neither text nor null")),
-    }
-}
-
-/// One entry of `device_directives`.
-fn parse_device_directive(value: &serde_json::Value) -> Result<DeviceDirective, String> {
-    let object = value.as_object().ok_or("not a JSON object")?;
-    let id = match object.get("id") {
-        Some(serde_json::Value::String(s)) => s.clone(),
-        // A service that sends a number means the same id.
-        Some(serde_json::Value::Number(n)) if n.is_u64() => n.to_string(),
-        Some(_) => return Err("`id` is neither text nor a whole number".into()),
-        None => return Err("no `id`".into()),
-    };
-    if id.is_empty() || id.len() > MAX_ID || !id.chars().all(|c| c.is_ascii_alphanumeric()) {
-        return Err(format!(
-            "`id` must be 1 to {MAX_ID} ASCII letters and digits"
-        ));
-    }
-    let number = |field: &str| -> Result<u64, String> {
-        object
-            .get(field)
-            .ok_or_else(|| format!("no `{field}`"))?
-            .as_u64()
-            .ok_or_else(|| format!("`{field}` is not a whole number >= 0"))
-    };
-    let runs = number("runs")?;
-    if !(1..=MAX_DIRECTED_RUNS).contains(&runs) {
-        return Err(format!("`runs` must be 1 to {MAX_DIRECTED_RUNS}"));
-    }
-    Ok(DeviceDirective {
-        program: optional_text(object, "program", wire::directive::MAX_PROGRAM_NAME_LEN)?,
-        match_text: optional_text(object, "match", MAX_MATCH)?,
-        runs: runs as u32,
-        expires_unix_ns: number("expires_unix_ns")?,
-        id,
-    })
-}
-
-/// Parses a `GET /v1/directives` body. Untrusted: a body over
-/// `wire::directive::MAX_BODY_BYTES`, a list or text over its cap, a field
-/// of the wrong type or a bad `match` text is an error naming it.
+/// Parses a `GET /v1/directives` body by the contract of
+/// `wire::directive::read` (untrusted: a body over the caps, a field of the
+/// wrong type or a bad `match` text is an error naming it).
 pub fn parse(json: &[u8]) -> Result<Directive, String> {
-    let cap = wire::directive::MAX_BODY_BYTES;
-    if json.len() > cap {
-        return Err(format!(
-            "the body is {} bytes; at most {cap} are read",
-            json.len()
-        ));
-    }
-    let value: serde_json::Value =
-        serde_json::from_slice(json).map_err(|e| format!("not JSON: {e}"))?;
-    let object = value.as_object().ok_or("not a JSON object")?;
-    wire::directive::check(&value)?;
-    let match_text = match object.get("match") {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(s)) => {
-            if s.is_empty() || s.len() > MAX_MATCH || s.chars().any(char::is_control) {
-                return Err(format!(
-                    "`match` must be 1 to {MAX_MATCH} bytes without control characters"
-                ));
-            }
-            Some(s.clone())
-        }
-        Some(_) => return Err("`match` is neither text nor null".into()),
-    };
-    let only = match object.get("only") {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::Array(names)) => Some(
-            names
-                .iter()
-                .map(|n| n.as_str().map(str::to_string))
-                .collect::<Option<Vec<_>>>()
-                .ok_or("`only` holds something other than names")?,
-        ),
-        Some(_) => return Err("`only` is neither a list nor null".into()),
-    };
-    let mut device = Vec::new();
-    let mut skipped = Vec::new();
-    match object.get("device_directives") {
-        None | Some(serde_json::Value::Null) => {}
-        Some(serde_json::Value::Array(entries)) => {
-            for (i, entry) in entries.iter().enumerate() {
-                match parse_device_directive(entry) {
-                    Ok(d) => device.push(d),
-                    Err(why) => skipped.push(format!("device_directives[{i}]: {why}")),
-                }
-            }
-        }
-        Some(_) => return Err("`device_directives` is neither a list nor null".into()),
-    }
+    let received = wire::directive::read(json)?;
     Ok(Directive {
-        match_text,
-        only,
-        device,
-        skipped,
+        match_text: received.match_text,
+        only: received.only,
+        device: received.device,
+        skipped: received.skipped,
     })
 }
 
@@ -332,7 +222,10 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }
-        let long = format!(r#"{{"match": "{}"}}"#, "x".repeat(MAX_MATCH + 1));
+        let long = format!(
+            r#"{{"match": "{}"}}"#,
+            "x".repeat(wire::directive::MAX_MATCH_LEN + 1)
+        );
         assert!(parse(long.as_bytes()).is_err());
     }
 

@@ -26,7 +26,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 
 use crate::shim_folder::ShimFolder;
 
@@ -89,66 +89,21 @@ impl ShimDirective {
         line.windows(needle.len()).any(|w| w == needle)
     }
 
-    fn to_json(&self) -> anyhow::Result<Value> {
-        let path = |p: &Option<PathBuf>| -> anyhow::Result<Value> {
-            Ok(match p {
-                None => Value::Null,
-                Some(p) => Value::from(
-                    p.to_str()
-                        .with_context(|| format!("{} is not UTF-8", p.display()))?,
-                ),
-            })
-        };
-        Ok(json!({
-            "match": self.match_text,
-            "only": self.only,
-            "facts": self.facts.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
-            "spool": path(&self.spool)?,
-            "out_dir": path(&self.out_dir)?,
-        }))
-    }
-
     /// Parses `directive.json` (untrusted: a wrong field is an error
     /// naming it).
     pub fn parse(text: &[u8]) -> anyhow::Result<ShimDirective> {
-        let v: Value = serde_json::from_slice(text).context("not JSON")?;
-        let o = v.as_object().context("not a JSON object")?;
-        let text_field = |k: &str| -> anyhow::Result<Option<String>> {
-            match o.get(k) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(_) => bail!("`{k}` is not text"),
-            }
-        };
-        let only = match o.get("only") {
-            None | Some(Value::Null) => None,
-            Some(Value::Array(names)) => Some(
-                names
-                    .iter()
-                    .map(|n| n.as_str().map(str::to_string))
-                    .collect::<Option<Vec<_>>>()
-                    .context("`only` holds something other than names")?,
-            ),
-            Some(_) => bail!("`only` is neither a list nor null"),
-        };
-        let facts = match o.get("facts") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(pairs)) => pairs
-                .iter()
-                .map(|p| match p.as_array().map(Vec::as_slice) {
-                    Some([Value::String(k), Value::String(v)]) => Some((k.clone(), v.clone())),
-                    _ => None,
-                })
-                .collect::<Option<Vec<_>>>()
-                .context("`facts` must be [key, value] pairs of text")?,
-            Some(_) => bail!("`facts` is not a list"),
-        };
+        // serde reads a struct from an array too (`[m, only, ...]`): the
+        // file is an object or nothing.
+        if text.trim_ascii_start().first() != Some(&b'{') {
+            bail!("not a JSON object");
+        }
+        let file: DirectiveFile = serde_json::from_slice(text).context("not a shim directive")?;
         Ok(ShimDirective {
-            match_text: text_field("match")?.unwrap_or_default(),
-            only,
-            facts,
-            spool: text_field("spool")?.map(PathBuf::from),
-            out_dir: text_field("out_dir")?.map(PathBuf::from),
+            match_text: file.match_text.unwrap_or_default(),
+            only: file.only,
+            facts: file.facts.unwrap_or_default(),
+            spool: file.spool,
+            out_dir: file.out_dir,
         })
     }
 
@@ -164,9 +119,38 @@ impl ShimDirective {
     /// Writes the folder's directive (whole or not at all), into `folder`
     /// (checked: see [`ShimFolder`]).
     pub fn store(&self, folder: &ShimFolder) -> anyhow::Result<()> {
-        let text = serde_json::to_vec_pretty(&self.to_json()?)?;
-        folder.write(DIRECTIVE_FILE, &text, 0o644)
+        folder.write(DIRECTIVE_FILE, &self.to_text()?, 0o644)
     }
+
+    /// The directive as `directive.json` holds it.
+    fn to_text(&self) -> anyhow::Result<Vec<u8>> {
+        let file = DirectiveFile {
+            match_text: Some(self.match_text.clone()),
+            only: self.only.clone(),
+            facts: Some(self.facts.clone()),
+            spool: self.spool.clone(),
+            out_dir: self.out_dir.clone(),
+        };
+        // A path that is not UTF-8 cannot be written as JSON text: an error
+        // naming the field, not a lossy path.
+        serde_json::to_vec_pretty(&file).context("the shim directive")
+    }
+}
+
+/// `directive.json` as stored: [`ShimDirective`]'s fields, each optional
+/// (null or absent: the default), facts as `[key, value]` pairs.
+#[derive(Serialize, Deserialize)]
+struct DirectiveFile {
+    #[serde(rename = "match", default)]
+    match_text: Option<String>,
+    #[serde(default)]
+    only: Option<Vec<String>>,
+    #[serde(default)]
+    facts: Option<Vec<(String, String)>>,
+    #[serde(default)]
+    spool: Option<PathBuf>,
+    #[serde(default)]
+    out_dir: Option<PathBuf>,
 }
 
 /// Checks a program name: a bare file name a shell would look up in PATH.
@@ -248,53 +232,24 @@ exec "$real" "$@"
 /// A body beyond the caps of `wire::directive` changes nothing (an error).
 /// Returns what changed, for one line on stderr; `None`: nothing did.
 pub fn steer(dir: &Path, agent: &Path, body: &[u8]) -> anyhow::Result<Option<String>> {
-    // Refused whole beyond the caps (wire::directive): the folder stays as
+    // Read by the contract (`wire::directive::read`): refused whole beyond
+    // the caps or with a field of the wrong type, and the folder stays as
     // the last directive left it.
-    let cap = wire::directive::MAX_BODY_BYTES;
-    if body.len() > cap {
-        bail!(
-            "the directive is {} bytes; at most {cap} are read",
-            body.len()
-        );
-    }
-    let v: Value = serde_json::from_slice(body).context("the directive is not JSON")?;
-    let o = v
-        .as_object()
-        .context("the directive is not a JSON object")?;
-    wire::directive::check(&v).map_err(|why| anyhow::anyhow!("the directive is refused: {why}"))?;
+    let received = wire::directive::read(body)
+        .map_err(|why| anyhow::anyhow!("the directive is refused: {why}"))?;
     let mut directive = ShimDirective::load(dir).unwrap_or_default();
     let before = directive.clone();
-    match o.get("match") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(m)) if !m.chars().any(char::is_control) => {
-            directive.match_text = m.clone()
-        }
-        Some(_) => bail!("the directive's `match` is not text"),
+    if let Some(m) = received.match_text {
+        directive.match_text = m;
     }
-    match o.get("only") {
-        None => {}
-        Some(Value::Null) => directive.only = None,
-        Some(Value::Array(names)) => {
-            let names = names
-                .iter()
-                .map(|n| n.as_str().map(str::to_string))
-                .collect::<Option<Vec<_>>>()
-                .context("the directive's `only` holds something other than names")?;
-            agent_core::validate_only_list(&names.join(","))
-                .map_err(|e| anyhow::anyhow!("the directive's `only`: {e}"))?;
-            directive.only = Some(names);
-        }
-        Some(_) => bail!("the directive's `only` is neither a list nor null"),
+    // `only` null clears the folder's list; absent leaves it (the reader
+    // cannot tell them apart, and a service always sends the field).
+    if let Some(names) = &received.only {
+        agent_core::validate_only_list(&names.join(","))
+            .map_err(|e| anyhow::anyhow!("the directive's `only`: {e}"))?;
     }
-    let wanted: Vec<String> = match o.get("programs") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(names)) => names
-            .iter()
-            .map(|n| n.as_str().map(str::to_string))
-            .collect::<Option<Vec<_>>>()
-            .context("the directive's `programs` holds something other than names")?,
-        Some(_) => bail!("the directive's `programs` is not a list"),
-    };
+    directive.only = received.only;
+    let wanted: Vec<String> = received.programs.unwrap_or_default();
     let have = list(dir).unwrap_or_default();
     let mut said = Vec::new();
     if directive != before {
@@ -496,7 +451,7 @@ mod tests {
             spool: Some("/var/spool/x".into()),
             out_dir: None,
         };
-        let text = serde_json::to_vec(&d.to_json().unwrap()).unwrap();
+        let text = d.to_text().unwrap();
         assert_eq!(ShimDirective::parse(&text).unwrap(), d);
         for bad in [
             &br#"[]"#[..],

@@ -1,7 +1,7 @@
 //! Directives: what the devices of a group should trace, set by the operator
 //! and fetched by the uploader (`GET /v1/directives`).
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use serde::{Deserialize, Serialize};
 
 /// What the devices of one group should trace. `None` fields leave the
@@ -54,6 +54,22 @@ impl Directive {
             only: None,
             window: None,
             programs: None,
+        }
+    }
+
+    /// The body devices read (`GET /v1/directives`), with the per-device
+    /// directives of the device that asked.
+    pub fn to_wire(
+        &self,
+        device_directives: Vec<wire::directive::DeviceDirective>,
+    ) -> wire::directive::Directives {
+        wire::directive::Directives {
+            group: self.group.clone(),
+            match_text: self.match_text.clone(),
+            only: self.only.clone(),
+            window: self.window.clone(),
+            programs: self.programs.clone(),
+            device_directives,
         }
     }
 
@@ -162,30 +178,12 @@ pub fn parse_programs(list: &str) -> anyhow::Result<Vec<String>> {
 }
 
 /// Parses `HH:MM-HH:MM` into minutes since midnight (start, end); the window
-/// may wrap past midnight (`22:00-06:00`).
+/// may wrap past midnight (`22:00-06:00`). The rule is the devices' own
+/// (`wire::window`), so every window the service stores, every device
+/// reads.
 pub fn parse_window(text: &str) -> anyhow::Result<(u16, u16)> {
-    let (a, b) = text
-        .split_once('-')
-        .with_context(|| format!("window `{text}` must be HH:MM-HH:MM"))?;
-    let start = parse_hhmm(a).with_context(|| format!("window `{text}`: bad start `{a}`"))?;
-    let end = parse_hhmm(b).with_context(|| format!("window `{text}`: bad end `{b}`"))?;
-    if start == end {
-        bail!("window `{text}` is empty (start equals end)");
-    }
-    Ok((start, end))
-}
-
-fn parse_hhmm(text: &str) -> anyhow::Result<u16> {
-    let (h, m) = text.split_once(':').context("expected HH:MM")?;
-    if h.len() != 2 || m.len() != 2 {
-        bail!("expected HH:MM");
-    }
-    let h: u16 = h.parse().context("hours are not a number")?;
-    let m: u16 = m.parse().context("minutes are not a number")?;
-    if h > 23 || m > 59 {
-        bail!("time out of range");
-    }
-    Ok(h * 60 + m)
+    let w: wire::window::DailyWindow = text.parse().map_err(anyhow::Error::msg)?;
+    Ok((w.start_min(), w.end_min()))
 }
 
 #[cfg(test)]

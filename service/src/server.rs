@@ -535,7 +535,7 @@ async fn get_directive(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     query: Result<Query<DirectiveQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<wire::directive::Directives>, ApiError> {
     let token_group = app.authenticate_device(&headers)?;
     let Query(q) = query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e.body_text()))?;
     let group =
@@ -554,16 +554,16 @@ async fn get_directive(
             Ok((directive, for_device))
         })
         .await?;
-    let mut body = serde_json::to_value(directive).unwrap_or(Value::Null);
-    body["device_directives"] = Value::Array(
-        for_device
-            .iter()
-            .filter(|d| d.is_active(now))
-            .take(wire::directive::MAX_DEVICE_DIRECTIVES)
-            .map(DeviceDirective::device_view)
-            .collect(),
-    );
-    Ok(Json(body))
+    Ok(Json(
+        directive.to_wire(
+            for_device
+                .iter()
+                .filter(|d| d.is_active(now))
+                .take(wire::directive::MAX_DEVICE_DIRECTIVES)
+                .map(DeviceDirective::device_view)
+                .collect(),
+        ),
+    ))
 }
 
 /// The detector's reports of the caller's group, newest first, without

@@ -160,27 +160,25 @@ fn directive_window(spool: &Spool) -> Option<Window> {
     std::fs::File::open(&path)
         .and_then(|f| f.take(cap as u64 + 1).read_to_end(&mut text))
         .ok()?;
-    let json: serde_json::Value = match serde_json::from_slice(&text) {
-        Ok(json) if text.len() <= cap => json,
-        _ if text.len() > cap => {
-            eprintln!(
-                "upload: ignoring the directives in {}: larger than {cap} bytes",
-                path.display()
-            );
-            return None;
-        }
-        _ => return None,
-    };
-    if let Err(why) = wire::directive::check(&json) {
+    if text.len() > cap {
         eprintln!(
-            "upload: ignoring the directives in {}: {why}",
+            "upload: ignoring the directives in {}: larger than {cap} bytes",
             path.display()
         );
         return None;
     }
-    let window = json.get("window")?.as_str()?;
-    match window.parse() {
-        Ok(w) => Some(w),
+    let directives = match wire::directive::read(&text) {
+        Ok(directives) => directives,
+        Err(why) => {
+            eprintln!(
+                "upload: ignoring the directives in {}: {why}",
+                path.display()
+            );
+            return None;
+        }
+    };
+    match directives.daily_window()? {
+        Ok(w) => Some(Window::from(w)),
         Err(e) => {
             eprintln!(
                 "upload: ignoring the directive's window in {}: {e}",

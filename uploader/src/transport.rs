@@ -6,7 +6,6 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use serde::Deserialize as _;
 use ureq::unversioned::resolver::DefaultResolver;
 use ureq::unversioned::transport::{ConnectProxyConnector, Connector, TcpConnector};
 use ureq::Agent;
@@ -192,13 +191,25 @@ impl Client {
             req = req.header("Authorization", format!("Bearer {token}"));
         }
         let response = req.send(&body[..]).map_err(|e| transport_error(&url, e))?;
-        let json = read_json(&url, response, MAX_RESPONSE)?;
-        parse_ack(&json, items.len()).map_err(|e| {
+        let body = read_body(&url, response, MAX_RESPONSE)?;
+        let ack = serde_json::from_slice::<wire::Ack>(&body).map_err(|e| {
+            if e.is_data() {
+                SendError::Permanent(format!("POST {url}: malformed acknowledgement: {e}"))
+            } else {
+                // A proxy or a half-written response: the next try may be whole.
+                SendError::Transient {
+                    message: format!("{url}: response is not JSON: {e}"),
+                    retry_after: None,
+                }
+            }
+        })?;
+        check_ack(ack, items.len()).map_err(|e| {
             SendError::Permanent(format!("POST {url}: malformed acknowledgement: {e}"))
         })
     }
 
-    /// Fetches the directives (raw JSON, checked to be an object).
+    /// Fetches the directives: the body as sent, read by the contract of
+    /// `wire::directive::read` (a body it refuses is an error).
     pub fn fetch_directives(&self) -> Result<Vec<u8>, SendError> {
         self.fetch_directives_for(None)
     }
@@ -220,18 +231,13 @@ impl Client {
         // At most the cap is read: a larger body is refused whole, before
         // any of it is parsed or acted on (the previous directives stay).
         let cap = wire::directive::MAX_BODY_BYTES;
-        let json = read_json(&url, response, cap as u64)?;
-        if !json.is_object() {
-            return Err(SendError::Permanent(format!(
-                "GET {url}: directives are not a JSON object"
-            )));
-        }
-        wire::directive::check(&json).map_err(|why| {
+        let body = read_body(&url, response, cap as u64)?;
+        wire::directive::read(&body).map_err(|why| {
             SendError::Permanent(format!(
                 "GET {url}: directives refused, the previous ones stay in force: {why}"
             ))
         })?;
-        Ok(serde_json::to_vec_pretty(&json).unwrap_or_default())
+        Ok(body)
     }
 }
 
@@ -270,13 +276,14 @@ fn is_certificate_error(io: &std::io::Error) -> bool {
         })
 }
 
-/// Reads a response's JSON body, at most `limit` bytes of it (a longer
-/// body is refused for good: the same service sends the same).
-fn read_json(
+/// Reads a response's body, at most `limit` bytes of it (a longer body is
+/// refused for good: the same service sends the same); an answer other
+/// than 200 is an error with the service's reason.
+fn read_body(
     url: &str,
     mut response: ureq::http::Response<ureq::Body>,
     limit: u64,
-) -> Result<serde_json::Value, SendError> {
+) -> Result<Vec<u8>, SendError> {
     let status = response.status().as_u16();
     let retry_after = response
         .headers()
@@ -313,13 +320,7 @@ fn read_json(
             _ => SendError::Permanent(message),
         });
     }
-    serde_json::from_slice(&body).map_err(|e| {
-        SendError::Transient {
-            // A proxy or a half-written response: the next try may be whole.
-            message: format!("{url}: response is not JSON: {e}"),
-            retry_after: None,
-        }
-    })
+    Ok(body)
 }
 
 /// `Retry-After` in seconds (the HTTP-date form is rare for 503 from our
@@ -330,8 +331,12 @@ fn parse_retry_after(text: &str) -> Option<Duration> {
 
 /// Reads the service's acknowledgement (`wire::Ack`), strictly: every
 /// accepted id is 32 hex digits and every rejected index lies in the batch.
-pub fn parse_ack(json: &serde_json::Value, items: usize) -> anyhow::Result<Ack> {
-    let body = wire::Ack::deserialize(json)?;
+pub fn parse_ack(json: &[u8], items: usize) -> anyhow::Result<Ack> {
+    check_ack(serde_json::from_slice(json)?, items)
+}
+
+/// [`parse_ack`] after the JSON is read.
+fn check_ack(body: wire::Ack, items: usize) -> anyhow::Result<Ack> {
     let mut ack = Ack::default();
     for text in &body.accepted {
         let mut bytes = [0u8; 16];
@@ -377,12 +382,14 @@ mod tests {
         let json = serde_json::json!({
             "accepted": [hex::encode(id)],
             "rejected": [{"index": 1, "id": null, "reason": "truncated"}]
-        });
-        let ack = parse_ack(&json, 2).unwrap();
+        })
+        .to_string();
+        let json = json.as_bytes();
+        let ack = parse_ack(json, 2).unwrap();
         assert!(ack.accepted.contains(&id));
         assert_eq!(ack.rejected, vec![(1, "truncated".to_string())]);
-        assert!(parse_ack(&json, 1).is_err(), "index outside the batch");
-        assert!(parse_ack(&serde_json::json!({"accepted": ["zz"]}), 1).is_err());
-        assert!(parse_ack(&serde_json::json!({}), 1).is_err());
+        assert!(parse_ack(json, 1).is_err(), "index outside the batch");
+        assert!(parse_ack(br#"{"accepted": ["zz"]}"#, 1).is_err());
+        assert!(parse_ack(b"{}", 1).is_err());
     }
 }

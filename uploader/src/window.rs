@@ -1,5 +1,6 @@
-//! The off-peak window: `HH:MM-HH:MM` in local time, possibly wrapping past
-//! midnight, and the random start that spreads a fleet over it.
+//! The off-peak window (`HH:MM-HH:MM` in local time, possibly wrapping past
+//! midnight, read by `wire::window`) and the random start that spreads a
+//! fleet over it.
 
 use std::fmt;
 use std::str::FromStr;
@@ -16,32 +17,23 @@ pub struct Window {
     end_min: u32,
 }
 
+impl From<wire::window::DailyWindow> for Window {
+    fn from(w: wire::window::DailyWindow) -> Window {
+        Window {
+            start_min: u32::from(w.start_min()),
+            end_min: u32::from(w.end_min()),
+        }
+    }
+}
+
+/// `--window`: the workspace's one `HH:MM-HH:MM` rule (`wire::window`),
+/// the same the service holds a directive's window to.
 impl FromStr for Window {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Window, String> {
-        let (a, b) = text
-            .split_once('-')
-            .ok_or_else(|| format!("window {text:?} is not HH:MM-HH:MM"))?;
-        let start_min = parse_hhmm(a).ok_or_else(|| format!("window start {a:?} is not HH:MM"))?;
-        let end_min = parse_hhmm(b).ok_or_else(|| format!("window end {b:?} is not HH:MM"))?;
-        if start_min == end_min {
-            return Err(format!(
-                "window {text:?} is empty (use --now to upload at any time)"
-            ));
-        }
-        Ok(Window { start_min, end_min })
+        text.parse::<wire::window::DailyWindow>().map(Window::from)
     }
-}
-
-fn parse_hhmm(text: &str) -> Option<u32> {
-    let (h, m) = text.trim().split_once(':')?;
-    if h.is_empty() || h.len() > 2 || m.len() != 2 {
-        return None;
-    }
-    let h: u32 = h.parse().ok()?;
-    let m: u32 = m.parse().ok()?;
-    (h < 24 && m < 60).then_some(h * 60 + m)
 }
 
 impl fmt::Display for Window {

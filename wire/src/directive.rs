@@ -1,11 +1,15 @@
-//! The caps of a directive body (`GET /v1/directives`): the service
-//! refuses to store or send more, and every reader on the device (the
-//! watch's fetcher, the shims' steering, the uploader) refuses a body
-//! beyond them before acting on any of it, so a broken or hostile service
-//! cannot make a device spend time or memory in proportion to what it
-//! sends. [`check`] is the one check of a parsed body.
+//! The body of `GET /v1/directives`: [`Directives`], which the service
+//! writes, and [`read`], the one reader every part of the device uses (the
+//! watch's fetcher, the shims' steering, the uploader's window), with the
+//! caps below. The service refuses to store or send more than the caps,
+//! and [`read`] refuses a body beyond them before acting on any of it, so
+//! a broken or hostile service cannot make a device spend time or memory
+//! in proportion to what it sends.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::window::DailyWindow;
 
 /// The most bytes of a directive body a device reads; a longer body is
 /// refused whole (the previous directive stays in force). Everything the
@@ -38,10 +42,202 @@ pub const MAX_DEVICE_DIRECTIVES: usize = 16;
 /// Longest per-device directive id (the `directive` fact's value).
 pub const MAX_DIRECTIVE_ID_LEN: usize = 40;
 
+/// Most runs one per-device directive may ask for.
+pub const MAX_DIRECTED_RUNS: u64 = 10_000;
+
+/// A group's directive as the service sends it: what it leaves to the
+/// device is null. `docs/service.md` describes each field.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Directives {
+    /// The device group.
+    pub group: String,
+    /// Trace only programs whose command line contains this text.
+    #[serde(rename = "match")]
+    pub match_text: Option<String>,
+    /// Trace only these syscalls (canonical names).
+    pub only: Option<Vec<String>>,
+    /// Upload only inside this daily window, `HH:MM-HH:MM` ([`DailyWindow`]).
+    pub window: Option<String>,
+    /// Programs to shim, on devices that opted in.
+    pub programs: Option<Vec<String>>,
+    /// The per-device directives of the device asked for (`?device=`);
+    /// empty when none was named.
+    #[serde(default)]
+    pub device_directives: Vec<DeviceDirective>,
+}
+
+/// "Trace the next `runs` runs of `program` whose command line contains
+/// `match` fully, until `expires_unix_ns`", as a device receives it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceDirective {
+    /// Its id: 1 to [`MAX_DIRECTIVE_ID_LEN`] ASCII letters and digits (the
+    /// `directive` fact's value on the runs it asked for).
+    pub id: String,
+    /// Only runs of this program; `None`: any.
+    pub program: Option<String>,
+    /// Only runs whose command line contains this text; `None`: any.
+    #[serde(rename = "match")]
+    pub match_text: Option<String>,
+    /// Full runs asked for, 1 to [`MAX_DIRECTED_RUNS`].
+    pub runs: u32,
+    /// When it lapses, ns since the Unix epoch.
+    pub expires_unix_ns: u64,
+}
+
+/// A directive body as a device reads it: every field checked against the
+/// contract; `device` holds the per-device entries that are valid and
+/// `skipped` says why each other one was left out (one bad entry does not
+/// cost the others).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Received {
+    /// `match`: 1 to [`MAX_MATCH_LEN`] bytes without control characters.
+    pub match_text: Option<String>,
+    /// `only`: names (the reader that applies them checks them as syscalls).
+    pub only: Option<Vec<String>>,
+    /// `window`, as sent: the uploader parses it ([`Received::daily_window`]),
+    /// and a window it cannot read costs only the window.
+    pub window: Option<String>,
+    /// `programs`: names.
+    pub programs: Option<Vec<String>>,
+    /// The valid per-device directives.
+    pub device: Vec<DeviceDirective>,
+    /// Why entries of `device_directives` were left out, one line each
+    /// (`device_directives[2]: no `runs``).
+    pub skipped: Vec<String>,
+}
+
+impl Received {
+    /// The upload window, when one was sent: parsed, or why not.
+    pub fn daily_window(&self) -> Option<Result<DailyWindow, String>> {
+        self.window.as_deref().map(str::parse)
+    }
+}
+
+/// Reads a `GET /v1/directives` body. Untrusted: a body over
+/// [`MAX_BODY_BYTES`], one that is not a JSON object, a list or text over
+/// its cap, or a field of the wrong type is refused whole, with an error
+/// naming it; a bad per-device entry is skipped and named in
+/// [`Received::skipped`]. Unknown fields are ignored (a newer service).
+pub fn read(body: &[u8]) -> Result<Received, String> {
+    if body.len() > MAX_BODY_BYTES {
+        return Err(format!(
+            "the body is {} bytes; at most {MAX_BODY_BYTES} are read",
+            body.len()
+        ));
+    }
+    let value: Value = serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
+    let object = value.as_object().ok_or("not a JSON object")?;
+    check(&value)?;
+    let match_text = optional_text(object, "match", MAX_MATCH_LEN)?;
+    let window = match object.get("window") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(w)) => Some(w.clone()),
+        Some(_) => return Err("`window` is neither text nor null".into()),
+    };
+    let mut device = Vec::new();
+    let mut skipped = Vec::new();
+    match object.get("device_directives") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(entries)) => {
+            for (i, entry) in entries.iter().enumerate() {
+                match device_directive(entry) {
+                    Ok(d) => device.push(d),
+                    Err(why) => skipped.push(format!("device_directives[{i}]: {why}")),
+                }
+            }
+        }
+        Some(_) => return Err("`device_directives` is neither a list nor null".into()),
+    }
+    Ok(Received {
+        match_text,
+        only: optional_names(object, "only")?,
+        window,
+        programs: optional_names(object, "programs")?,
+        device,
+        skipped,
+    })
+}
+
+/// A text field: absent or null is `None`; else 1 to `max` bytes without
+/// control characters.
+fn optional_text(
+    object: &serde_json::Map<String, Value>,
+    field: &str,
+    max: usize,
+) -> Result<Option<String>, String> {
+    match object.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => {
+            if s.is_empty() || s.len() > max || s.chars().any(char::is_control) {
+                return Err(format!(
+                    "`{field}` must be 1 to {max} bytes without control characters"
+                ));
+            }
+            Ok(Some(s.clone()))
+        }
+        Some(_) => Err(format!("`{field}` is neither text nor null")),
+    }
+}
+
+/// A list of names: absent or null is `None`.
+fn optional_names(
+    object: &serde_json::Map<String, Value>,
+    field: &str,
+) -> Result<Option<Vec<String>>, String> {
+    match object.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(names)) => names
+            .iter()
+            .map(|n| n.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .map(Some)
+            .ok_or_else(|| format!("`{field}` holds something other than names")),
+        Some(_) => Err(format!("`{field}` is neither a list nor null")),
+    }
+}
+
+/// One entry of `device_directives`.
+fn device_directive(value: &Value) -> Result<DeviceDirective, String> {
+    let object = value.as_object().ok_or("not a JSON object")?;
+    let id = match object.get("id") {
+        Some(Value::String(s)) => s.clone(),
+        // A service that sends a number means the same id.
+        Some(Value::Number(n)) if n.is_u64() => n.to_string(),
+        Some(_) => return Err("`id` is neither text nor a whole number".into()),
+        None => return Err("no `id`".into()),
+    };
+    if id.is_empty()
+        || id.len() > MAX_DIRECTIVE_ID_LEN
+        || !id.chars().all(|c| c.is_ascii_alphanumeric())
+    {
+        return Err(format!(
+            "`id` must be 1 to {MAX_DIRECTIVE_ID_LEN} ASCII letters and digits"
+        ));
+    }
+    let number = |field: &str| -> Result<u64, String> {
+        object
+            .get(field)
+            .ok_or_else(|| format!("no `{field}`"))?
+            .as_u64()
+            .ok_or_else(|| format!("`{field}` is not a whole number >= 0"))
+    };
+    let runs = number("runs")?;
+    if !(1..=MAX_DIRECTED_RUNS).contains(&runs) {
+        return Err(format!("`runs` must be 1 to {MAX_DIRECTED_RUNS}"));
+    }
+    Ok(DeviceDirective {
+        program: optional_text(object, "program", MAX_PROGRAM_NAME_LEN)?,
+        match_text: optional_text(object, "match", MAX_MATCH_LEN)?,
+        runs: runs as u32,
+        expires_unix_ns: number("expires_unix_ns")?,
+        id,
+    })
+}
+
 /// Checks a directive body's lists and texts against the caps; the error
-/// names the field, its size and the cap. Only sizes are checked here
-/// (types and contents are each reader's own rules).
-pub fn check(body: &Value) -> Result<(), String> {
+/// names the field, its size and the cap. Only sizes are checked here;
+/// [`read`] checks types and contents after it.
+fn check(body: &Value) -> Result<(), String> {
     let Some(o) = body.as_object() else {
         return Ok(());
     };
@@ -128,5 +324,50 @@ mod tests {
         assert!(check(&json!({ "only": only }))
             .unwrap_err()
             .contains("only[0]"));
+    }
+}
+
+#[cfg(test)]
+mod contract {
+    use super::*;
+
+    #[test]
+    fn what_the_service_writes_every_device_reads_back() {
+        let sent = Directives {
+            group: "phones".into(),
+            match_text: Some("api.example.com".into()),
+            only: Some(vec!["read".into(), "connect".into()]),
+            window: Some("22:00-06:30".into()),
+            programs: Some(vec!["curl".into()]),
+            device_directives: vec![DeviceDirective {
+                id: "17".into(),
+                program: Some("wget".into()),
+                match_text: None,
+                runs: 3,
+                expires_unix_ns: 1_700_000_000_000_000_000,
+            }],
+        };
+        let body = serde_json::to_vec(&sent).unwrap();
+        let got = read(&body).unwrap();
+        assert_eq!(got.match_text, sent.match_text);
+        assert_eq!(got.only, sent.only);
+        assert_eq!(got.programs, sent.programs);
+        assert_eq!(got.device, sent.device_directives);
+        assert!(got.skipped.is_empty());
+        let window = got.daily_window().unwrap().unwrap();
+        assert_eq!((window.start_min(), window.end_min()), (1320, 390));
+        // A group's empty directive: everything null, nothing to read.
+        let empty = serde_json::to_vec(&Directives::default()).unwrap();
+        assert_eq!(read(&empty).unwrap(), Received::default());
+        // Wrong types are refused whole, naming the field.
+        for (bad, field) in [
+            (r#"{"window": 7}"#, "`window`"),
+            (r#"{"programs": "curl"}"#, "`programs`"),
+            (r#"{"only": [1]}"#, "`only`"),
+            (r#"{"match": ""}"#, "`match`"),
+        ] {
+            let err = read(bad.as_bytes()).unwrap_err();
+            assert!(err.contains(field), "{bad}: {err}");
+        }
     }
 }

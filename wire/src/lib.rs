@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod directive;
+pub mod window;
 
 /// The answer to `POST /v1/summaries`: which items are durably stored and
 /// which are refused for good.

@@ -10,20 +10,9 @@
 
 use std::collections::HashMap;
 
-/// One per-device directive (`device_directives` of `GET /v1/directives`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DeviceDirective {
-    /// Its id (the fact's value): 1 to 40 ASCII letters and digits.
-    pub id: String,
-    /// The program's name (executable's base name) a run must have.
-    pub program: Option<String>,
-    /// Text its command line must contain.
-    pub match_text: Option<String>,
-    /// Runs to trace.
-    pub runs: u32,
-    /// When it ends, ns since the Unix epoch.
-    pub expires_unix_ns: u64,
-}
+/// One per-device directive (`device_directives` of `GET /v1/directives`),
+/// as `wire` reads it.
+pub use wire::directive::DeviceDirective;
 
 /// The directives known and the runs each has taken.
 #[derive(Debug, Default)]

@@ -109,14 +109,14 @@ impl DeviceDirective {
 
     /// One entry of `device_directives` in `GET /v1/directives` (the
     /// contract between service and agent; `docs/service.md`).
-    pub fn device_view(&self) -> Value {
-        json!({
-            "id": self.id.to_string(),
-            "program": self.program,
-            "match": self.match_text,
-            "runs": self.runs,
-            "expires_unix_ns": self.expires_unix_ns,
-        })
+    pub fn device_view(&self) -> wire::directive::DeviceDirective {
+        wire::directive::DeviceDirective {
+            id: self.id.to_string(),
+            program: self.program.clone(),
+            match_text: self.match_text.clone(),
+            runs: self.runs,
+            expires_unix_ns: self.expires_unix_ns,
+        }
     }
 
     /// The operator's view (`directive device-list`): everything stored.
@@ -158,8 +158,9 @@ mod tests {
             ..d.clone()
         };
         assert!(!done.is_active(15), "fulfilled");
-        assert_eq!(d.device_view()["program"], "wget");
-        assert_eq!(d.device_view()["match"], Value::Null);
+        let view = serde_json::to_value(d.device_view()).unwrap();
+        assert_eq!(view["program"], "wget");
+        assert_eq!(view["match"], Value::Null);
         let err = |r: anyhow::Result<DeviceDirective>| format!("{:#}", r.unwrap_err());
         assert!(
             err(DeviceDirective::new("g", [0; 16], None, None, 1, 1, 2, "o")).contains("device")
