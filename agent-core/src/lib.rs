@@ -17,6 +17,7 @@
 
 pub mod arch;
 pub mod collector;
+pub mod duration;
 pub mod event;
 pub mod facts;
 pub mod framing;

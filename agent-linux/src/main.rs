@@ -243,30 +243,12 @@ fn parse_window(text: &str) -> Result<WindowChoice, String> {
 }
 
 fn parse_window_length(text: &str) -> Result<std::time::Duration, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let scale = match unit.trim() {
-        "" | "s" => 1.0,
-        "ms" => 0.001,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        other => {
-            return Err(format!(
-                "unknown unit {other:?} in {text:?} (use ms, s, m or h, e.g. 10s)"
-            ))
-        }
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (e.g. 10s, 1m, 1h)"))?;
-    let secs = value * scale;
-    if !(1.0..=24.0 * 3600.0).contains(&secs) {
+    let length = agent_core::duration::parse(text, agent_core::duration::Bare::Seconds)
+        .map_err(|e| format!("{:?} {e}", text.trim()))?;
+    if !(1.0..=24.0 * 3600.0).contains(&length.as_secs_f64()) {
         return Err(format!("{text:?} is outside 1s to 24h"));
     }
-    Ok(std::time::Duration::from_secs_f64(secs))
+    Ok(length)
 }
 
 /// The window attach and watch cut into when not told.

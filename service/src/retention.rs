@@ -62,26 +62,12 @@ pub fn now_unix_ns() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
-/// Reads an age: a whole number and a unit, `30d`, `12h`, `90m`, `45s`.
+/// Reads an age: a number and a unit, `30d`, `12h`, `90m`, `45s` (the
+/// workspace's duration rule, `agent_core::duration`); a bare number is
+/// refused, as `30` could mean days or seconds.
 pub fn parse_age(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("`{text}` has no unit: write e.g. 30d, 12h, 90m or 45s"))?;
-    let (number, unit) = text.split_at(split);
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` does not start with a whole number (e.g. 30d)"))?;
-    let secs = match unit {
-        "d" => 86_400,
-        "h" => 3600,
-        "m" => 60,
-        "s" => 1,
-        _ => return Err(format!("`{text}`: unit must be d, h, m or s")),
-    };
-    n.checked_mul(secs)
-        .map(Duration::from_secs)
-        .ok_or_else(|| format!("`{text}` is too long"))
+    agent_core::duration::parse(text, agent_core::duration::Bare::Refused)
+        .map_err(|e| format!("`{}` {e}", text.trim()))
 }
 
 /// Starts the thread of `serve --retain`: every `every`, a pass on a
