@@ -1,9 +1,9 @@
-//! The options of `edge-service demo`, shared by the case study
+//! The options of `edge-demo`, shared by the case study
 //! ([`crate::demo`]) and its proactive variant ([`crate::proactive`]).
 
 use std::path::PathBuf;
 
-/// `edge-service demo`: the TCP-memory case study end to end (needs root).
+/// `edge-demo`: the TCP-memory case study end to end (needs root).
 #[derive(clap::Args, Debug, Clone)]
 pub struct DemoArgs {
     /// Client namespaces.
@@ -27,7 +27,7 @@ pub struct DemoArgs {
     /// The edge-agent binary [default: next to this program, else on PATH].
     #[arg(long, value_name = "PATH")]
     pub agent: Option<PathBuf>,
-    /// The edge-service binary for serve and diagnose [default: this program].
+    /// The edge-service binary for serve and diagnose [default: next to this program, else on PATH].
     #[arg(long, value_name = "PATH")]
     pub service: Option<PathBuf>,
     /// Diagnose the spooled summary files directly instead of uploading them

@@ -1,4 +1,4 @@
-//! `edge-service demo`: the research's first case study (TCP memory
+//! `edge-demo`: the research's first case study (TCP memory
 //! misconfiguration) end to end on this machine.
 //!
 //! An HTTP server runs in one network namespace; several client namespaces
@@ -33,7 +33,7 @@ use diagnose::rpca::{self, RpcaOptions};
 use crate::args::DemoArgs;
 use crate::http::{FileServer, FILE_PATH, HTTP_PORT};
 use crate::netns::{Namespaces, SERVER_IP};
-use crate::procs::{find_agent, is_root, Service};
+use crate::procs::{find_agent, find_service, is_root, Service};
 
 /// The ingest token of the demo's local service.
 const TOKEN: &str = "edge-demo-token-0123456789abcdef";
@@ -45,11 +45,11 @@ struct Fetch {
     seconds: f64,
 }
 
-/// Runs `edge-service demo`.
+/// Runs `edge-demo`.
 pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     if !is_root() {
         bail!(
-            "edge-service demo needs root: it creates network namespaces (ip netns) and sets \
+            "edge-demo needs root: it creates network namespaces (ip netns) and sets \
              net.ipv4.tcp_rmem inside them. Run it as root (e.g. with sudo)."
         );
     }
@@ -63,16 +63,17 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
             .status()
             .map_or(true, |s| !s.success())
         {
-            bail!(
-                "edge-service demo needs `{tool}` (Debian: apt-get install iproute2 wget procps)"
-            );
+            bail!("edge-demo needs `{tool}` (Debian: apt-get install iproute2 wget procps)");
         }
     }
     let started = Instant::now();
     let agent = find_agent(args.agent.as_deref())?;
-    let service = match &args.service {
-        Some(p) => p.clone(),
-        None => std::env::current_exe().context("cannot find this program")?,
+    // Found before the namespaces are made, so a missing binary costs
+    // nothing; --no-service diagnoses in this process without it.
+    let service = if args.no_service {
+        PathBuf::new()
+    } else {
+        find_service(args.service.as_deref())?
     };
     let temp;
     let work = match &args.work {

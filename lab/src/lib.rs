@@ -2,10 +2,10 @@
 //! the end-to-end tests. Nothing here is diagnosis; it drives the agent, the
 //! service and the diagnosis from outside, as a user would.
 //!
-//! - [`args`]: the options of `edge-service demo`;
-//! - [`demo`]: `edge-service demo`, the research's first case study (TCP
+//! - [`args`]: the options of `edge-demo` (the binary `src/main.rs`);
+//! - [`demo`]: `edge-demo`, the research's first case study (TCP
 //!   memory misconfiguration) end to end;
-//! - [`proactive`]: `edge-service demo --proactive`, the same clients
+//! - [`proactive`]: `edge-demo --proactive`, the same clients
 //!   light-monitored and diagnosed by the service's detector by itself;
 //! - [`netns`]: network namespaces joined by veth pairs on a bridge;
 //! - [`http`]: a tiny HTTP server serving one file, inside a namespace;

@@ -1,4 +1,4 @@
-//! `edge-service demo --proactive`: the research's proactive loop on the
+//! `edge-demo --proactive`: the research's proactive loop on the
 //! demo's network namespaces. Every client is watched by an `edge-agent
 //! watch --light` of its own (a device id each; light records only, no
 //! ptrace), the spools are uploaded after each round as a device's

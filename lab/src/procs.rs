@@ -172,19 +172,36 @@ pub fn healthy(addr: SocketAddr) -> bool {
 /// The edge-agent binary to use: the one given, else the one next to this
 /// program, else the one on PATH.
 pub fn find_agent(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    find_binary("edge-agent", "--agent", "agent-linux", given)
+}
+
+/// The edge-service binary to use: the one given, else the one next to
+/// this program, else the one on PATH.
+pub fn find_service(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    find_binary("edge-service", "--service", "service", given)
+}
+
+/// The workspace binary `name` of `package`: `given` (its option `flag`),
+/// else next to this program, else on PATH.
+fn find_binary(
+    name: &str,
+    flag: &str,
+    package: &str,
+    given: Option<&Path>,
+) -> anyhow::Result<PathBuf> {
     if let Some(p) = given {
         if !p.is_file() {
-            bail!("--agent {}: no such file", p.display());
+            bail!("{flag} {}: no such file", p.display());
         }
         return Ok(p.to_path_buf());
     }
     let sibling = std::env::current_exe()
         .ok()
-        .and_then(|e| e.parent().map(|d| d.join("edge-agent")));
+        .and_then(|e| e.parent().map(|d| d.join(name)));
     let on_path = std::env::var_os("PATH")
         .map(|paths| {
             std::env::split_paths(&paths)
-                .map(|d| d.join("edge-agent"))
+                .map(|d| d.join(name))
                 .collect::<Vec<_>>()
         })
         .unwrap_or_default();
@@ -194,8 +211,8 @@ pub fn find_agent(given: Option<&Path>) -> anyhow::Result<PathBuf> {
         .find(|p| p.is_file())
         .ok_or_else(|| {
             anyhow::anyhow!(
-                "edge-agent not found next to this program or on PATH: build it \
-                 (cargo build --release -p agent-linux) or give --agent PATH"
+                "{name} not found next to this program or on PATH: build it \
+                 (cargo build --release -p {package}) or give {flag} PATH"
             )
         })
 }

@@ -1,5 +1,5 @@
 # Sourced by scripts/install-deps. The diagnosis end-to-end test
-# (tests/tests/diagnose_demo.rs, i.e. `edge-service demo`) needs `ip`
+# (tests/tests/diagnose_demo.rs, i.e. `edge-demo`) needs `ip`
 # (iproute2: network namespaces, veth, bridge), `sysctl` (procps) and `wget`.
 # It runs as root; without root it reports SKIPPED.
 diagnose_need=()

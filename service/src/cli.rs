@@ -37,8 +37,6 @@ pub enum Command {
     /// Find the culprit among peer devices from their window summaries
     /// (the PVFS median and the Hadoop histogram methods; docs/peers.md).
     Peers(diagnose::peers::cli::PeersArgs),
-    /// The research's case study end to end.
-    Demo(lab::DemoArgs),
     /// Make TLS certificates: a private CA and the server certificate it signs.
     #[command(subcommand)]
     Tls(TlsCommand),
@@ -557,7 +555,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Diagnose(args) => diagnose::cli::run(args, &crate::source::StoreSource),
         Command::Peers(args) => diagnose::peers::cli::run(args, &crate::source::StoreSource),
-        Command::Demo(args) => lab::demo(args),
         Command::Tls(t) => {
             match t {
                 TlsCommand::Init(a) => crate::tls_admin::init(&crate::tls_admin::InitOptions {

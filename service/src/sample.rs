@@ -120,7 +120,7 @@ pub fn encoded(seed: u64, events: u32, group: Option<&str>) -> Vec<u8> {
     }
 }
 
-/// Whole runs of the demo's case study (`edge-service demo`) without the
+/// Whole runs of the demo's case study (`edge-demo`) without the
 /// testbed: `wget` fetching one file, the bad runs with a receive buffer
 /// far too small, so they make ten times the `read` calls on the socket,
 /// each returning a tenth of the bytes, and take longer. Deterministic for

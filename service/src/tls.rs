@@ -11,7 +11,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 // What a certificate says about itself: one reading, shared with the
 // uploader's explanations of refused certificates.
-pub use uploader::cert_errors::{utc, CertFacts};
+pub use cert_facts::{utc, CertFacts};
 
 /// The server configuration for a PEM certificate chain and private key.
 ///

@@ -8,7 +8,11 @@ use std::process::Command;
 use std::sync::Mutex;
 
 /// Which package builds which binary.
-const PACKAGES: &[(&str, &str)] = &[("edge-agent", "agent-linux"), ("edge-service", "service")];
+const PACKAGES: &[(&str, &str)] = &[
+    ("edge-agent", "agent-linux"),
+    ("edge-service", "service"),
+    ("edge-demo", "lab"),
+];
 
 /// The target directory's profile folder the test binary runs from
 /// (`target/debug` or `target/release`).

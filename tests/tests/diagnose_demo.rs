@@ -1,4 +1,4 @@
-//! The research's TCP-memory case end to end: `edge-service demo` creates
+//! The research's TCP-memory case end to end: `edge-demo` creates
 //! network namespaces (some clients with a far too small
 //! net.ipv4.tcp_rmem), traces `wget` in each with `edge-agent run --spool`,
 //! uploads to a local `edge-service serve`, and diagnoses. The first rules
@@ -32,18 +32,19 @@ fn demo_finds_the_tcp_memory_misconfiguration() {
     }
     let agent = edge_tests::binary("edge-agent");
     let service = edge_tests::binary("edge-service");
-    let out = Command::new(&service)
-        .arg("demo")
+    let out = Command::new(edge_tests::binary("edge-demo"))
         .args(["--clients", "6", "--bad", "2", "--runs", "3"])
         .arg("--agent")
         .arg(&agent)
+        .arg("--service")
+        .arg(&service)
         .output()
-        .expect("run edge-service demo");
+        .expect("run edge-demo");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "edge-service demo failed ({}):\n{stdout}\n{stderr}",
+        "edge-demo failed ({}):\n{stdout}\n{stderr}",
         out.status
     );
     // The diagnosis saw every run, and clustering put exactly the

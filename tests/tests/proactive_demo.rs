@@ -1,5 +1,5 @@
 //! The proactive loop end to end on the demo's network namespaces (issue
-//! 18): `edge-service demo --proactive` watches every client with
+//! 18): `edge-demo --proactive` watches every client with
 //! `edge-agent watch --light` (light records only: no ptrace), uploads
 //! their spools after each round as their uploaders would, and runs
 //! `edge-service serve --auto`. With no command to the service after that,
@@ -26,14 +26,16 @@ fn the_detector_diagnoses_the_slow_clients_by_itself() {
     let agent = edge_tests::binary("edge-agent");
     let service = edge_tests::binary("edge-service");
     let work = tempfile::tempdir().unwrap();
-    let out = Command::new(&service)
-        .args(["demo", "--proactive", "--clients", "6", "--bad", "2"])
+    let out = Command::new(edge_tests::binary("edge-demo"))
+        .args(["--proactive", "--clients", "6", "--bad", "2"])
         .arg("--agent")
         .arg(&agent)
+        .arg("--service")
+        .arg(&service)
         .arg("--work")
         .arg(work.path())
         .output()
-        .expect("run edge-service demo --proactive");
+        .expect("run edge-demo --proactive");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let serve_log = std::fs::read_to_string(work.path().join("serve.log")).unwrap_or_default();

@@ -1,0 +1,24 @@
+//! `edge-demo`: the research's case study end to end on this machine
+//! (`scripts/demo`), or with `--proactive` the same found by the service's
+//! detector with no operator. It drives `edge-agent` and `edge-service`
+//! from outside, as a user would; see [`lab::demo`].
+
+use clap::Parser;
+
+/// The TCP-memory case study end to end (needs root).
+#[derive(Parser, Debug)]
+#[command(name = "edge-demo", version, about)]
+struct Cli {
+    #[command(flatten)]
+    demo: lab::DemoArgs,
+}
+
+fn main() -> std::process::ExitCode {
+    match lab::demo(Cli::parse().demo) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("edge-demo: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
