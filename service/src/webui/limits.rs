@@ -18,8 +18,9 @@ use crate::metrics::Metrics;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WebLimits {
     /// `--web-max-runs`: the newest runs one diagnosis reads. Memory grows
-    /// by about 70 KB per run (summaries, profiles, the attribute table):
-    /// 20 000 runs took 1.4 GB, the default keeps one request near 150 MB.
+    /// with the runs read (summaries, profiles, the attribute table): all
+    /// 20 000 runs of `scripts/soak-web` took the server to 1455 MiB, the
+    /// default's 2000 from 94 to 291 MiB.
     pub max_runs: usize,
     /// `--web-max-windows`: the window summaries one peers analysis reads.
     pub max_windows: u64,
