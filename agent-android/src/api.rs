@@ -258,7 +258,7 @@ mod tests {
     fn spooled_summaries_carry_the_apps_device_id() {
         let dir = tempfile::tempdir().unwrap();
         let spool = dir.path().join("edge-agent/spool");
-        let mut summary = uploader::testing::sample_summary([1; 16], "wget", None);
+        let mut summary = fixtures::summaries::sample_summary([1; 16], "wget", None);
         let bytes = encode(&mut summary).unwrap();
         let first = spool_put(&spool, &bytes).unwrap();
         let id = device_id(&spool, false).unwrap();
@@ -267,7 +267,7 @@ mod tests {
         let stored = Summary::decode(&std::fs::read(&first).unwrap()).unwrap();
         assert_eq!(stored.origin.device, id, "stamped with the app's id");
         // An id the summary already has is kept.
-        let mut other = uploader::testing::sample_summary([2; 16], "wget", None);
+        let mut other = fixtures::summaries::sample_summary([2; 16], "wget", None);
         other.origin.device = [9; 16];
         let path = spool_put(&spool, &encode(&mut other).unwrap()).unwrap();
         assert_eq!(
@@ -289,7 +289,7 @@ mod tests {
         );
         // A corrupt id file is an error naming it; nothing is spooled.
         std::fs::write(dir.path().join("edge-agent/device-id"), "x").unwrap();
-        let mut third = uploader::testing::sample_summary([3; 16], "wget", None);
+        let mut third = fixtures::summaries::sample_summary([3; 16], "wget", None);
         match spool_put(&spool, &encode(&mut third).unwrap()) {
             Err(Error::Spool(m)) => assert!(m.contains("device-id"), "{m}"),
             other => panic!("expected a spool error, got {other:?}"),

@@ -1,10 +1,10 @@
-//! `edge-service peers`' analysis on synthetic fleets (diagnose::peers::synth):
+//! `edge-service peers`' analysis on synthetic fleets (fixtures::synth):
 //! 5 devices × 120 one-second windows, training on the first 60, a fault in
 //! one device from window 80 on.
 
 use diagnose::peers::fleet::{Fleet, Range};
-use diagnose::peers::synth::{Fault, FleetSpec};
 use diagnose::peers::{analyse, report, Method, Options, PeerDiagnosis};
+use fixtures::synth::{Fault, FleetSpec};
 
 const TRAIN: u64 = 60;
 const WINDOWS: u64 = 120;

@@ -9,8 +9,8 @@
 
 use agent_core::Summary;
 use diagnose::peers::fleet::{Fleet, Range};
-use diagnose::peers::synth::{add_link, Fault, FleetSpec};
 use diagnose::peers::{analyse, report, Method, Options, PeerDiagnosis};
+use fixtures::synth::{add_link, Fault, FleetSpec};
 
 const TRAIN: u64 = 60;
 const WINDOWS: u64 = 120;

@@ -1,12 +1,12 @@
 //! The semantic peer methods (`--method errno|hang`) on synthetic fleets:
 //! 4 servers (glusterfsd, role server, an `addr` fact each) and 3 clients
 //! (python3, role client) × 120 one-second windows, training on the first
-//! 60; the fault's traces are added to some windows (diagnose::peers::synth).
+//! 60; the fault's traces are added to some windows (fixtures::synth).
 
 use agent_core::{FdKind, Summary};
 use diagnose::peers::fleet::{Fleet, Range};
-use diagnose::peers::synth::{add_failures, add_in_flight, add_peer, silence, FleetSpec};
 use diagnose::peers::{analyse, report, Method, Options, PeerDiagnosis};
+use fixtures::synth::{add_failures, add_in_flight, add_peer, silence, FleetSpec};
 
 const TRAIN: u64 = 60;
 const WINDOWS: u64 = 120;

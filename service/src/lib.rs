@@ -17,7 +17,6 @@ pub mod operators;
 pub mod proactive;
 pub mod quota;
 pub mod retention;
-pub mod sample;
 pub mod serve;
 pub mod server;
 pub mod source;

@@ -5,7 +5,7 @@ mod common;
 
 use agent_core::Summary;
 use common::*;
-use service::sample;
+use fixtures::sample;
 
 fn sample_items(first_seed: u64, n: u64, group: Option<&str>) -> Vec<Vec<u8>> {
     (first_seed..first_seed + n)

@@ -261,7 +261,7 @@ fn post_head(url: &str, body_len: usize) -> TcpStream {
 fn sigterm_lets_a_request_in_flight_finish_within_the_bound() {
     let dir = tempfile::tempdir().unwrap();
     let mut server = start(dir.path(), &[]);
-    let item = service::sample::encoded(90, 300, None);
+    let item = fixtures::sample::encoded(90, 300, None);
     let body = common::body([item.as_slice()]);
     let mut conn = post_head(&server.url, body.len());
     conn.write_all(&body[..body.len() / 2]).unwrap();

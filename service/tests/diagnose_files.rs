@@ -54,7 +54,7 @@ fn diagnose_names_each_bad_file_and_skips_them_when_asked() {
         let events = if seed < 4 { 200 } else { 2000 };
         std::fs::write(
             dir.path().join(format!("run{seed}.summary")),
-            service::sample::encoded(seed, events, None),
+            fixtures::sample::encoded(seed, events, None),
         )
         .unwrap();
     }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use service::sample;
+use fixtures::sample;
 
 #[test]
 fn a_restart_keeps_everything() {

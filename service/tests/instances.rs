@@ -12,7 +12,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use service::sample;
+use fixtures::sample;
 
 /// `items` with fresh ids: tag, request number, index.
 fn fresh(pool: &[agent_core::Summary], tag: u8, request: u32) -> Vec<Vec<u8>> {

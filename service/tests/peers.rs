@@ -7,7 +7,7 @@ mod common;
 use std::process::{Command, Output};
 
 use common::{bin, post_items, start};
-use diagnose::peers::synth::{Fault, FleetSpec};
+use fixtures::synth::{Fault, FleetSpec};
 
 fn spec() -> FleetSpec {
     FleetSpec {

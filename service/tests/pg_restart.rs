@@ -22,7 +22,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::*;
-use service::sample;
+use fixtures::sample;
 
 /// Uploads succeed again at most this long after the database accepts
 /// connections (the reconnect back-off is 2 s at most; the rest is room

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
-use service::sample;
+use fixtures::sample;
 
 fn items(seed: u64) -> Vec<Vec<u8>> {
     (seed..seed + 5)

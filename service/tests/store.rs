@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::pg;
 use diagnose::input::{RunFilter as DiagnoseFilter, SummarySource};
-use service::sample;
+use fixtures::sample;
 use service::source::StoreSource;
 use service::store::{
     DeviceFilter, Inserted, Location, NewRun, PgStore, RunFilter, SqliteStore, Store,

@@ -70,7 +70,7 @@ fn serves_https_with_the_given_certificate() {
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     assert!(response.ends_with("ok"), "{response}");
 
-    let item = service::sample::encoded(1, 200, None);
+    let item = fixtures::sample::encoded(1, 200, None);
     let body = common::body([item.as_slice()]);
     let head = format!(
         "POST /v1/summaries HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: {CONTENT_TYPE}\r\nContent-Length: {}\r\n\r\n",

@@ -7,7 +7,7 @@ mod common;
 
 use common::webui::{upload_demo, BAD, GOOD, WINDOWS};
 use common::{start, Server, OPERATOR_PASSWORD, OTHER_TOKEN, TOKEN};
-use diagnose::peers::synth::{Fault, FleetSpec};
+use fixtures::synth::{Fault, FleetSpec};
 use service::proactive::reports::{self, Report, ReportDevice};
 use service::store::Location;
 

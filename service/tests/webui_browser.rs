@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use common::webui::{upload_demo, BAD, GOOD, WINDOWS};
 use common::{bin, start, OPERATOR_PASSWORD, TOKEN};
-use diagnose::peers::synth::{Fault, FleetSpec};
 use fantoccini::{Client, ClientBuilder, Locator};
+use fixtures::synth::{Fault, FleetSpec};
 use service::proactive::reports::{self, Report, ReportDevice};
 use service::store::Location;
 

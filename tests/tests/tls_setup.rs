@@ -16,13 +16,13 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use fixtures::summaries::{random_id, sample_summary};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tracer_support::output_timeout;
 use upload_support::{Proxy, GROUP, TOKEN};
 use uploader::spool::Spool;
-use uploader::testing::{random_id, sample_summary};
 
 /// Every command of these tests finishes well within this.
 const LIMIT_SECS: u64 = 120;

@@ -13,11 +13,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use fixtures::summaries::{random_id, sample_summary};
 use rustls::pki_types::CertificateDer;
 use upload_support::*;
 use uploader::conditions::Unconditional;
 use uploader::spool::Spool;
-use uploader::testing::{random_id, sample_summary};
 
 // ------------------------------------------------------------------ tests
 

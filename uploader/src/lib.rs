@@ -19,6 +19,3 @@ pub mod tls;
 pub mod transport;
 pub mod upload;
 pub mod window;
-
-#[doc(hidden)]
-pub mod testing;

@@ -26,7 +26,6 @@ pub mod median;
 pub mod metrics;
 pub mod phase;
 pub mod report;
-pub mod synth;
 pub mod trail;
 
 use std::collections::BTreeMap;

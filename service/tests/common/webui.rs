@@ -5,7 +5,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agent_core::Summary;
-use service::sample;
+use fixtures::sample;
 
 use super::{accepted, body, post, CONTENT_TYPE, OTHER_TOKEN, TOKEN};
 

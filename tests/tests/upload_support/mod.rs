@@ -15,12 +15,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use fixtures::summaries::{random_id, sample_summary};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
 use uploader::conditions::Unconditional;
 use uploader::spool::Spool;
-use uploader::testing::{random_id, sample_summary};
 
 pub const GROUP: &str = "fleet";
 pub const TOKEN: &str = "fleet-token-3f9a0c1d";

@@ -1,5 +1,5 @@
 use super::*;
-use crate::testing::{random_id, sample_summary};
+use fixtures::summaries::{random_id, sample_summary};
 
 fn spool_in(dir: &Path, files: usize, bytes: u64) -> Spool {
     Spool::with_limits(dir, files, bytes).unwrap()
