@@ -459,7 +459,7 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Watch(a) => watch(a),
         Command::Show(a) => show(a),
         #[cfg(feature = "upload")]
-        Command::Upload(a) => uploader::cli::run(a),
+        Command::Upload(a) => uploader::cli::run(a).map(|o| ExitCode::from(o.exit_status())),
         Command::DeviceId(a) => show_device_id(a),
         Command::Shim(c) => shim(c),
     }

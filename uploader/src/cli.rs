@@ -2,7 +2,6 @@
 //! loop.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -96,8 +95,31 @@ pub fn default_spool_dir() -> PathBuf {
     PathBuf::from("/data/local/tmp/edge-agent/spool")
 }
 
+/// How `upload --once` ended (the daemon only ends by an error): what the
+/// caller reports, as its exit status (`edge-agent upload`) or return value
+/// (the JNI's `upload`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Everything due was sent, or nothing was due (held back, outside the
+    /// window).
+    Done,
+    /// Something due is still in the spool, or was refused or set aside
+    /// (each said on stderr).
+    Incomplete,
+}
+
+impl Outcome {
+    /// The exit status that says it: 0 done, 1 incomplete.
+    pub fn exit_status(self) -> u8 {
+        match self {
+            Outcome::Done => 0,
+            Outcome::Incomplete => 1,
+        }
+    }
+}
+
 /// Runs `edge-agent upload`.
-pub fn run(args: UploadArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: UploadArgs) -> anyhow::Result<Outcome> {
     let conditions: Box<dyn Conditions> = if args.ignore_power {
         Box::new(Unconditional)
     } else {
@@ -108,7 +130,7 @@ pub fn run(args: UploadArgs) -> anyhow::Result<ExitCode> {
 
 /// Runs `edge-agent upload` with the platform's conditions (Android passes
 /// its charging / unmetered-network check here).
-pub fn run_with(args: UploadArgs, conditions: &dyn Conditions) -> anyhow::Result<ExitCode> {
+pub fn run_with(args: UploadArgs, conditions: &dyn Conditions) -> anyhow::Result<Outcome> {
     let client = Client::new(endpoint(&args)?)?;
     if let Some(dir) = &args.spool {
         // A folder named on the command line that does not exist is a
@@ -270,23 +292,23 @@ fn once(
     client: &Client,
     pass: &mut PassOptions,
     conditions: &dyn Conditions,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Outcome> {
     match due_now(args, spool, true) {
         Err(why) => {
             eprintln!("upload: nothing due: {why}");
-            return Ok(ExitCode::SUCCESS);
+            return Ok(Outcome::Done);
         }
         Ok(deadline) => pass.deadline = deadline,
     }
     if let Some(why) = conditions.hold_back() {
         eprintln!("upload: nothing due: held back: {why}");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Outcome::Done);
     }
     let report = run_pass(spool, client, pass)?;
     Ok(if print_report(&report) {
-        ExitCode::SUCCESS
+        Outcome::Done
     } else {
-        ExitCode::FAILURE
+        Outcome::Incomplete
     })
 }
 
@@ -296,7 +318,7 @@ fn daemon(
     client: &Client,
     pass: &mut PassOptions,
     conditions: &dyn Conditions,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Outcome> {
     let interval = Duration::from_secs(args.interval.max(1));
     // Spread only when the window opens (or at start-up inside it), not
     // before every pass.
@@ -393,6 +415,12 @@ mod tests {
         let mut argv = vec!["upload", "--server", "https://edge.example"];
         argv.extend_from_slice(extra);
         Cmd::try_parse_from(argv).unwrap().args
+    }
+
+    #[test]
+    fn outcomes_are_exit_statuses() {
+        assert_eq!(Outcome::Done.exit_status(), 0);
+        assert_eq!(Outcome::Incomplete.exit_status(), 1);
     }
 
     #[test]

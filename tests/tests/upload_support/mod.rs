@@ -539,7 +539,11 @@ impl Device {
 
     pub fn run(&self, argv: Vec<String>) -> ExitCode {
         let cmd = UploadCmd::try_parse_from(argv).unwrap();
-        uploader::cli::run_with(cmd.args, &Unconditional).unwrap()
+        ExitCode::from(
+            uploader::cli::run_with(cmd.args, &Unconditional)
+                .unwrap()
+                .exit_status(),
+        )
     }
 }
 
