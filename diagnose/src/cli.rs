@@ -140,35 +140,6 @@ pub struct DiagnoseArgs {
     pub html: Option<PathBuf>,
 }
 
-/// Parses a --since/--until time (see [`DiagnoseArgs::since`]).
-pub fn parse_time(text: &str, now_unix_ns: u64) -> anyhow::Result<u64> {
-    let t = text.trim();
-    let bad = || {
-        anyhow::anyhow!(
-            "time {text:?} is not Unix seconds, Unix nanoseconds (ending in ns) or a time ago (90s, 30m, 2h, 7d)"
-        )
-    };
-    if let Some(ns) = t.strip_suffix("ns") {
-        return ns.parse::<u64>().map_err(|_| bad());
-    }
-    if let Ok(secs) = t.parse::<u64>() {
-        return secs.checked_mul(1_000_000_000).ok_or_else(bad);
-    }
-    let unit: u64 = match t.chars().last() {
-        Some('s') => 1,
-        Some('m') => 60,
-        Some('h') => 3600,
-        Some('d') => 86_400,
-        _ => return Err(bad()),
-    };
-    let amount: u64 = t[..t.len() - 1].parse().map_err(|_| bad())?;
-    let ago = amount
-        .checked_mul(unit)
-        .and_then(|s| s.checked_mul(1_000_000_000))
-        .ok_or_else(bad)?;
-    Ok(now_unix_ns.saturating_sub(ago))
-}
-
 /// The store used when none is named.
 pub fn default_db() -> PathBuf {
     std::env::var_os("EDGE_SERVICE_DB")
@@ -186,13 +157,13 @@ fn filter_of(args: &DiagnoseArgs) -> anyhow::Result<RunFilter> {
         since_unix_ns: args
             .since
             .as_deref()
-            .map(|s| parse_time(s, now))
+            .map(|s| crate::time::parse_time(s, now))
             .transpose()
             .context("--since")?,
         until_unix_ns: args
             .until
             .as_deref()
-            .map(|s| parse_time(s, now))
+            .map(|s| crate::time::parse_time(s, now))
             .transpose()
             .context("--until")?,
     })
@@ -468,24 +439,4 @@ fn run_rpca(
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_parse() {
-        let now = 2_000_000_000_000_000_000;
-        assert_eq!(
-            parse_time("1763700000", now).unwrap(),
-            1_763_700_000_000_000_000
-        );
-        assert_eq!(parse_time("5ns", now).unwrap(), 5);
-        assert_eq!(parse_time("2h", now).unwrap(), now - 7_200_000_000_000);
-        assert_eq!(parse_time("1d", now).unwrap(), now - 86_400_000_000_000);
-        for bad in ["", "h", "2x", "-5", "99999999999999999999"] {
-            assert!(parse_time(bad, now).is_err(), "{bad}");
-        }
-    }
 }

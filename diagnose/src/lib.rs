@@ -27,6 +27,7 @@ pub mod report;
 pub mod rpca;
 pub mod rules;
 pub mod selection;
+pub mod time;
 pub mod time_gap;
 pub mod tree;
 pub mod windows;

@@ -107,70 +107,15 @@ pub struct PeersArgs {
     pub html: Option<PathBuf>,
 }
 
-/// Parses a TIME of `peers` (see [`PeersArgs::train_since`]).
-pub fn parse_time(text: &str, now_unix_ns: u64) -> anyhow::Result<u64> {
-    if let Ok(ts) = text.trim().parse::<jiff::Timestamp>() {
-        return u64::try_from(ts.as_nanosecond())
-            .map_err(|_| anyhow::anyhow!("time {text:?} is before 1970"));
-    }
-    crate::cli::parse_time(text, now_unix_ns).map_err(|_| {
-        anyhow::anyhow!(
-            "time {text:?} is not RFC 3339 (2026-11-23T15:00:00Z), Unix seconds, Unix \
-             nanoseconds (ending in ns) or a time ago (90s, 30m, 2h, 7d)"
-        )
-    })
-}
-
-fn range(since: u64, until: u64, what: &str) -> anyhow::Result<Range> {
-    if since >= until {
-        bail!("the {what} range is empty: it must start before it ends");
-    }
-    Ok(Range { since, until })
-}
-
 /// The training and diagnosis ranges the arguments give.
 fn ranges(args: &PeersArgs, now: u64) -> anyhow::Result<(Range, Range)> {
-    parse_ranges(
+    crate::time::parse_ranges(
         &args.train_since,
         &args.train_until,
         &args.since,
         args.until.as_deref(),
         now,
     )
-}
-
-/// The training and diagnosis ranges of `peers` from their times (see
-/// [`parse_time`]; `until` defaults to `now`). Errors name the flag of the
-/// time that does not parse, an empty range, or ranges that overlap.
-pub fn parse_ranges(
-    train_since: &str,
-    train_until: &str,
-    since: &str,
-    until: Option<&str>,
-    now: u64,
-) -> anyhow::Result<(Range, Range)> {
-    let t = |s: &str, flag: &str| parse_time(s, now).with_context(|| flag.to_string());
-    let training = range(
-        t(train_since, "--train-since")?,
-        t(train_until, "--train-until")?,
-        "training (--train-since .. --train-until)",
-    )?;
-    let until = match until {
-        Some(u) => t(u, "--until")?,
-        None => now,
-    };
-    let diagnosis = range(
-        t(since, "--since")?,
-        until,
-        "diagnosis (--since .. --until)",
-    )?;
-    if training.since < diagnosis.until && diagnosis.since < training.until {
-        bail!(
-            "the training range overlaps the diagnosis range: training must be a separate, \
-             fault-free stretch of time"
-        );
-    }
-    Ok((training, diagnosis))
 }
 
 /// Reads the windows of both ranges into a fleet.
@@ -308,34 +253,4 @@ pub fn run(args: PeersArgs, store: &dyn SummarySource) -> anyhow::Result<ExitCod
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_time;
-
-    #[test]
-    fn rfc3339_and_unix_times_parse() {
-        let now = 2_000_000_000_000_000_000;
-        assert_eq!(
-            parse_time("2025-11-21T04:40:00Z", now).unwrap(),
-            1_763_700_000_000_000_000
-        );
-        assert_eq!(
-            parse_time("2025-11-21T05:40:00+01:00", now).unwrap(),
-            1_763_700_000_000_000_000
-        );
-        assert_eq!(
-            parse_time("1763700000", now).unwrap(),
-            1_763_700_000_000_000_000
-        );
-        for bad in [
-            "",
-            "yesterday",
-            "2025-13-01T00:00:00Z",
-            "1969-12-31T23:59:59Z",
-        ] {
-            assert!(parse_time(bad, now).is_err(), "{bad}");
-        }
-    }
 }

@@ -151,7 +151,7 @@ fn parse(
         if text.is_empty() {
             return Ok(None);
         }
-        diagnose::cli::parse_time(text, now_unix_ns)
+        diagnose::time::parse_time(text, now_unix_ns)
             .map(Some)
             .map_err(|e| format!("{name}: {e}"))
     };

@@ -486,7 +486,7 @@ fn runs_filter(group: &str, q: &RunsQuery, now: u64) -> Result<RunFilter, PageEr
         if text.is_empty() {
             return Ok(None);
         }
-        diagnose::cli::parse_time(text, now)
+        diagnose::time::parse_time(text, now)
             .map(Some)
             .map_err(|e| bad_request(format!("{name}: {e}")))
     };

@@ -112,7 +112,7 @@ pub(super) fn run(
         Err(e) => return Ok(Err(e)),
     };
     let until = Some(q.until.trim()).filter(|u| !u.is_empty());
-    let (training, diagnosis) = match peers::cli::parse_ranges(
+    let (training, diagnosis) = match diagnose::time::parse_ranges(
         q.train_since.trim(),
         q.train_until.trim(),
         q.since.trim(),
