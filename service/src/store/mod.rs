@@ -155,3 +155,23 @@ pub trait Store: Send {
 
 /// Opens new connections to one store (the writer's and the readers').
 pub type StoreOpener = std::sync::Arc<dyn Fn() -> Result<Box<dyn Store>, StoreError> + Send + Sync>;
+
+/// The SQL files of `migrations/<backend>/` in order, with the version
+/// each brings a database to (the number its name starts with).
+#[cfg(test)]
+fn migration_files(backend: &str) -> Vec<(i64, String)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("migrations")
+        .join(backend);
+    let mut files: Vec<(i64, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let version = name.split('_').next().unwrap().parse().unwrap();
+            (version, std::fs::read_to_string(&path).unwrap())
+        })
+        .collect();
+    files.sort_by_key(|f| f.0);
+    files
+}

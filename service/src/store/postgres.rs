@@ -1748,3 +1748,22 @@ impl Store for PgStore {
         .transpose()
     }
 }
+
+#[cfg(test)]
+mod migration_files {
+    use super::{MIGRATIONS, SCHEMA_VERSION};
+
+    /// Every file of `migrations/postgres/` is embedded under its number,
+    /// and the last brings a database to [`SCHEMA_VERSION`], the version
+    /// SQLite's steps reach too.
+    #[test]
+    fn the_embedded_steps_are_the_folder_s_files() {
+        let files = crate::store::migration_files("postgres");
+        assert_eq!(files.len(), MIGRATIONS.len());
+        for ((version, text), (step_version, step)) in files.iter().zip(MIGRATIONS) {
+            assert_eq!(*version, i64::from(*step_version));
+            assert_eq!(text, step, "step {version}");
+        }
+        assert_eq!(files.last().map(|f| f.0), Some(SCHEMA_VERSION));
+    }
+}

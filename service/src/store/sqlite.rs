@@ -30,191 +30,19 @@ pub const WAL_TRUNCATE_LEN: u64 = 512 << 20;
 pub const WRITER_CHECKPOINT_PAGES: i64 = 16384;
 
 /// Version 1: runs, their syscalls, directives. A new file gets it first,
-/// then every migration, so that new and migrated files are alike.
-const SCHEMA_1: &str = "
-CREATE TABLE IF NOT EXISTS runs (
-    seq              INTEGER PRIMARY KEY,   -- insertion order; syscalls.run points here
-    id               TEXT NOT NULL UNIQUE,  -- 32 lowercase hex digits
-    group_name       TEXT NOT NULL,         -- the uploading token's group
-    program          TEXT NOT NULL,
-    start_unix_ns    INTEGER NOT NULL,
-    duration_ns      INTEGER NOT NULL,
-    exit_kind        TEXT NOT NULL,         -- code | signal | running | detached
-    exit_value       INTEGER,               -- exit status or signal number
-    arch             TEXT NOT NULL,
-    processes        INTEGER NOT NULL,
-    threads          INTEGER NOT NULL,
-    events           INTEGER NOT NULL,
-    window_index     INTEGER NOT NULL,      -- 0: whole run; 1, 2, ...: windows
-    spool_dropped    INTEGER NOT NULL,
-    truncated        INTEGER NOT NULL,      -- 0 or 1
-    facts            TEXT NOT NULL,         -- JSON, as in GET /v1/runs/{id}
-    received_unix_ns INTEGER NOT NULL,
-    raw              BLOB NOT NULL          -- the summary exactly as sent
-);
-CREATE INDEX IF NOT EXISTS runs_by_group_start ON runs (group_name, start_unix_ns);
-CREATE TABLE IF NOT EXISTS syscalls (
-    run         INTEGER NOT NULL REFERENCES runs (seq),
-    syscall     TEXT NOT NULL,
-    fd_kind     TEXT NOT NULL,
-    count       INTEGER NOT NULL,
-    errors      INTEGER NOT NULL,
-    total_ns    INTEGER NOT NULL,
-    min_ns      INTEGER NOT NULL,
-    max_ns      INTEGER NOT NULL,
-    mean_ns     REAL NOT NULL,
-    consecutive INTEGER NOT NULL,
-    gap_mean_ns REAL NOT NULL,
-    result_mean REAL NOT NULL,
-    param_mean  REAL,
-    PRIMARY KEY (run, syscall, fd_kind)
-) WITHOUT ROWID;
-CREATE VIEW IF NOT EXISTS run_syscalls AS
-    SELECT r.id, r.group_name, r.program, r.start_unix_ns, s.*
-    FROM syscalls s JOIN runs r ON r.seq = s.run;
-CREATE TABLE IF NOT EXISTS directives (
-    group_name  TEXT PRIMARY KEY,
-    match_text  TEXT,
-    only_list   TEXT,                       -- JSON array of syscall names
-    time_window TEXT
-);
-";
-
-/// Version 2 (summary format 2): where each run comes from (device,
-/// stream, window length), its CPU time and calls in flight, its socket
-/// peers, and a table of devices kept up to date by every insert. Runs
-/// stored before keep `NULL` device and stream (format 1 summaries carry
-/// none).
-const MIGRATE_TO_2: &str = "
-ALTER TABLE runs ADD COLUMN device TEXT;          -- 32 hex digits; NULL: not known
-ALTER TABLE runs ADD COLUMN stream TEXT;          -- 32 hex digits; NULL: not known
-ALTER TABLE runs ADD COLUMN window_ns INTEGER NOT NULL DEFAULT 0;   -- 0: a whole run
-ALTER TABLE runs ADD COLUMN cpu_user_ns INTEGER;  -- NULL: not measured
-ALTER TABLE runs ADD COLUMN cpu_system_ns INTEGER;
-ALTER TABLE runs ADD COLUMN in_flight INTEGER NOT NULL DEFAULT 0;   -- calls in flight at the cut
-ALTER TABLE runs ADD COLUMN peers_folded INTEGER NOT NULL DEFAULT 0; -- peers beyond the peers rows
-CREATE INDEX runs_by_device ON runs (device, start_unix_ns);
-CREATE INDEX runs_by_stream ON runs (stream, window_index);
-CREATE TABLE peers (
-    run              INTEGER NOT NULL REFERENCES runs (seq),
-    transport        TEXT NOT NULL,         -- tcp | udp
-    address          TEXT NOT NULL,         -- 192.0.2.1 | 2001:db8::1
-    port             INTEGER NOT NULL,
-    calls            INTEGER NOT NULL,
-    bytes            INTEGER NOT NULL,
-    total_ns         INTEGER NOT NULL,
-    errors           INTEGER NOT NULL,
-    last_syscall     TEXT,                  -- the most recent call; NULL: none
-    last_result      INTEGER,
-    last_end_unix_ns INTEGER,
-    PRIMARY KEY (run, transport, address, port)
-) WITHOUT ROWID;
-CREATE VIEW run_peers AS
-    SELECT r.id, r.group_name, r.device, r.program, r.start_unix_ns, r.window_index, p.*
-    FROM peers p JOIN runs r ON r.seq = p.run;
-CREATE TABLE devices (
-    group_name         TEXT NOT NULL,
-    device             TEXT NOT NULL,       -- 32 hex digits
-    first_seen_unix_ns INTEGER NOT NULL,    -- received time of its first run
-    last_seen_unix_ns  INTEGER NOT NULL,    -- received time of its latest run
-    last_start_unix_ns INTEGER NOT NULL,    -- start of its most recent run
-    last_program       TEXT NOT NULL,       -- that run's program
-    facts              TEXT NOT NULL,       -- that run's facts, JSON
-    runs               INTEGER NOT NULL,    -- whole runs stored
-    windows            INTEGER NOT NULL,    -- windows stored
-    PRIMARY KEY (group_name, device)
-) WITHOUT ROWID;
-";
-
-/// Version 3: retention (`prune`, `serve --retain`) finds the runs
-/// received before a cutoff through this index.
-const MIGRATE_TO_3: &str = "
-CREATE INDEX runs_by_received ON runs (received_unix_ns);
-";
-
-/// Version 4 (summary format 3, the proactive loop): each run's kind
-/// (light records are stored like runs, and the detector reads them by
-/// kind and start), per-device directives with their fulfilment count, and
-/// the detector's reports. Ids are AUTOINCREMENT: a deleted directive's id
-/// is never given again, since devices count their traced runs by id.
-const MIGRATE_TO_4: &str = "
-ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'full';     -- full | light
-CREATE INDEX runs_by_kind ON runs (kind, start_unix_ns);
-CREATE TABLE device_directives (
-    id              INTEGER PRIMARY KEY AUTOINCREMENT,
-    group_name      TEXT NOT NULL,
-    device          TEXT NOT NULL,          -- 32 hex digits
-    program         TEXT,                   -- NULL: any program
-    match_text      TEXT,                   -- NULL: any command line
-    runs            INTEGER NOT NULL,       -- full runs asked for
-    received        INTEGER NOT NULL DEFAULT 0, -- full runs received with directive=<id>
-    created_unix_ns INTEGER NOT NULL,
-    expires_unix_ns INTEGER NOT NULL,
-    issuer          TEXT NOT NULL           -- operator | detector
-);
-CREATE INDEX device_directives_by_device ON device_directives (group_name, device);
-CREATE TABLE reports (
-    id               INTEGER PRIMARY KEY AUTOINCREMENT,
-    group_name       TEXT NOT NULL,
-    program          TEXT NOT NULL,
-    trigger_kind     TEXT NOT NULL,         -- slow | failing
-    status           TEXT NOT NULL,         -- diagnosed | failed
-    detected_unix_ns INTEGER NOT NULL,
-    created_unix_ns  INTEGER NOT NULL,
-    cluster          TEXT NOT NULL,         -- the cluster in words
-    devices          TEXT NOT NULL,         -- JSON: the devices traced
-    headline         TEXT NOT NULL,
-    text_body        TEXT NOT NULL,
-    json_body        TEXT NOT NULL,         -- JSON (null when failed)
-    html_body        TEXT NOT NULL
-);
-CREATE INDEX reports_by_group ON reports (group_name, created_unix_ns);
-";
-
-/// Version 5: the web UI lists a group's runs of one program newest first,
-/// and the diagnosis page loads them by time range, through this index
-/// (without it both read every run of the group, raw summaries and all).
-const MIGRATE_TO_5: &str = "
-CREATE INDEX runs_by_group_program ON runs (group_name, program, start_unix_ns);
-";
-
-/// Version 6: a group's directive may name programs to shim on the
-/// devices that opted in (`edge-agent watch --shim-dir`). Directives stored
-/// before name none (`NULL`).
-const MIGRATE_TO_6: &str = "
-ALTER TABLE directives ADD COLUMN programs TEXT;  -- JSON array of program names
-";
-
-/// Version 7: operators (who log into the web UI and read fleet data;
-/// devices only upload) and their sessions and API tokens, of which only
-/// the SHA-256 of the secret is kept (`expires_unix_ns` NULL: an API token,
-/// valid until revoked).
-const MIGRATE_TO_7: &str = "
-CREATE TABLE operators (
-    name            TEXT PRIMARY KEY,
-    group_name      TEXT NOT NULL,
-    password_hash   TEXT NOT NULL,  -- Argon2id PHC string
-    created_unix_ns INTEGER NOT NULL
-);
-CREATE TABLE operator_credentials (
-    hash            BLOB PRIMARY KEY,
-    operator        TEXT NOT NULL,
-    group_name      TEXT NOT NULL,
-    kind            TEXT NOT NULL,  -- session | api
-    created_unix_ns INTEGER NOT NULL,
-    expires_unix_ns INTEGER
-);
-CREATE INDEX operator_credentials_by_operator ON operator_credentials (operator);
-";
+/// then every migration, so that new and migrated files are alike. Each
+/// step's SQL file says what it adds (PostgreSQL's are its own, from
+/// version 2 on, `migrations/postgres/`).
+const SCHEMA_1: &str = include_str!("../../migrations/sqlite/0001_schema.sql");
 
 /// `MIGRATIONS[i]` takes a file from version `i + 1` to `i + 2`.
 const MIGRATIONS: &[&str] = &[
-    MIGRATE_TO_2,
-    MIGRATE_TO_3,
-    MIGRATE_TO_4,
-    MIGRATE_TO_5,
-    MIGRATE_TO_6,
-    MIGRATE_TO_7,
+    include_str!("../../migrations/sqlite/0002_devices_peers.sql"),
+    include_str!("../../migrations/sqlite/0003_retention.sql"),
+    include_str!("../../migrations/sqlite/0004_proactive.sql"),
+    include_str!("../../migrations/sqlite/0005_webui.sql"),
+    include_str!("../../migrations/sqlite/0006_directive_programs.sql"),
+    include_str!("../../migrations/sqlite/0007_operators.sql"),
 ];
 
 /// A group directive's columns, in the order [`directive_row`] reads them.
@@ -1158,5 +986,27 @@ impl Store for SqliteStore {
                 .optional()
             })
             .map_err(store_error)
+    }
+}
+
+#[cfg(test)]
+mod migration_files {
+    use super::{MIGRATIONS, SCHEMA_1, SCHEMA_VERSION};
+
+    /// Every file of `migrations/sqlite/` is embedded, in order, and the
+    /// last brings a file to [`SCHEMA_VERSION`]: a step added as a file but
+    /// not listed here (or the version not raised) fails.
+    #[test]
+    fn the_embedded_steps_are_the_folder_s_files() {
+        let embedded: Vec<&str> = std::iter::once(SCHEMA_1)
+            .chain(MIGRATIONS.iter().copied())
+            .collect();
+        let files = crate::store::migration_files("sqlite");
+        assert_eq!(files.len(), embedded.len());
+        for (i, ((version, text), step)) in files.iter().zip(&embedded).enumerate() {
+            assert_eq!(*version, i as i64 + 1, "file numbers run from 1");
+            assert_eq!(text, step, "step {version}");
+        }
+        assert_eq!(files.last().map(|f| f.0), Some(SCHEMA_VERSION));
     }
 }
