@@ -8,34 +8,13 @@
 use anyhow::bail;
 use serde_json::{json, Value};
 
-/// The free fact a fully traced run carries to say which directive asked
-/// for it (its value: the directive's id in decimal).
-pub const DIRECTIVE_FACT: &str = "directive";
-
 /// Most runs one directive may ask for (a directive is a short burst of
 /// heavy tracing, not a way to trace a device for good).
 pub const MAX_RUNS: u32 = 1000;
 
-/// One per-device directive as stored.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DeviceDirective {
-    /// Its id (the store's, from 1); 0 before it is stored.
-    pub id: i64,
-    pub group: String,
-    pub device: [u8; 16],
-    /// Only runs of this program (the `program` fact); `None`: any.
-    pub program: Option<String>,
-    /// Only runs whose command line contains this text; `None`: any.
-    pub match_text: Option<String>,
-    /// Full runs asked for.
-    pub runs: u32,
-    pub expires_unix_ns: u64,
-    pub created_unix_ns: u64,
-    /// Full runs received so far carrying `directive=<id>` from the device.
-    pub received: u32,
-    /// Who issued it: `operator` or `detector`.
-    pub issuer: String,
-}
+/// One per-device directive as stored (the row type lives with the store,
+/// with the fact that ties a run to it).
+pub use crate::store::{directive_of, DeviceDirective, DIRECTIVE_FACT};
 
 impl DeviceDirective {
     /// Builds a directive from the operator's (or the detector's) words,
@@ -134,13 +113,6 @@ impl DeviceDirective {
             "issuer": self.issuer,
         })
     }
-}
-
-/// The directive a summary says it was traced for: its `directive` fact,
-/// when that is a decimal id.
-pub fn directive_of(facts: &agent_core::Facts) -> Option<i64> {
-    let text = facts.get(DIRECTIVE_FACT)?;
-    text.parse::<i64>().ok().filter(|id| *id > 0)
 }
 
 #[cfg(test)]

@@ -15,84 +15,11 @@ pub const STATUS_DIAGNOSED: &str = "diagnosed";
 /// them); `text` says why.
 pub const STATUS_FAILED: &str = "failed";
 
-/// One device an investigation traced.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReportDevice {
-    pub device: [u8; 16],
-    /// `slow`, `failing` or `good`: the cluster it was picked from.
-    pub cluster: String,
-    /// The directive issued to it.
-    pub directive: i64,
-    /// Full runs received from it.
-    pub runs: u32,
-}
-
-/// A stored report.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Report {
-    /// The store's id (from 1); 0 before it is stored.
-    pub id: i64,
-    pub group: String,
-    pub program: String,
-    /// [`TRIGGER_SLOW`] or [`TRIGGER_FAILING`].
-    pub trigger: String,
-    /// [`STATUS_DIAGNOSED`] or [`STATUS_FAILED`].
-    pub status: String,
-    /// When the detector first saw the cluster.
-    pub detected_unix_ns: u64,
-    /// When the report was stored.
-    pub created_unix_ns: u64,
-    /// The cluster in words (sizes, ranges), as logged.
-    pub cluster: String,
-    pub devices: Vec<ReportDevice>,
-    /// The first rule in words, or why there is none.
-    pub headline: String,
-    /// The diagnosis as `edge-service diagnose` prints it.
-    pub text: String,
-    /// As `diagnose --json` prints it (`Null` when it failed).
-    pub json: Value,
-    /// As `diagnose --html` writes it (empty when it failed).
-    pub html: String,
-}
+/// A stored report and the devices it traced (the row types live with
+/// the store).
+pub use crate::store::{Report, ReportDevice};
 
 impl Report {
-    /// The devices as stored (JSON text).
-    pub fn devices_json(&self) -> Value {
-        Value::Array(
-            self.devices
-                .iter()
-                .map(|d| {
-                    json!({
-                        "device": summary_view::id_hex(&d.device),
-                        "cluster": d.cluster,
-                        "directive": d.directive.to_string(),
-                        "runs": d.runs,
-                    })
-                })
-                .collect(),
-        )
-    }
-
-    /// Reads the stored devices back; entries that do not parse are left
-    /// out (the store only holds what [`Report::devices_json`] wrote).
-    pub fn devices_from_json(value: &Value) -> Vec<ReportDevice> {
-        value
-            .as_array()
-            .map(|list| {
-                list.iter()
-                    .filter_map(|d| {
-                        Some(ReportDevice {
-                            device: summary_view::id_from_hex(d["device"].as_str()?)?,
-                            cluster: d["cluster"].as_str()?.to_string(),
-                            directive: d["directive"].as_str()?.parse().ok()?,
-                            runs: u32::try_from(d["runs"].as_u64()?).ok()?,
-                        })
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
     /// One entry of `GET /v1/reports`: everything but the bodies.
     pub fn summary_view(&self) -> Value {
         json!({

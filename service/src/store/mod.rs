@@ -8,12 +8,14 @@
 
 mod location;
 mod postgres;
+mod proactive_rows;
 mod redact;
 mod rows;
 mod sqlite;
 
 pub use location::Location;
 pub use postgres::PgStore;
+pub use proactive_rows::{directive_of, DeviceDirective, Report, ReportDevice, DIRECTIVE_FACT};
 pub use redact::redact_passwords;
 pub use rows::{
     kind_from_name, kind_name, DeviceFilter, DeviceRow, NewRun, PeerRow, RunFilter, RunRow,
@@ -29,8 +31,6 @@ pub const SCHEMA_VERSION: i64 = 7;
 
 use crate::directive::Directive;
 use crate::operators::{Credential, OperatorRow};
-use crate::proactive::directives::DeviceDirective;
-use crate::proactive::reports::Report;
 
 /// What became of one run handed to [`Store::insert_runs`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -27,14 +27,13 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, Row, Statement};
 
 use super::redact::redact_passwords;
+use super::{DeviceDirective, Report};
 use super::{
     DeviceFilter, DeviceRow, Inserted, NewRun, RunFilter, RunRow, Store, StoreError, StoredRun,
     SCHEMA_VERSION,
 };
 use crate::directive::Directive;
 use crate::operators::{Credential, CredentialKind, OperatorRow};
-use crate::proactive::directives::DeviceDirective;
-use crate::proactive::reports::Report;
 
 /// Migrations by the version they bring a database to. PostgreSQL support
 /// began at version 2: an empty database gets every step from there.

@@ -154,7 +154,7 @@ impl NewRun {
             peers_folded: summary.peers.rest.peers,
             // Light records are never traced for a directive.
             directive: match summary.kind {
-                Kind::Full => crate::proactive::directives::directive_of(&summary.facts),
+                Kind::Full => super::directive_of(&summary.facts),
                 Kind::Light => None,
             },
         }

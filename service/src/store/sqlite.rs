@@ -13,14 +13,13 @@ use std::time::Duration;
 use agent_core::Exit;
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Row};
 
+use super::{DeviceDirective, Report};
 use super::{
     DeviceFilter, DeviceRow, Inserted, NewRun, RunFilter, RunRow, Store, StoreError, StoredRun,
     SCHEMA_VERSION,
 };
 use crate::directive::Directive;
 use crate::operators::{Credential, CredentialKind, OperatorRow};
-use crate::proactive::directives::DeviceDirective;
-use crate::proactive::reports::Report;
 
 /// WAL size beyond which housekeeping forces the WAL back to zero (only
 /// reached when the writer's own checkpoints keep failing).
