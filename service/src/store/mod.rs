@@ -6,6 +6,7 @@
 //! one for the group-commit writer ([`crate::writer`]) and a small pool for
 //! reads.
 
+mod columns;
 mod location;
 mod postgres;
 mod proactive_rows;

@@ -21,11 +21,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use agent_core::Exit;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, Row, Statement};
 
+use super::columns::{
+    device_directive_row, device_row, directive_row, exit_columns, operator_row, report_row,
+    run_row, Columns, DEVICE_COLUMNS, DIRECTIVE_COLUMNS, GROUP_DIRECTIVE_COLUMNS,
+    REPORT_SUMMARY_COLUMNS, RUN_COLUMNS,
+};
 use super::redact::redact_passwords;
 use super::{DeviceDirective, Report};
 use super::{
@@ -63,23 +67,6 @@ const MIGRATION_LOCK: i64 = 0x6564_6765_5f73_7663;
 
 /// Attempts of a transaction that lost a deadlock or serialization check.
 const TRANSACTION_ATTEMPTS: u32 = 5;
-
-const RUN_COLUMNS: &str = "id, group_name, program, start_unix_ns, duration_ns, exit_kind, \
-    exit_value, arch, processes, threads, events, window_index, spool_dropped, truncated, \
-    facts, received_unix_ns, device, stream, window_ns, cpu_user_ns, cpu_system_ns, in_flight, \
-    kind";
-
-const DIRECTIVE_COLUMNS: &str = "id, group_name, device, program, match_text, runs, received, \
-    created_unix_ns, expires_unix_ns, issuer";
-
-/// A group directive's columns, in the order [`directive_row`] reads them.
-const GROUP_DIRECTIVE_COLUMNS: &str = "group_name, match_text, only_list, time_window, programs";
-
-const REPORT_SUMMARY_COLUMNS: &str = "id, group_name, program, trigger_kind, status, \
-    detected_unix_ns, created_unix_ns, cluster, devices, headline";
-
-const DEVICE_COLUMNS: &str = "device, group_name, first_seen_unix_ns, last_seen_unix_ns, \
-    last_start_unix_ns, last_program, facts, runs, windows";
 
 /// The runtime every PostgreSQL connection of this process runs on (its
 /// connection tasks; callers block on their queries from their own threads).
@@ -1195,157 +1182,43 @@ fn sql_int(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-fn unsigned(v: i64) -> u64 {
-    v.max(0) as u64
-}
+/// PostgreSQL's rows as the shared mappers read them (`columns.rs`).
+impl Columns for Row {
+    type Error = StoreError;
 
-fn small(v: i64) -> u32 {
-    u32::try_from(v.max(0)).unwrap_or(u32::MAX)
-}
-
-fn exit_columns(exit: Exit) -> (&'static str, Option<i32>) {
-    match exit {
-        Exit::Code(c) => ("code", Some(c)),
-        Exit::Signal(s) => ("signal", Some(s)),
-        Exit::Running => ("running", None),
-        Exit::Detached => ("detached", None),
+    fn int(&self, i: usize) -> Result<i64, StoreError> {
+        self.try_get(i).map_err(pg_error)
     }
-}
 
-fn exit_from_columns(kind: &str, value: Option<i32>) -> Exit {
-    match (kind, value) {
-        ("code", Some(c)) => Exit::Code(c),
-        ("signal", Some(s)) => Exit::Signal(s),
-        ("running", _) => Exit::Running,
-        _ => Exit::Detached,
+    fn opt_int(&self, i: usize) -> Result<Option<i64>, StoreError> {
+        self.try_get(i).map_err(pg_error)
     }
-}
 
-fn id_column(row: &Row, index: usize) -> Result<[u8; 16], StoreError> {
-    let text: String = row.try_get(index).map_err(pg_error)?;
-    summary_view::id_from_hex(&text)
-        .ok_or_else(|| StoreError::Failed(format!("stored id `{text}` is not 32 hex digits")))
-}
+    fn opt_i32(&self, i: usize) -> Result<Option<i32>, StoreError> {
+        self.try_get(i).map_err(pg_error)
+    }
 
-fn optional_id_column(row: &Row, index: usize) -> Result<Option<[u8; 16]>, StoreError> {
-    let text: Option<String> = row.try_get(index).map_err(pg_error)?;
-    text.map(|t| {
-        summary_view::id_from_hex(&t)
-            .ok_or_else(|| StoreError::Failed(format!("stored id `{t}` is not 32 hex digits")))
-    })
-    .transpose()
-}
+    fn text(&self, i: usize) -> Result<String, StoreError> {
+        self.try_get(i).map_err(pg_error)
+    }
 
-fn run_row(row: &Row) -> Result<RunRow, StoreError> {
-    let get_i64 = |i: usize| row.try_get::<_, i64>(i).map_err(pg_error);
-    let get_opt = |i: usize| row.try_get::<_, Option<i64>>(i).map_err(pg_error);
-    let text = |i: usize| row.try_get::<_, String>(i).map_err(pg_error);
-    Ok(RunRow {
-        id: id_column(row, 0)?,
-        group: text(1)?,
-        program: text(2)?,
-        start_unix_ns: unsigned(get_i64(3)?),
-        duration_ns: unsigned(get_i64(4)?),
-        exit: exit_from_columns(&text(5)?, row.try_get(6).map_err(pg_error)?),
-        arch: text(7)?,
-        processes: small(get_i64(8)?),
-        threads: small(get_i64(9)?),
-        events: unsigned(get_i64(10)?),
-        window: small(get_i64(11)?),
-        spool_dropped: small(get_i64(12)?),
-        truncated: row.try_get(13).map_err(pg_error)?,
-        facts: serde_json::from_str(&text(14)?).unwrap_or(serde_json::Value::Null),
-        received_unix_ns: unsigned(get_i64(15)?),
-        device: optional_id_column(row, 16)?,
-        stream: optional_id_column(row, 17)?,
-        window_ns: unsigned(get_i64(18)?),
-        cpu_user_ns: get_opt(19)?.map(unsigned),
-        cpu_system_ns: get_opt(20)?.map(unsigned),
-        in_flight: small(get_i64(21)?),
-        kind: super::kind_from_name(&text(22)?),
-    })
-}
+    fn opt_text(&self, i: usize) -> Result<Option<String>, StoreError> {
+        self.try_get(i).map_err(pg_error)
+    }
 
-fn device_directive_row(row: &Row) -> Result<DeviceDirective, StoreError> {
-    let get_i64 = |i: usize| row.try_get::<_, i64>(i).map_err(pg_error);
-    Ok(DeviceDirective {
-        id: get_i64(0)?,
-        group: row.try_get(1).map_err(pg_error)?,
-        device: id_column(row, 2)?,
-        program: row.try_get(3).map_err(pg_error)?,
-        match_text: row.try_get(4).map_err(pg_error)?,
-        runs: small(get_i64(5)?),
-        received: small(get_i64(6)?),
-        created_unix_ns: unsigned(get_i64(7)?),
-        expires_unix_ns: unsigned(get_i64(8)?),
-        issuer: row.try_get(9).map_err(pg_error)?,
-    })
-}
+    fn boolean(&self, i: usize) -> Result<bool, StoreError> {
+        self.try_get(i).map_err(pg_error)
+    }
 
-/// A report without its bodies (the first [`REPORT_SUMMARY_COLUMNS`]).
-fn report_row(row: &Row) -> Result<Report, StoreError> {
-    let get_i64 = |i: usize| row.try_get::<_, i64>(i).map_err(pg_error);
-    let text = |i: usize| row.try_get::<_, String>(i).map_err(pg_error);
-    Ok(Report {
-        id: get_i64(0)?,
-        group: text(1)?,
-        program: text(2)?,
-        trigger: text(3)?,
-        status: text(4)?,
-        detected_unix_ns: unsigned(get_i64(5)?),
-        created_unix_ns: unsigned(get_i64(6)?),
-        cluster: text(7)?,
-        devices: Report::devices_from_json(
-            &serde_json::from_str(&text(8)?).unwrap_or(serde_json::Value::Null),
-        ),
-        headline: text(9)?,
-        text: String::new(),
-        json: serde_json::Value::Null,
-        html: String::new(),
-    })
-}
-
-fn device_row(row: &Row) -> Result<DeviceRow, StoreError> {
-    let get_i64 = |i: usize| row.try_get::<_, i64>(i).map_err(pg_error);
-    let text = |i: usize| row.try_get::<_, String>(i).map_err(pg_error);
-    Ok(DeviceRow {
-        device: id_column(row, 0)?,
-        group: text(1)?,
-        first_seen_unix_ns: unsigned(get_i64(2)?),
-        last_seen_unix_ns: unsigned(get_i64(3)?),
-        last_start_unix_ns: unsigned(get_i64(4)?),
-        last_program: text(5)?,
-        facts: serde_json::from_str(&text(6)?).unwrap_or(serde_json::Value::Null),
-        runs: unsigned(get_i64(7)?),
-        windows: unsigned(get_i64(8)?),
-    })
+    fn bad_id(_: usize, text: &str) -> StoreError {
+        StoreError::Failed(format!("stored id `{text}` is not 32 hex digits"))
+    }
 }
 
 fn stored_run(row: &Row) -> Result<StoredRun, StoreError> {
     Ok(StoredRun {
         group: row.try_get(0).map_err(pg_error)?,
         raw: row.try_get(1).map_err(pg_error)?,
-    })
-}
-
-fn operator_row(row: &Row) -> OperatorRow {
-    OperatorRow {
-        name: row.get(0),
-        group: row.get(1),
-        password_hash: row.get(2),
-        created_unix_ns: row.get::<_, i64>(3).max(0) as u64,
-    }
-}
-
-fn directive_row(row: &Row) -> Result<Directive, StoreError> {
-    let only: Option<String> = row.try_get(2).map_err(pg_error)?;
-    let programs: Option<String> = row.try_get(4).map_err(pg_error)?;
-    Ok(Directive {
-        group: row.try_get(0).map_err(pg_error)?,
-        match_text: row.try_get(1).map_err(pg_error)?,
-        only: only.and_then(|o| serde_json::from_str(&o).ok()),
-        window: row.try_get(3).map_err(pg_error)?,
-        programs: programs.and_then(|p| serde_json::from_str(&p).ok()),
     })
 }
 
@@ -1475,26 +1348,25 @@ impl Store for PgStore {
     }
 
     fn operator(&mut self, name: &str) -> Result<Option<OperatorRow>, StoreError> {
-        Ok(self
-            .query(
-                "SELECT name, group_name, password_hash, created_unix_ns FROM operators \
-                 WHERE name = $1",
-                &[&name],
-            )?
-            .first()
-            .map(operator_row))
+        self.query(
+            "SELECT name, group_name, password_hash, created_unix_ns FROM operators \
+             WHERE name = $1",
+            &[&name],
+        )?
+        .first()
+        .map(operator_row)
+        .transpose()
     }
 
     fn operators(&mut self) -> Result<Vec<OperatorRow>, StoreError> {
-        Ok(self
-            .query(
-                "SELECT name, group_name, password_hash, created_unix_ns FROM operators \
-                 ORDER BY name",
-                &[],
-            )?
-            .iter()
-            .map(operator_row)
-            .collect())
+        self.query(
+            "SELECT name, group_name, password_hash, created_unix_ns FROM operators \
+             ORDER BY name",
+            &[],
+        )?
+        .iter()
+        .map(operator_row)
+        .collect()
     }
 
     fn remove_operator(&mut self, name: &str) -> Result<bool, StoreError> {

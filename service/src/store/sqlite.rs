@@ -10,9 +10,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use agent_core::Exit;
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Row};
 
+use super::columns::{
+    device_directive_row, device_row, directive_row, exit_columns, operator_row, report_row,
+    run_row, Columns, DEVICE_COLUMNS, DIRECTIVE_COLUMNS, GROUP_DIRECTIVE_COLUMNS,
+    REPORT_SUMMARY_COLUMNS, RUN_COLUMNS,
+};
 use super::{DeviceDirective, Report};
 use super::{
     DeviceFilter, DeviceRow, Inserted, NewRun, RunFilter, RunRow, Store, StoreError, StoredRun,
@@ -43,23 +47,6 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0006_directive_programs.sql"),
     include_str!("../../migrations/sqlite/0007_operators.sql"),
 ];
-
-/// A group directive's columns, in the order [`directive_row`] reads them.
-const GROUP_DIRECTIVE_COLUMNS: &str = "group_name, match_text, only_list, time_window, programs";
-
-const RUN_COLUMNS: &str = "id, group_name, program, start_unix_ns, duration_ns, exit_kind, \
-    exit_value, arch, processes, threads, events, window_index, spool_dropped, truncated, \
-    facts, received_unix_ns, device, stream, window_ns, cpu_user_ns, cpu_system_ns, in_flight, \
-    kind";
-
-const DIRECTIVE_COLUMNS: &str = "id, group_name, device, program, match_text, runs, received, \
-    created_unix_ns, expires_unix_ns, issuer";
-
-const REPORT_SUMMARY_COLUMNS: &str = "id, group_name, program, trigger_kind, status, \
-    detected_unix_ns, created_unix_ns, cluster, devices, headline";
-
-const DEVICE_COLUMNS: &str = "device, group_name, first_seen_unix_ns, last_seen_unix_ns, \
-    last_start_unix_ns, last_program, facts, runs, windows";
 
 /// A connection to an SQLite store file.
 #[derive(Debug)]
@@ -423,142 +410,41 @@ fn sql_int(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-fn exit_columns(exit: Exit) -> (&'static str, Option<i32>) {
-    match exit {
-        Exit::Code(c) => ("code", Some(c)),
-        Exit::Signal(s) => ("signal", Some(s)),
-        Exit::Running => ("running", None),
-        Exit::Detached => ("detached", None),
-    }
-}
+/// SQLite's rows as the shared mappers read them (`columns.rs`).
+impl Columns for Row<'_> {
+    type Error = rusqlite::Error;
 
-fn exit_from_columns(kind: &str, value: Option<i32>) -> Exit {
-    match (kind, value) {
-        ("code", Some(c)) => Exit::Code(c),
-        ("signal", Some(s)) => Exit::Signal(s),
-        ("running", _) => Exit::Running,
-        _ => Exit::Detached,
+    fn int(&self, i: usize) -> rusqlite::Result<i64> {
+        self.get(i)
     }
-}
 
-fn id_column(row: &Row<'_>, index: usize) -> rusqlite::Result<[u8; 16]> {
-    let text: String = row.get(index)?;
-    summary_view::id_from_hex(&text).ok_or_else(|| {
+    fn opt_int(&self, i: usize) -> rusqlite::Result<Option<i64>> {
+        self.get(i)
+    }
+
+    fn opt_i32(&self, i: usize) -> rusqlite::Result<Option<i32>> {
+        self.get(i)
+    }
+
+    fn text(&self, i: usize) -> rusqlite::Result<String> {
+        self.get(i)
+    }
+
+    fn opt_text(&self, i: usize) -> rusqlite::Result<Option<String>> {
+        self.get(i)
+    }
+
+    fn boolean(&self, i: usize) -> rusqlite::Result<bool> {
+        self.get(i)
+    }
+
+    fn bad_id(i: usize, text: &str) -> rusqlite::Error {
         rusqlite::Error::FromSqlConversionFailure(
-            index,
+            i,
             rusqlite::types::Type::Text,
             format!("id `{text}` is not 32 hex digits").into(),
         )
-    })
-}
-
-fn run_row(row: &Row<'_>) -> rusqlite::Result<RunRow> {
-    let facts: String = row.get(14)?;
-    let exit_kind: String = row.get(5)?;
-    Ok(RunRow {
-        id: id_column(row, 0)?,
-        group: row.get(1)?,
-        program: row.get(2)?,
-        start_unix_ns: row.get::<_, i64>(3)?.max(0) as u64,
-        duration_ns: row.get::<_, i64>(4)?.max(0) as u64,
-        exit: exit_from_columns(&exit_kind, row.get(6)?),
-        arch: row.get(7)?,
-        processes: row.get(8)?,
-        threads: row.get(9)?,
-        events: row.get::<_, i64>(10)?.max(0) as u64,
-        window: row.get(11)?,
-        spool_dropped: row.get(12)?,
-        truncated: row.get(13)?,
-        facts: serde_json::from_str(&facts).unwrap_or(serde_json::Value::Null),
-        received_unix_ns: row.get::<_, i64>(15)?.max(0) as u64,
-        device: optional_id_column(row, 16)?,
-        stream: optional_id_column(row, 17)?,
-        window_ns: row.get::<_, i64>(18)?.max(0) as u64,
-        cpu_user_ns: row.get::<_, Option<i64>>(19)?.map(|v| v.max(0) as u64),
-        cpu_system_ns: row.get::<_, Option<i64>>(20)?.map(|v| v.max(0) as u64),
-        in_flight: row.get(21)?,
-        kind: super::kind_from_name(&row.get::<_, String>(22)?),
-    })
-}
-
-fn device_directive_row(row: &Row<'_>) -> rusqlite::Result<DeviceDirective> {
-    Ok(DeviceDirective {
-        id: row.get(0)?,
-        group: row.get(1)?,
-        device: id_column(row, 2)?,
-        program: row.get(3)?,
-        match_text: row.get(4)?,
-        runs: row.get(5)?,
-        received: row.get(6)?,
-        created_unix_ns: row.get::<_, i64>(7)?.max(0) as u64,
-        expires_unix_ns: row.get::<_, i64>(8)?.max(0) as u64,
-        issuer: row.get(9)?,
-    })
-}
-
-/// A report without its bodies (the first [`REPORT_SUMMARY_COLUMNS`]).
-fn report_row(row: &Row<'_>) -> rusqlite::Result<Report> {
-    let devices: String = row.get(8)?;
-    Ok(Report {
-        id: row.get(0)?,
-        group: row.get(1)?,
-        program: row.get(2)?,
-        trigger: row.get(3)?,
-        status: row.get(4)?,
-        detected_unix_ns: row.get::<_, i64>(5)?.max(0) as u64,
-        created_unix_ns: row.get::<_, i64>(6)?.max(0) as u64,
-        cluster: row.get(7)?,
-        devices: Report::devices_from_json(
-            &serde_json::from_str(&devices).unwrap_or(serde_json::Value::Null),
-        ),
-        headline: row.get(9)?,
-        text: String::new(),
-        json: serde_json::Value::Null,
-        html: String::new(),
-    })
-}
-
-fn optional_id_column(row: &Row<'_>, index: usize) -> rusqlite::Result<Option<[u8; 16]>> {
-    match row.get_ref(index)? {
-        rusqlite::types::ValueRef::Null => Ok(None),
-        _ => id_column(row, index).map(Some),
     }
-}
-
-fn device_row(row: &Row<'_>) -> rusqlite::Result<DeviceRow> {
-    let facts: String = row.get(6)?;
-    Ok(DeviceRow {
-        device: id_column(row, 0)?,
-        group: row.get(1)?,
-        first_seen_unix_ns: row.get::<_, i64>(2)?.max(0) as u64,
-        last_seen_unix_ns: row.get::<_, i64>(3)?.max(0) as u64,
-        last_start_unix_ns: row.get::<_, i64>(4)?.max(0) as u64,
-        last_program: row.get(5)?,
-        facts: serde_json::from_str(&facts).unwrap_or(serde_json::Value::Null),
-        runs: row.get::<_, i64>(7)?.max(0) as u64,
-        windows: row.get::<_, i64>(8)?.max(0) as u64,
-    })
-}
-
-fn operator_row(row: &Row<'_>) -> rusqlite::Result<OperatorRow> {
-    Ok(OperatorRow {
-        name: row.get(0)?,
-        group: row.get(1)?,
-        password_hash: row.get(2)?,
-        created_unix_ns: row.get::<_, i64>(3)?.max(0) as u64,
-    })
-}
-
-fn directive_row(row: &Row<'_>) -> rusqlite::Result<Directive> {
-    let only: Option<String> = row.get(2)?;
-    let programs: Option<String> = row.get(4)?;
-    Ok(Directive {
-        group: row.get(0)?,
-        match_text: row.get(1)?,
-        only: only.and_then(|o| serde_json::from_str(&o).ok()),
-        window: row.get(3)?,
-        programs: programs.and_then(|p| serde_json::from_str(&p).ok()),
-    })
 }
 
 /// Busy and locked mean "try again later"; everything else is a failure.
@@ -577,7 +463,7 @@ impl Store for SqliteStore {
     }
 
     fn runs(&mut self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
-        self.select_runs(RUN_COLUMNS, filter, run_row)
+        self.select_runs(RUN_COLUMNS, filter, |r| run_row(r))
             .map_err(store_error)
     }
 
@@ -596,7 +482,7 @@ impl Store for SqliteStore {
         self.conn
             .prepare_cached(&sql)
             .and_then(|mut stmt| {
-                stmt.query_map(rusqlite::params_from_iter(args), device_row)?
+                stmt.query_map(rusqlite::params_from_iter(args), |r| device_row(r))?
                     .collect()
             })
             .map_err(store_error)
@@ -643,7 +529,7 @@ impl Store for SqliteStore {
             .prepare_cached(&format!(
                 "SELECT {GROUP_DIRECTIVE_COLUMNS} FROM directives WHERE group_name = ?1"
             ))
-            .and_then(|mut s| s.query_row([group], directive_row).optional())
+            .and_then(|mut s| s.query_row([group], |r| directive_row(r)).optional())
             .map_err(store_error)
     }
 
@@ -652,7 +538,7 @@ impl Store for SqliteStore {
             .prepare_cached(&format!(
                 "SELECT {GROUP_DIRECTIVE_COLUMNS} FROM directives ORDER BY group_name"
             ))
-            .and_then(|mut s| s.query_map([], directive_row)?.collect())
+            .and_then(|mut s| s.query_map([], |r| directive_row(r))?.collect())
             .map_err(store_error)
     }
 
@@ -711,7 +597,7 @@ impl Store for SqliteStore {
                 "SELECT name, group_name, password_hash, created_unix_ns FROM operators \
                  WHERE name = ?1",
             )
-            .and_then(|mut s| s.query_row([name], operator_row).optional())
+            .and_then(|mut s| s.query_row([name], |r| operator_row(r)).optional())
             .map_err(store_error)
     }
 
@@ -721,7 +607,7 @@ impl Store for SqliteStore {
                 "SELECT name, group_name, password_hash, created_unix_ns FROM operators \
                  ORDER BY name",
             )
-            .and_then(|mut s| s.query_map([], operator_row)?.collect())
+            .and_then(|mut s| s.query_map([], |r| operator_row(r))?.collect())
             .map_err(store_error)
     }
 
@@ -889,8 +775,10 @@ impl Store for SqliteStore {
         self.conn
             .prepare_cached(&sql)
             .and_then(|mut stmt| {
-                stmt.query_map(rusqlite::params_from_iter(args), device_directive_row)?
-                    .collect()
+                stmt.query_map(rusqlite::params_from_iter(args), |r| {
+                    device_directive_row(r)
+                })?
+                .collect()
             })
             .map_err(store_error)
     }
@@ -960,7 +848,7 @@ impl Store for SqliteStore {
         self.conn
             .prepare_cached(&sql)
             .and_then(|mut stmt| {
-                stmt.query_map(rusqlite::params_from_iter(args), report_row)?
+                stmt.query_map(rusqlite::params_from_iter(args), |r| report_row(r))?
                     .collect()
             })
             .map_err(store_error)
