@@ -40,6 +40,7 @@ pub mod store_queue;
 pub mod sys;
 pub mod trace;
 pub mod tracee_file;
+pub mod tracer;
 pub mod wait;
 pub mod watch;
 mod watch_ebpf;
@@ -48,6 +49,7 @@ pub mod watching;
 
 pub use facts::PlatformFacts;
 pub use trace::{attach, trace_command, AttachOptions, Started, TraceOptions, TraceOutcome};
+pub use tracer::{Traced, Tracer};
 pub use wait::WaitPolicy;
 pub use watch::{Discover, WatchOptions};
 pub use watching::{watch, watch_changing, watch_steered};

@@ -11,8 +11,7 @@ use std::process::ExitCode;
 use agent_core::{Summary, SyscallId, MAX_ENCODED_LEN};
 use agent_linux::device_id::{self, DeviceId};
 use agent_linux::{
-    ebpf, facts, relay, signals, sys, AttachOptions, Started, TraceOptions, WaitPolicy,
-    WatchOptions,
+    ebpf, facts, relay, signals, AttachOptions, TraceOptions, Tracer, WaitPolicy, WatchOptions,
 };
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
@@ -572,7 +571,7 @@ fn shim_exec(a: ShimExecArgs) -> ExitCode {
         Err(e) => return untraced(e),
     };
     let traced = |opts: &TraceOptions, sink: Sink| -> ExitCode {
-        match trace_and_save_or(opts, sink, false, true) {
+        match trace_and_save(Tracer::Ptrace, opts, sink, false, true) {
             Ok(code) => code,
             Err(e) => untraced(e),
         }
@@ -790,27 +789,6 @@ fn parse_only(names: &[String]) -> anyhow::Result<Vec<SyscallId>> {
     Ok(agent_core::only_list_ids(&list).collect())
 }
 
-fn print_stats(syscalls: u64, stops: u64) {
-    use std::sync::atomic::Ordering::Relaxed;
-    let ptrace = sys::COUNTERS.ptrace.load(Relaxed);
-    let waits = sys::COUNTERS.waits.load(Relaxed);
-    let proc_reads = sys::COUNTERS.proc_reads.load(Relaxed);
-    let per = |n: u64| {
-        if syscalls == 0 {
-            0.0
-        } else {
-            n as f64 / syscalls as f64
-        }
-    };
-    eprintln!(
-        "edge-agent stats: syscalls={syscalls} stops={stops} ptrace={ptrace} ({:.2}/syscall) waits={waits} ({:.2}/syscall) proc_reads={proc_reads} max_rss_kib={} cpu_ms={}",
-        per(ptrace),
-        per(waits),
-        sys::max_rss_kib(),
-        sys::self_cpu_us() / 1000
-    );
-}
-
 /// With `--stats`: a summary's encoded size, per window.
 fn print_size(summary: &Summary) {
     let mut copy = summary.clone();
@@ -854,35 +832,32 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         // killing the agent with the default action.
         signals::install().context("cannot install signal handlers")?;
     }
-    if let ebpf::Chosen::Ebpf(probe) = ebpf::choose(a.backend.choice(), needs_ptrace)? {
-        return trace_and_save_ebpf(&opts, *probe, sink, stats);
-    }
+    let tracer = Tracer::choose(a.backend.choice(), needs_ptrace)?;
     if opts.only.is_some() {
         // A seccomp-filtered program needs its tracer until it ends: the
         // tracer runs in a process of its own, out of reach of a `kill -9`
         // of the PID the user sees (relay.rs).
-        return relay::run_in_tracer_process(|| exit_code(trace_and_save(&opts, sink, stats)));
+        return relay::run_in_tracer_process(|| {
+            exit_code(trace_and_save(tracer, &opts, sink, stats, false))
+        });
     }
-    trace_and_save(&opts, sink, stats)
+    trace_and_save(tracer, &opts, sink, stats, false)
 }
 
-/// Traces the command, saves its summary, and ends as the program ended.
-fn trace_and_save(opts: &TraceOptions, sink: Sink, stats: bool) -> anyhow::Result<ExitCode> {
-    trace_and_save_or(opts, sink, stats, false)
-}
-
-/// [`trace_and_save`]; with `plain_on_failure` (a shim), a tracer that
-/// cannot start (ptrace refused, no seccomp) runs the command untraced
-/// instead of failing.
-fn trace_and_save_or(
+/// Traces the command on `tracer`, saves its summaries, and ends as the
+/// program ended. With `plain_on_failure` (a shim), a tracer that cannot
+/// start (ptrace refused, no seccomp) runs the command untraced instead of
+/// failing.
+fn trace_and_save(
+    tracer: Tracer,
     opts: &TraceOptions,
     sink: Sink,
     stats: bool,
     plain_on_failure: bool,
 ) -> anyhow::Result<ExitCode> {
     signals::install().context("cannot install signal handlers")?;
-    let mut started = match Started::start(opts) {
-        Ok(s) => s,
+    let mut traced = match tracer.start(opts) {
+        Ok(t) => t,
         Err(e) if plain_on_failure => {
             eprintln!("edge-agent shim: {e:#}; running the program untraced");
             let name = opts.command.first().cloned().unwrap_or_default();
@@ -890,14 +865,13 @@ fn trace_and_save_or(
         }
         Err(e) => return Err(e),
     };
-    let mut summary = started.trace(&mut |mut w| save_run_summary(&sink, stats, &mut w, false))?;
+    let mut summary = traced.trace(&mut |mut w| save_run_summary(&sink, stats, &mut w, false))?;
     if stats {
-        let s = started.engine_stats();
-        print_stats(s.syscalls, s.stops);
+        eprintln!("{}", traced.stats());
     }
     save_run_summary(&sink, stats, &mut summary, true);
     if signals::stop_requested().is_some() {
-        if started.is_serving() {
+        if traced.is_serving() {
             eprintln!(
                 "edge-agent: stopped recording; serving the program's --only syscalls until it ends (without a tracer they would fail)"
             );
@@ -905,7 +879,7 @@ fn trace_and_save_or(
             eprintln!("edge-agent: detached; the program runs on");
         }
     }
-    let status = started.wait()?;
+    let status = traced.wait()?;
     Ok(relay::end_as(status))
 }
 
@@ -919,41 +893,6 @@ fn save_run_summary(sink: &Sink, stats: bool, summary: &mut Summary, last: bool)
     if let Err(e) = sink.put(summary, last) {
         eprintln!("edge-agent: the summary was not saved: {e:#}");
     }
-}
-
-/// [`trace_and_save`] on the eBPF backend: nothing to serve, nothing
-/// stopped; a stop request detaches the programs and the command runs on.
-fn trace_and_save_ebpf(
-    opts: &TraceOptions,
-    probe: ebpf::Probe,
-    sink: Sink,
-    stats: bool,
-) -> anyhow::Result<ExitCode> {
-    signals::install().context("cannot install signal handlers")?;
-    let mut started = ebpf::runner::EbpfStarted::start(opts, probe)?;
-    let mut summary = started.trace(&mut |mut w| save_run_summary(&sink, stats, &mut w, false))?;
-    if stats {
-        print_ebpf_stats(&started.stats());
-    }
-    save_run_summary(&sink, stats, &mut summary, true);
-    if signals::stop_requested().is_some() {
-        eprintln!("edge-agent: detached; the program runs on");
-    }
-    let status = started.wait()?;
-    Ok(relay::end_as(status))
-}
-
-fn print_ebpf_stats(s: &ebpf::runner::RunnerStats) {
-    eprintln!(
-        "edge-agent stats: backend=ebpf syscalls={} lost={} uncounted={} unreadable={} polls={} max_rss_kib={} cpu_ms={}",
-        s.syscalls,
-        s.lost,
-        s.uncounted,
-        s.unreadable,
-        s.polls,
-        sys::max_rss_kib(),
-        sys::self_cpu_us() / 1000
-    );
 }
 
 fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
@@ -988,23 +927,11 @@ fn attach(a: AttachArgs) -> anyhow::Result<ExitCode> {
     };
     // The target's own errors first: one line, with no backend chosen.
     agent_linux::trace::check_attach_target(opts.pid)?;
-    if let ebpf::Chosen::Ebpf(probe) = ebpf::choose(a.backend.choice(), None)? {
-        let (mut summary, s) = ebpf::runner::attach(&opts, *probe, &mut on_window)?;
-        if stats {
-            print_size(&summary);
-            print_ebpf_stats(&s);
-        }
-        sink.put(&mut summary, true)?;
-        return Ok(if failures == 0 {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        });
-    }
-    let mut summary = agent_linux::attach(&opts, &mut on_window)?;
+    let tracer = Tracer::choose(a.backend.choice(), None)?;
+    let (mut summary, counted) = tracer.attach(&opts, &mut on_window)?;
     if stats {
         print_size(&summary);
-        print_stats(summary.run.events, 0);
+        eprintln!("{counted}");
     }
     sink.put(&mut summary, true)?;
     Ok(if failures == 0 {

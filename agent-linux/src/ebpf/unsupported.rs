@@ -49,6 +49,10 @@ pub mod runner {
             match self.0 {}
         }
         /// Unreachable.
+        pub fn pid(&self) -> crate::sys::Tid {
+            match self.0 {}
+        }
+        /// Unreachable.
         pub fn stats(&self) -> RunnerStats {
             match self.0 {}
         }
