@@ -1,9 +1,11 @@
-//! Edge Agent's Linux shim: the ptrace tracer behind `edge-agent`.
+//! Edge Agent on Linux: the backends behind `edge-agent` (ptrace and eBPF)
+//! and what drives them.
 //!
-//! - [`trace_command`] runs a command under the tracer and returns its
-//!   summary and exit status; [`attach`] traces a running process;
+//! - [`tracer`]: the one seam: a [`Tracer`] (ptrace or eBPF) is chosen once
+//!   and starts a command ([`Traced`]) or attaches to a process;
+//!   [`trace_command`] and [`attach`] are ptrace's own entry points;
 //!   [`watch`] traces every process whose command line matches, those
-//!   already running and those that start later.
+//!   already running and those that start later, on either backend.
 //! - [`device_id`] keeps the random id every summary names its device by.
 //! - The engine ([`engine`]) follows forks, clones and execs, passes signals
 //!   through, handles group-stops with PTRACE_LISTEN, and detaches on

@@ -10,7 +10,7 @@
 //!
 //! Which syscall a syscall-like stop is in, and whether it is the entry or
 //! the exit, is read afterwards through the backend
-//! ([`crate::backend::Backend::read_syscall`]), one path for syscall and
+//! ([`crate::backend::StopBackend::read_syscall`]), one path for syscall and
 //! seccomp stops alike: most stops need it, some (a detaching thread's) do
 //! not, and reading costs a ptrace request.
 

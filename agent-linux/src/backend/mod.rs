@@ -1,13 +1,14 @@
-//! The seam between the tracer core ([`crate::engine`]) and the mechanism
-//! that stops tracees: the engine keeps the task tree, the sessions and the
-//! statistics, and asks a [`Backend`] for the next stop, for the syscall a
-//! stop is in, and to resume, detach or attach tasks.
+//! The seam between the ptrace engine ([`crate::engine`]) and the
+//! mechanism that stops tracees: the engine keeps the task tree, the
+//! sessions and the statistics, and asks a [`StopBackend`] for the next
+//! stop, for the syscall a stop is in, and to resume, detach or attach
+//! tasks.
 //!
-//! [`ptrace::Ptrace`] is the one real implementation. The engine's unit
-//! tests drive the same engine through a scripted backend (in
-//! `engine/tests.rs`), so the task tree (fork, exec, group-stops, detach)
-//! is tested without real processes. A future backend (eBPF) implements
-//! the same trait.
+//! Only backends that stop the program implement it: [`ptrace::Ptrace`],
+//! and the scripted backend of the engine's unit tests (`engine/tests.rs`),
+//! which tests the task tree (fork, exec, group-stops, detach) without real
+//! processes. The eBPF backend never stops anything and is a variant of
+//! [`crate::tracer::Tracer`] instead, the seam every backend shares.
 
 pub mod ptrace;
 
@@ -63,7 +64,7 @@ pub struct Requests {
 /// [`Control`] of stopped ones through their guards, `interrupt`, `seize`), and facts about tasks that
 /// the kernel keeps outside the stops (`task_ids`, `share_files`,
 /// `read_u64`, `exe_name`, `cpu_time`), the clock, plus the agent's own `requests` and `quiet`.
-pub trait Backend: Control {
+pub trait StopBackend: Control {
     /// The next report of any tracee; `Ok(None)` when there is none yet (a
     /// signal interrupted the wait). `ECHILD`: no tracee is left.
     fn next_stop(&mut self) -> io::Result<Option<Stop>>;

@@ -11,7 +11,7 @@ use std::io;
 
 use agent_core::CpuTime;
 
-use super::{Backend, Control, RawCall, Requests, Resume, SyscallRead};
+use super::{Control, RawCall, Requests, Resume, StopBackend, SyscallRead};
 use crate::arch::{arch_from_audit, Abi, Native};
 use crate::signals;
 use crate::stop::{self, Stop, Stopped};
@@ -156,7 +156,7 @@ impl Control for Ptrace {
     }
 }
 
-impl Backend for Ptrace {
+impl StopBackend for Ptrace {
     fn next_stop(&mut self) -> io::Result<Option<Stop>> {
         Ok(self
             .wait

@@ -8,13 +8,13 @@ use agent_core::{FdKind, SyscallEvent, SyscallId};
 
 use super::thread::{Call, ThreadState};
 use super::Engine;
-use crate::backend::{Backend, RawCall};
+use crate::backend::{RawCall, StopBackend};
 use crate::fd::resolve::FdFacts;
 use crate::fd::sockaddr::read_peer;
 use crate::fd::{has_peer, FdRole};
 use crate::sys::Tid;
 
-impl<B: Backend> Engine<B> {
+impl<B: StopBackend> Engine<B> {
     /// A syscall's entry (`from_seccomp_early`: a seccomp stop on a kernel
     /// that stops at the same syscall's entry again right after).
     #[inline]

@@ -1,7 +1,7 @@
 //! The CPU time of a session's processes, per window and per run.
 //!
 //! Each process's cumulative user and system time (all its threads, the
-//! exited ones included) is read from the kernel ([`crate::backend::Backend::cpu_time`],
+//! exited ones included) is read from the kernel ([`crate::backend::StopBackend::cpu_time`],
 //! /proc/TGID/stat, in clock ticks) when the session first sees it (a
 //! process attached to: what it used before does not count; a new child
 //! starts at zero), as each of its threads exits (the `PTRACE_EVENT_EXIT`

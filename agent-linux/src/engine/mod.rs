@@ -1,5 +1,5 @@
 //! The tracer core: one loop that takes every tracee's stops from a
-//! [`Backend`], turns syscall entry/exit pairs into `SyscallEvent`s for the
+//! [`StopBackend`], turns syscall entry/exit pairs into `SyscallEvent`s for the
 //! session's collector ([`calls`]), follows forks, clones and execs
 //! ([`tasks`]), passes signals through unchanged, and detaches everything
 //! on request. What it hands its caller is in [`session`].
@@ -25,7 +25,7 @@ use std::io;
 use agent_core::{Summary, SyscallId};
 
 use crate::backend::ptrace::Ptrace;
-use crate::backend::{Backend, Resume, SyscallRead};
+use crate::backend::{Resume, StopBackend, SyscallRead};
 use crate::fd::FdRoles;
 use crate::stop::{Event, Stop, Stopped};
 use crate::sys::Tid;
@@ -36,7 +36,7 @@ pub use session::{unix_now_ns, EngineStats, Session};
 use thread::Thread;
 
 /// What the caller does at the loop's turning points.
-pub trait Observer<B: Backend = Ptrace> {
+pub trait Observer<B: StopBackend = Ptrace> {
     /// A SIGALRM tick (watch scans, attach deadlines). May add sessions.
     fn tick(&mut self, _engine: &mut Engine<B>) {}
     /// Whether to keep running with no tracee left (watch).
@@ -73,7 +73,7 @@ enum Mode {
 
 /// The tracer.
 #[derive(Debug)]
-pub struct Engine<B: Backend = Ptrace> {
+pub struct Engine<B: StopBackend = Ptrace> {
     backend: B,
     threads: HashMap<Tid, Thread>,
     sessions: Vec<Option<Session>>,
@@ -113,7 +113,7 @@ impl Engine<Ptrace> {
     }
 }
 
-impl<B: Backend> Engine<B> {
+impl<B: StopBackend> Engine<B> {
     /// An engine on `backend`. `only`: the recorded syscalls; `seccomp`:
     /// the tracees stop only at syscalls a seccomp prefilter selects;
     /// `seccomp_before_entry`: the kernel also stops at a syscall's entry

@@ -18,7 +18,7 @@ use agent_core::{Collector, CpuTime, InFlight, InFlightCall};
 use super::session::Session;
 use super::thread::Thread;
 use super::{Engine, Observer};
-use crate::backend::Backend;
+use crate::backend::StopBackend;
 use crate::sys::Tid;
 
 /// The calls in flight in `session`'s threads (oldest first, times made
@@ -71,7 +71,7 @@ pub(crate) fn note_in_flight(out: &mut InFlight, call: InFlightCall) {
     }
 }
 
-impl<B: Backend> Engine<B> {
+impl<B: StopBackend> Engine<B> {
     /// Cuts every session whose window boundary `now` reached. On the hot
     /// path only the comparison runs.
     #[inline]

@@ -10,7 +10,7 @@ use agent_core::CpuTime;
 
 use super::thread::{Call, Thread, ThreadState};
 use super::{Engine, Mode};
-use crate::backend::Backend;
+use crate::backend::StopBackend;
 use crate::fd::{new_table, SharedFds};
 use crate::stop::{Event, Stopped};
 use crate::sys::{Tid, WaitStatus};
@@ -18,7 +18,7 @@ use crate::sys::{Tid, WaitStatus};
 const CLONE_FILES: u64 = 0x400;
 const CLONE_THREAD: u64 = 0x10000;
 
-impl<B: Backend> Engine<B> {
+impl<B: StopBackend> Engine<B> {
     /// Registers a seized thread of `session` (process `tgid`). Threads of
     /// one process share one fd cache.
     pub fn add_thread(&mut self, session: usize, tid: Tid, tgid: Tid) {

@@ -11,7 +11,7 @@ use std::io;
 use agent_core::{Arch, CpuTime, Exit, Facts, RunRecord, Summary, SyscallId};
 
 use super::{Engine, Observer, Session};
-use crate::backend::{Backend, Control, RawCall, Requests, Resume, SyscallRead};
+use crate::backend::{Control, RawCall, Requests, Resume, StopBackend, SyscallRead};
 use crate::stop::{Event, Stop, Stopped};
 use crate::sys::{Tid, WaitStatus};
 
@@ -121,7 +121,7 @@ impl Control for Fake {
     }
 }
 
-impl Backend for Fake {
+impl StopBackend for Fake {
     fn next_stop(&mut self) -> io::Result<Option<Stop>> {
         let Some((tid, step)) = self.script.pop_front() else {
             return Err(io::Error::from_raw_os_error(libc::ECHILD));
