@@ -33,6 +33,8 @@ pub mod seccomp;
 pub mod shim;
 pub mod shim_folder;
 pub mod signals;
+#[cfg(feature = "upload")]
+pub mod steering;
 pub mod stop;
 pub mod store_queue;
 // The one module of this crate that may use `unsafe` (workspace lint

@@ -11,13 +11,12 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use agent_core::{Summary, SyscallId};
-use agent_linux::device_id::{self, DeviceId};
 use agent_linux::{ebpf, facts, relay, signals, AttachOptions, TraceOptions, Tracer, WatchOptions};
 use anyhow::{bail, Context};
 use clap::Parser;
 
 use args::*;
-use shim_cmd::{script_dir, shim, show_device_id};
+use shim_cmd::{shim, show_device_id};
 use sink::{encode, Sink};
 
 fn main() -> ExitCode {
@@ -286,13 +285,13 @@ fn watch(a: WatchArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// With `--server`, the changes the service's directives make (the text
-/// to match, the per-device directives; fetched with this device's id by
-/// a thread of their own, taken here without waiting); without, none.
+/// to match, the per-device directives; `agent_linux::steering`); without,
+/// none.
 #[cfg(feature = "upload")]
 fn directive_changes(
     a: &DirectiveArgs,
     pattern: &str,
-    device: &DeviceId,
+    device: &agent_linux::device_id::DeviceId,
 ) -> anyhow::Result<Box<dyn FnMut() -> agent_linux::directives::Update>> {
     let Some(server) = &a.server else {
         return Ok(Box::new(agent_linux::directives::Update::default));
@@ -304,53 +303,22 @@ fn directive_changes(
         &a.pins,
         std::time::Duration::from_secs(60),
     )?;
-    let client = uploader::transport::Client::new(endpoint)?;
-    let every = std::time::Duration::from_secs(a.directives_every);
     let shims = match &a.shim_dir {
-        // Refused at the start when others could write it: the agent
-        // writes it (as root, often) with each directive.
-        Some(dir) => Some((
-            {
-                let dir = script_dir(dir);
-                agent_linux::shim_folder::check_existing_part(&dir)?;
-                dir
-            },
-            std::env::current_exe()
+        Some(dir) => Some(agent_linux::steering::Shims {
+            dir: shim_cmd::script_dir(dir),
+            agent: std::env::current_exe()
                 .and_then(std::fs::canonicalize)
                 .context("cannot tell where the edge-agent binary is")?,
-        )),
+        }),
         None => None,
     };
-    // The shims are steered on the fetcher thread: writing a folder of
-    // scripts is no work for the tracer thread.
-    let steer_shims = move |json: &[u8]| {
-        if let Some((dir, agent)) = &shims {
-            match agent_linux::shim::steer(dir, agent, json) {
-                Ok(Some(what)) => eprintln!("edge-agent: shims in {}: {what}", dir.display()),
-                Ok(None) => {}
-                Err(e) => eprintln!("edge-agent: shims not steered: {e:#}"),
-            }
-        }
-    };
-    let directives = agent_linux::directives::spawn_fetcher(
-        client,
-        every,
-        Some(device_id::to_hex(device)),
-        Box::new(steer_shims),
-    )
-    .context("cannot start the directives thread")?;
-    let mut steering = agent_linux::directives::WatchSteering::new(pattern);
-    Ok(Box::new(move || {
-        // Only the latest directive matters; several may have queued up.
-        // They arrive parsed: nothing here is in proportion to a body.
-        let mut change = agent_linux::directives::Update::default();
-        while let Ok(directive) = directives.try_recv() {
-            let update = steering.apply_parsed(directive);
-            change.pattern = update.pattern.or(change.pattern);
-            change.device = update.device.or(change.device);
-        }
-        change
-    }))
+    agent_linux::steering::start(agent_linux::steering::Steering {
+        client: uploader::transport::Client::new(endpoint)?,
+        every: std::time::Duration::from_secs(a.directives_every),
+        device_hex: agent_linux::device_id::to_hex(device),
+        pattern: pattern.to_string(),
+        shims,
+    })
 }
 
 fn show(a: ShowArgs) -> anyhow::Result<ExitCode> {
