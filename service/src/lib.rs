@@ -1,11 +1,15 @@
 //! edge-service: takes a fleet's summary uploads over HTTP(S), stores them
-//! durably in SQLite (one row per run, one per (run, syscall, fd kind), the
-//! raw summary kept), answers queries and serves directives.
+//! durably (SQLite, or PostgreSQL for many instances: [`store`]), answers
+//! queries, serves directives, and explains: the web UI ([`webui`]), the
+//! proactive loop ([`proactive`]) and the command line ([`cli`]) run the
+//! `diagnose` crate's methods on what is stored.
 //!
-//! Request path: [`server`] authenticates and splits the body
-//! ([`framing`]), [`ingest`] decodes each item with agent-core's strict
-//! decoder, and the [`writer`] thread commits every waiting request in one
-//! transaction of the [`store`] before anyone is acknowledged.
+//! Request path: [`server`] authenticates the device and splits the body
+//! (`agent_core::framing`), [`quota`] holds each address and device to its
+//! rate, [`ingest`] decodes each item with agent-core's strict decoder, and
+//! the [`writer`] thread commits every waiting request in one transaction
+//! of the [`store`] before anyone is acknowledged. Every JSON body a device
+//! reads or the service answers is a type of the `wire` crate.
 
 pub mod cli;
 pub mod conn;

@@ -1,7 +1,9 @@
 //! The JSON bodies of the service's HTTP API (`docs/service.md`), as typed
-//! structs that the service serializes and the uploader (and tests and
-//! tools) deserialize: one contract, no hand-built or hand-walked JSON on
-//! either side. The binary upload body is `agent_core::framing`.
+//! structs that the service serializes and the devices, tests and tools
+//! read: one contract, no hand-built or hand-walked JSON on either side.
+//! [`directive`] is the body a device acts on (its one reader, its caps),
+//! [`window`] the daily upload window's rule. The binary upload body is
+//! `agent_core::framing`.
 
 use serde::{Deserialize, Serialize};
 
