@@ -56,9 +56,9 @@ pub struct Report {
     pub id: i64,
     pub group: String,
     pub program: String,
-    /// [`TRIGGER_SLOW`] or [`TRIGGER_FAILING`].
+    /// `slow` or `failing` (`proactive::reports::TRIGGER_*`).
     pub trigger: String,
-    /// [`STATUS_DIAGNOSED`] or [`STATUS_FAILED`].
+    /// `diagnosed` or `failed` (`proactive::reports::STATUS_*`).
     pub status: String,
     /// When the detector first saw the cluster.
     pub detected_unix_ns: u64,
