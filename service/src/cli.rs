@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
-use crate::directive::{Directive, DirectiveText};
+use crate::directive::{Directive, DirectiveText, FromWords};
 use crate::proactive::detector::Thresholds;
 use crate::proactive::directives::DeviceDirective;
 use crate::serve::{serve, ServeOptions};

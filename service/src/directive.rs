@@ -2,26 +2,10 @@
 //! and fetched by the uploader (`GET /v1/directives`).
 
 use anyhow::bail;
-use serde::{Deserialize, Serialize};
 
-/// What the devices of one group should trace. `None` fields leave the
-/// device's own setting alone.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Directive {
-    /// The device group.
-    pub group: String,
-    /// Trace only programs whose command line contains this text.
-    #[serde(rename = "match")]
-    pub match_text: Option<String>,
-    /// Trace only these syscalls (canonical names).
-    pub only: Option<Vec<String>>,
-    /// Upload only inside this daily window, `HH:MM-HH:MM` (device local time).
-    pub window: Option<String>,
-    /// Programs to shim, on devices that opted in (`edge-agent watch
-    /// --shim-dir DIR`): each gets a shim in DIR, so its runs are traced
-    /// from their first syscall.
-    pub programs: Option<Vec<String>>,
-}
+/// What the devices of one group should trace: the type devices read
+/// (`wire`), which the service stores as it is.
+pub use wire::directive::GroupDirective as Directive;
 
 /// The most programs one directive may name: each is a file on every
 /// device (the cap every device reader holds a body to, `wire`).
@@ -44,46 +28,16 @@ pub struct DirectiveText<'a> {
     pub programs: Option<&'a str>,
 }
 
-impl Directive {
-    /// The directive of a group nobody configured: everything left to the
-    /// device.
-    pub fn empty(group: &str) -> Directive {
-        Directive {
-            group: group.to_string(),
-            match_text: None,
-            only: None,
-            window: None,
-            programs: None,
-        }
-    }
-
-    /// The body devices read (`GET /v1/directives`), with the per-device
-    /// directives of the device that asked.
-    pub fn to_wire(
-        &self,
-        device_directives: Vec<wire::directive::DeviceDirective>,
-    ) -> wire::directive::Directives {
-        wire::directive::Directives {
-            group: self.group.clone(),
-            match_text: self.match_text.clone(),
-            only: self.only.clone(),
-            window: self.window.clone(),
-            programs: self.programs.clone(),
-            device_directives,
-        }
-    }
-
-    /// Whether the directive leaves everything to the device (storing it
-    /// is the same as clearing it).
-    pub fn is_empty(&self) -> bool {
-        self.match_text.is_none()
-            && self.only.is_none()
-            && self.window.is_none()
-            && self.programs.is_none()
-    }
-
+/// A directive from the operator's words (`directive set`, the web UI's
+/// form), each validated by the devices' own rules: `Directive::parse`
+/// with this trait in scope.
+pub trait FromWords: Sized {
     /// Builds a directive from the operator's words, validating each.
-    pub fn parse(group: &str, text: DirectiveText<'_>) -> anyhow::Result<Directive> {
+    fn parse(group: &str, text: DirectiveText<'_>) -> anyhow::Result<Self>;
+}
+
+impl FromWords for Directive {
+    fn parse(group: &str, text: DirectiveText<'_>) -> anyhow::Result<Directive> {
         let DirectiveText {
             match_text,
             only,

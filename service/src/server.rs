@@ -554,16 +554,15 @@ async fn get_directive(
             Ok((directive, for_device))
         })
         .await?;
-    Ok(Json(
-        directive.to_wire(
-            for_device
-                .iter()
-                .filter(|d| d.is_active(now))
-                .take(wire::directive::MAX_DEVICE_DIRECTIVES)
-                .map(DeviceDirective::device_view)
-                .collect(),
-        ),
-    ))
+    Ok(Json(wire::directive::Directives {
+        directive,
+        device_directives: for_device
+            .iter()
+            .filter(|d| d.is_active(now))
+            .take(wire::directive::MAX_DEVICE_DIRECTIVES)
+            .map(DeviceDirective::device_view)
+            .collect(),
+    }))
 }
 
 /// The detector's reports of the caller's group, newest first, without

@@ -505,7 +505,7 @@ fn pruning_goes_in_batches_and_can_keep_the_raw_summaries(backend: &Backend) {
 }
 
 fn directives_are_set_replaced_and_cleared(backend: &Backend) {
-    use service::directive::{Directive, DirectiveText};
+    use service::directive::{Directive, DirectiveText, FromWords};
     let mut store = backend.open();
     assert_eq!(store.directive("phones").unwrap(), None);
     let d = Directive::parse(
@@ -562,7 +562,7 @@ fn directives_are_set_replaced_and_cleared(backend: &Backend) {
 /// to version 6 when opened: its directives stay, naming no programs, and
 /// programs can be set from then on.
 fn a_version_5_store_keeps_its_directives_and_gains_programs(backend: &Backend) {
-    use service::directive::{Directive, DirectiveText};
+    use service::directive::{Directive, DirectiveText, FromWords};
     drop(backend.open());
     // Back to version 5 as that build left it: the directives table of
     // version 1, holding one group's directive, and no operators

@@ -10,19 +10,14 @@ use rand::Rng;
 
 const DAY_SECS: u32 = 24 * 3600;
 
-/// A daily window `[start, end)` in local time, minutes since midnight.
+/// A daily window `[start, end)` in local time (`wire::window`'s), with
+/// where a moment stands in it and the spread of a fleet's starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Window {
-    start_min: u32,
-    end_min: u32,
-}
+pub struct Window(wire::window::DailyWindow);
 
 impl From<wire::window::DailyWindow> for Window {
     fn from(w: wire::window::DailyWindow) -> Window {
-        Window {
-            start_min: u32::from(w.start_min()),
-            end_min: u32::from(w.end_min()),
-        }
+        Window(w)
     }
 }
 
@@ -38,14 +33,7 @@ impl FromStr for Window {
 
 impl fmt::Display for Window {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{:02}:{:02}-{:02}:{:02}",
-            self.start_min / 60,
-            self.start_min % 60,
-            self.end_min / 60,
-            self.end_min % 60
-        )
+        self.0.fmt(f)
     }
 }
 
@@ -65,6 +53,14 @@ pub enum Position {
 }
 
 impl Window {
+    fn start_min(&self) -> u32 {
+        u32::from(self.0.start_min())
+    }
+
+    fn end_min(&self) -> u32 {
+        u32::from(self.0.end_min())
+    }
+
     /// Length of the window.
     pub fn len(&self) -> Duration {
         Duration::from_secs(u64::from(self.span_secs()))
@@ -76,12 +72,12 @@ impl Window {
     }
 
     fn span_secs(&self) -> u32 {
-        ((self.end_min + 24 * 60 - self.start_min) % (24 * 60)) * 60
+        ((self.end_min() + 24 * 60 - self.start_min()) % (24 * 60)) * 60
     }
 
     /// Where `secs_of_day` (local seconds since midnight) stands.
     pub fn position(&self, secs_of_day: u32) -> Position {
-        let start = self.start_min * 60;
+        let start = self.start_min() * 60;
         let since_start = (secs_of_day % DAY_SECS + DAY_SECS - start) % DAY_SECS;
         let span = self.span_secs();
         if since_start < span {

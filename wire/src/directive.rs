@@ -45,10 +45,10 @@ pub const MAX_DIRECTIVE_ID_LEN: usize = 40;
 /// Most runs one per-device directive may ask for.
 pub const MAX_DIRECTED_RUNS: u64 = 10_000;
 
-/// A group's directive as the service sends it: what it leaves to the
-/// device is null. `docs/service.md` describes each field.
+/// What the devices of one group should trace, as the service stores it
+/// and sends it: a `None` field leaves the device's own setting alone.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Directives {
+pub struct GroupDirective {
     /// The device group.
     pub group: String,
     /// Trace only programs whose command line contains this text.
@@ -56,12 +56,44 @@ pub struct Directives {
     pub match_text: Option<String>,
     /// Trace only these syscalls (canonical names).
     pub only: Option<Vec<String>>,
-    /// Upload only inside this daily window, `HH:MM-HH:MM` ([`DailyWindow`]).
+    /// Upload only inside this daily window, `HH:MM-HH:MM` ([`DailyWindow`],
+    /// device local time).
     pub window: Option<String>,
-    /// Programs to shim, on devices that opted in.
+    /// Programs to shim, on devices that opted in (`edge-agent watch
+    /// --shim-dir DIR`): each gets a shim in DIR, so its runs are traced
+    /// from their first syscall.
     pub programs: Option<Vec<String>>,
-    /// The per-device directives of the device asked for (`?device=`);
-    /// empty when none was named.
+}
+
+impl GroupDirective {
+    /// The directive of a group nobody configured: everything left to the
+    /// device.
+    pub fn empty(group: &str) -> GroupDirective {
+        GroupDirective {
+            group: group.to_string(),
+            ..GroupDirective::default()
+        }
+    }
+
+    /// Whether the directive leaves everything to the device (storing it
+    /// is the same as clearing it).
+    pub fn is_empty(&self) -> bool {
+        self.match_text.is_none()
+            && self.only.is_none()
+            && self.window.is_none()
+            && self.programs.is_none()
+    }
+}
+
+/// The body of `GET /v1/directives`: the group's directive, and the
+/// per-device directives of the device asked for (`?device=`; empty when
+/// none was named). `docs/service.md` describes each field.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Directives {
+    /// The group's directive (its fields at the body's top level).
+    #[serde(flatten)]
+    pub directive: GroupDirective,
+    /// The per-device directives.
     #[serde(default)]
     pub device_directives: Vec<DeviceDirective>,
 }
@@ -334,11 +366,13 @@ mod contract {
     #[test]
     fn what_the_service_writes_every_device_reads_back() {
         let sent = Directives {
-            group: "phones".into(),
-            match_text: Some("api.example.com".into()),
-            only: Some(vec!["read".into(), "connect".into()]),
-            window: Some("22:00-06:30".into()),
-            programs: Some(vec!["curl".into()]),
+            directive: GroupDirective {
+                group: "phones".into(),
+                match_text: Some("api.example.com".into()),
+                only: Some(vec!["read".into(), "connect".into()]),
+                window: Some("22:00-06:30".into()),
+                programs: Some(vec!["curl".into()]),
+            },
             device_directives: vec![DeviceDirective {
                 id: "17".into(),
                 program: Some("wget".into()),
@@ -349,9 +383,9 @@ mod contract {
         };
         let body = serde_json::to_vec(&sent).unwrap();
         let got = read(&body).unwrap();
-        assert_eq!(got.match_text, sent.match_text);
-        assert_eq!(got.only, sent.only);
-        assert_eq!(got.programs, sent.programs);
+        assert_eq!(got.match_text, sent.directive.match_text);
+        assert_eq!(got.only, sent.directive.only);
+        assert_eq!(got.programs, sent.directive.programs);
         assert_eq!(got.device, sent.device_directives);
         assert!(got.skipped.is_empty());
         let window = got.daily_window().unwrap().unwrap();

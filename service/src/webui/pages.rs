@@ -20,7 +20,7 @@ use super::reports;
 use super::session::{same_origin, Session};
 use super::templates::STYLE;
 use super::WebUi;
-use crate::directive::{Directive, DirectiveText};
+use crate::directive::{Directive, DirectiveText, FromWords};
 use crate::login_limit::Locked;
 use crate::operators::{
     decoy_hash, new_secret, secret_hash, verify_password, Credential, CredentialKind,
