@@ -120,12 +120,18 @@ pub fn read(path: &Path, budget: usize) -> Result<Vec<u8>, TraceeFileError> {
         refusal,
     };
     let file = open(path).map_err(fail)?;
-    let mut bytes = Vec::new();
+    // Room for a small file at once: from an empty Vec, `read_to_end`
+    // probes with 32 bytes and grows, six reads for a `/proc/PID/stat`
+    // where two do (watch reads it between an exec and the seize).
+    let mut bytes = Vec::with_capacity(budget.min(FIRST_READ));
     file.take(budget as u64)
         .read_to_end(&mut bytes)
         .map_err(|e| fail(Refusal::Io(e)))?;
     Ok(bytes)
 }
+
+/// The buffer a read starts with: all of most small files in one read.
+const FIRST_READ: usize = 4 << 10;
 
 /// How much of `/proc/PID/stat`, `/proc/PID/status` and `/proc/PID/io` is
 /// read: each is well under 2 KiB (a `comm` of 15 bytes, fixed fields).

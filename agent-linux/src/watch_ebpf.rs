@@ -32,9 +32,8 @@ mod slots {
 
     use crate::ebpf::runner::{Finished, Runner};
     use crate::ebpf::MAX_SLOTS;
-    use crate::engine::Session;
     use crate::sys::{Tid, WaitStatus};
-    use crate::watch::RunTracer;
+    use crate::watch::{Matched, RunTracer, SessionMaker};
     use crate::watch_shed::Shedding;
 
     /// The runner as a [`RunTracer`]: a matched run takes a free slot.
@@ -110,7 +109,15 @@ mod slots {
         fn is_traced(&self, pid: Tid) -> bool {
             self.runner.is_traced(pid)
         }
-        fn start(&mut self, session: Session, pid: Tid, born: u64) -> anyhow::Result<()> {
+        fn start(
+            &mut self,
+            make: SessionMaker<'_>,
+            pid: Tid,
+            matched: &Matched,
+        ) -> anyhow::Result<()> {
+            let Some(born) = matched.born(pid) else {
+                anyhow::bail!("process {pid} ended before it was traced");
+            };
             let Some(slot) = self.runner.free_slot() else {
                 self.skipped += 1;
                 self.shedding.skipped_run();
@@ -119,7 +126,7 @@ mod slots {
                     self.skipped
                 );
             };
-            self.runner.trace_running(slot, session, pid, Some(born))
+            self.runner.trace_running(slot, make(), pid, Some(born))
         }
     }
 }

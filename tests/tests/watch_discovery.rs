@@ -348,19 +348,20 @@ fn twenty_runs_as_root_are_all_traced_through_the_connector() {
         missed[missed.len() / 2],
         missed[missed.len() - 1]
     );
-    // And soon after its exec, the typical run: its median within
-    // MAX_MISSED calls. Held as the median, not as all but one: on this
-    // kind of VM (6.18, two vCPUs, the busy loops) a third to a half of the
-    // runs lose 40-135 calls with the agent of 3bee6ae too (its median
-    // 70-130 there), a cause not yet found; what was found is the exec
-    // reader's kick lost while the tracer polled (the wait now looks at the
-    // tick before it sleeps: medians 2-80 against 70-130). At an ordinary
-    // priority, under the same loops, a quarter of the runs lost 120 to
-    // 358 of their 370 calls to the wait for a CPU.
-    let median = missed[missed.len() / 2];
+    // And soon after its exec: every run but one within MAX_MISSED calls.
+    // The calls missed are those the program makes on the other CPU while
+    // the tracer, woken at once, works its way to the interrupt; a run
+    // that shares the tracer's CPU waits for it and loses none. That work
+    // took 0.37-0.54 ms after the exec under these loops (61 syscalls:
+    // /proc/PID/stat read four times, the session built, all before the
+    // interrupt), and a third to a half of the runs lost 40-135 calls
+    // (docs/edge-agent.md); it is 0.18-0.33 ms now (19 syscalls), under
+    // md5sum's ~0.4 ms in its dynamic loader.
+    let over: Vec<u64> = missed.iter().copied().filter(|m| *m > MAX_MISSED).collect();
     assert!(
-        median <= MAX_MISSED,
-        "the median run lost {median} calls to the attach, more than {MAX_MISSED}: {missed:?}"
+        over.len() <= 1,
+        "{} runs lost more than {MAX_MISSED} calls to the attach: {missed:?}",
+        over.len()
     );
 }
 

@@ -215,6 +215,24 @@ impl<B: StopBackend> Engine<B> {
         Ok(())
     }
 
+    /// Seizes the process `pid` (its leader) and stops it at once, then
+    /// starts the session `make` builds and registers the leader with it;
+    /// returns the session's index. For `watch`: a program found at its
+    /// exec runs on untraced until the interrupt, so nothing that can wait
+    /// comes between the seize and the interrupt (building the session and
+    /// reading the process's CPU time come after). The loop reads no stop
+    /// meanwhile (one thread), so the leader is registered before its
+    /// first report is taken. Its other threads are the caller's
+    /// (`trace::seize_all`).
+    pub fn seize_stopped(&mut self, pid: Tid, make: impl FnOnce() -> Session) -> io::Result<usize> {
+        self.backend.seize(pid)?;
+        // An error: it is gone already; its exit report follows.
+        let _ = self.backend.interrupt(pid);
+        let session = self.add_session(make());
+        self.add_thread(session, pid, pid);
+        Ok(session)
+    }
+
     /// Makes a seized task stop, so that the loop starts it on syscall
     /// stops. Fails for a task that is gone.
     pub fn interrupt(&mut self, tid: Tid) -> io::Result<()> {

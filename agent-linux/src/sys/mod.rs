@@ -48,7 +48,8 @@ pub use ptrace::{
 };
 pub use sched::become_realtime;
 pub use signal::{
-    alarm_thread, current_thread, die_of_signal, kill, set_handler, set_timer, ThreadHandle,
+    alarm_thread, current_thread, die_of_signal, kill, pidfd_alive, pidfd_open, set_handler,
+    set_timer, ThreadHandle,
 };
 pub use spawn::{
     cloexec_pipe, close, fork_single_threaded, fork_stopped_exec, install_seccomp, read_fd,

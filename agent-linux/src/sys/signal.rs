@@ -9,6 +9,7 @@
 //! `setitimer`. Only `setrlimit` goes through nix.
 
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::raw::{c_int, c_long};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -23,6 +24,37 @@ const ITIMER_REAL: c_int = 0;
 pub fn kill(pid: Tid, sig: i32) -> io::Result<()> {
     // SAFETY: kill takes plain integers.
     check(unsafe { libc::kill(pid, sig) } as c_long).map(drop)
+}
+
+/// A pidfd for process `pid` (Linux 5.3+; ENOSYS before): while the
+/// process it names is not reaped, no other process takes its pid.
+pub fn pidfd_open(pid: Tid) -> io::Result<OwnedFd> {
+    // SAFETY: plain integers (no flags); a negative result is checked
+    // before use.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw as c_int) })
+}
+
+/// Whether the process of `pidfd` is not reaped yet (running, stopped or
+/// a zombie): signal 0, which only checks. EPERM (not ours to signal)
+/// says it exists too.
+pub fn pidfd_alive(pidfd: &OwnedFd) -> bool {
+    // SAFETY: a valid fd, signal 0, no siginfo (null is allowed), no
+    // flags.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            0,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    ret == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// A thread of the agent, to send a signal to.
