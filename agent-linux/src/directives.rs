@@ -28,33 +28,15 @@ use std::time::Duration;
 
 use crate::light::DeviceDirective;
 
-/// The fields of a directive `watch` looks at.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Directive {
-    /// The text to match instead of `--match`.
-    pub match_text: Option<String>,
-    /// Syscalls to trace only (not applied by `watch`).
-    pub only: Option<Vec<String>>,
-    /// The per-device directives (empty when the fetch named no device).
-    pub device: Vec<DeviceDirective>,
-    /// Why entries of `device_directives` were skipped, one line each.
-    pub skipped: Vec<String>,
-}
-
-/// Most runs one per-device directive may ask for.
-pub const MAX_DIRECTED_RUNS: u64 = wire::directive::MAX_DIRECTED_RUNS;
+/// A directive as `watch` reads it: `wire`'s one reader's result (`only`,
+/// `window` and `programs` are not watch's to apply).
+pub use wire::directive::Received as Directive;
 
 /// Parses a `GET /v1/directives` body by the contract of
 /// `wire::directive::read` (untrusted: a body over the caps, a field of the
 /// wrong type or a bad `match` text is an error naming it).
 pub fn parse(json: &[u8]) -> Result<Directive, String> {
-    let received = wire::directive::read(json)?;
-    Ok(Directive {
-        match_text: received.match_text,
-        only: received.only,
-        device: received.device,
-        skipped: received.skipped,
-    })
+    wire::directive::read(json)
 }
 
 /// [`parse`], with what is wrong said on stderr: `None` for a body
