@@ -36,27 +36,15 @@
  *   gives the offsets of the six argument registers of the host's native
  *   and compat ABIs (ARG_OFF), so one object serves x86_64 and aarch64.
  *
- * Rebuild with scripts/build-bpf (the object and its hash are committed).
+ * The layouts and values shared with the agent are in syscalls.h. Rebuild
+ * with scripts/build-bpf (the objects, their hash and the Rust side of
+ * syscalls.h are committed).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 
-/* Record kinds (src/ebpf/events.rs mirrors this layout). */
-#define KIND_SYSCALL 0
-#define KIND_FORK 1
-#define KIND_EXIT 2
-#define KIND_CROSSED 3
-
-/* agent_core::FdKind values. */
-#define FD_NONE 0
-#define FD_FILE 1
-#define FD_SOCKET 2
-#define FD_PIPE 3
-#define FD_OTHER 4
-#define FD_TCP 5
-#define FD_UDP 6
-#define FD_UNIX 7
+#include "syscalls.h"
 
 #define S_IFMT 00170000
 #define S_IFSOCK 0140000
@@ -81,11 +69,6 @@
 #define IPPROTO_TCP 6
 #define IPPROTO_UDP 17
 
-/* How the host tells a compat (32-bit) syscall (set by the loader). */
-#define COMPAT_NONE 0
-#define COMPAT_X86_TS_COMPAT 1	/* thread_info.status & TS_COMPAT */
-#define COMPAT_ARM64_TIF_32BIT 2 /* thread_info.flags bit TIF_32BIT */
-
 /* The cost breakdown (scripts/bench-tracer builds each; the backend is the
  * default): STAGE 0 empty sys_enter/sys_exit programs; 1 + the traced-set
  * filter; 2 + the per-thread call state (id, entry time); 3 + the fd kind
@@ -93,16 +76,6 @@
 #ifndef STAGE
 #define STAGE 4
 #endif
-
-/* Syscall numbers below this have an entry in SYSINFO. */
-#define MAX_NR 1024
-
-/* agent_core::SyscallId of a number with no entry; "no previous call". */
-#define ID_UNKNOWN 1
-#define ID_NONE 0xffff
-
-/* agent_core::histogram::BUCKETS */
-#define BUCKETS 26
 
 /* uapi's map flag: entries are allocated when a key is first added, not
  * all at creation. Preallocated, the per-CPU hashes below take every key
@@ -125,14 +98,6 @@
 #define ERRNO_KEYS 4096
 #define TRANS_KEYS 8192
 
-/* Per-run slots (see the top): the key layouts below keep 6 bits for
- * one. src/ebpf/mod.rs's MAX_SLOTS mirrors this. */
-#define MAX_SLOTS 64
-
-/* LOST slots. */
-#define LOST_RING 0
-#define LOST_MAPS 1
-
 /* ---- Socket peers (issue 21, parity with ptrace's per-peer statistics).
  * The remote end of the fd argument's socket when it is TCP or UDP, read
  * at entry as ptrace reads it (after a close the socket is gone): from
@@ -142,102 +107,8 @@
  * UDP, listening TCP: port 0) has none. Unix sockets have none under
  * ptrace either. The agent maps an IPv4-mapped IPv6 address to IPv4 and
  * drops the unspecified address (fd/sockaddr.rs remote_end), as ptrace
- * does. src/ebpf/events.rs and aggregate.rs mirror these layouts. */
+ * does. Its types are in syscalls.h. */
 #define PEER_KEYS 4096
-
-struct peer {
-	__u8 addr[16];  /* network order; IPv4 in the first 4 bytes */
-	__u16 port;     /* host order; 0: no peer */
-	__u8 family;    /* AF_INET or AF_INET6; 0: no peer */
-	__u8 transport; /* FD_TCP or FD_UDP */
-	__u8 pad[4];
-};
-
-/* Per peer and syscall id (the agent tells the read/write family apart
- * and picks the latest last call over ids and CPUs). */
-struct peer_key {
-	struct peer peer;
-	__u16 id;
-	__u8 gen;
-	__u8 pad[5];
-};
-
-struct peer_stats {
-	__u64 calls;
-	__u64 errors;
-	__u64 total_ns;
-	__u64 ok_result_sum; /* positive results of successful calls */
-	__u64 last_exit_ns;
-	__s64 last_ret;
-};
-/* ---- end of socket peers' types */
-
-struct event {
-	__u32 kind;
-	__u32 tid;
-	__u32 tgid;
-	/* KIND_FORK: the parent's tid; KIND_EXIT: the task's exit code (a
-	 * wait status); KIND_CROSSED: the call's syscall id. */
-	__u32 nr;
-	/* KIND_CROSSED: when the call entered; else when the task event
-	 * happened (monotonic ns). */
-	__u64 at_ns;
-	/* KIND_CROSSED: the cut it crossed. */
-	__u64 cut_ns;
-	__u8 fd_kind;
-	/* KIND_FORK: 1 for a new process (not a thread); KIND_EXIT: 1 when
-	 * the process ended. */
-	__u8 flag;
-	__u8 slot; /* the run's slot */
-	__u8 pad[5];
-	/* KIND_CROSSED: the call's socket peer (family 0: none). */
-	struct peer peer;
-};
-
-/* Per ABI (0 native, 1 compat) and syscall number, from agent-core and
- * agent-linux's fd roles (set by the loader). */
-struct sysinfo {
-	__u16 id;      /* agent_core::SyscallId */
-	__u8 fd_arg;   /* 1 + the index of the fd argument, 0 none */
-	__u8 size_arg; /* 1 + the index of the size argument, 0 none */
-};
-
-struct thread {
-	__u64 entry_ns;     /* the call in flight's entry; 0: none */
-	__u64 size;         /* its size argument */
-	__u64 last_exit_ns; /* when the previous call ended */
-	__u16 id;           /* the call in flight */
-	__u16 last_id;      /* the previous call; ID_NONE before the first */
-	__u8 fd_kind;
-	__u8 compat;        /* made through the compat ABI */
-	__u8 slot;          /* the run's slot */
-	__u8 pad;
-	struct peer peer;   /* the call in flight's socket peer */
-};
-
-/* What agent_core::KeyStats holds, for one CPU (src/ebpf/aggregate.rs
- * mirrors this layout). */
-struct agg {
-	__u64 count;
-	__u64 errors;
-	__u64 total_ns;
-	__u64 sum_sq_lo;
-	__u64 sum_sq_hi;
-	__u64 min_ns;
-	__u64 max_ns;
-	__u64 consecutive;
-	__u64 consecutive_gap_ns;
-	__s64 result_sum;
-	__u64 param_sum;
-	__u64 first_failure_ns; /* monotonic */
-	__u64 last_failure_ns;
-	__u64 histogram[BUCKETS];
-};
-
-struct trans {
-	__u64 count;
-	__u64 gap_sum_ns;
-};
 
 /* Set by the loader before load. */
 const volatile __u32 compat_probe = COMPAT_NONE;

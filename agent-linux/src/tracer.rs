@@ -1,12 +1,10 @@
-//! One seam for every backend: `run` and `attach` choose a backend once
-//! ([`Tracer::choose`]) and drive it through the same calls; `edge-agent`
-//! never branches on the backend. A backend is a variant here (ptrace's
-//! engine, the eBPF runner; the in-process wrappers come next), as
-//! ripgrep's matcher is chosen once and used through one type.
-//!
-//! `watch` takes the same choice in its options (`WatchOptions::backend`)
-//! and makes it inside `watch_steered`, where each backend has its own
-//! discovery loop.
+//! One seam for every backend: `run`, `attach` and `watch` choose a
+//! backend once ([`Tracer::choose`]) and drive it through the same calls
+//! ([`Tracer::start`], [`Tracer::attach`], [`Tracer::watch`]); neither
+//! `edge-agent` nor the watch daemon branches on the backend. A backend is
+//! a variant here (ptrace's engine, the eBPF runner; the in-process
+//! wrappers come next), as ripgrep's matcher is chosen once and used
+//! through one type.
 
 use std::fmt;
 use std::process::ExitStatus;
@@ -17,6 +15,7 @@ use crate::ebpf::runner::{EbpfStarted, RunnerStats};
 use crate::ebpf::{self, Chosen, Probe};
 use crate::sys;
 use crate::trace::{self, AttachOptions, Started, TraceOptions};
+use crate::watch::{WatchOptions, Watcher};
 
 /// A backend, chosen and (for eBPF) loaded.
 #[derive(Debug)]
@@ -66,6 +65,16 @@ impl Tracer {
                 let (summary, stats) = ebpf::runner::attach(opts, *probe, on_window)?;
                 Ok((summary, Stats::Ebpf(stats)))
             }
+        }
+    }
+
+    /// Traces the runs `watcher` matches, until a stop is requested: each
+    /// backend's own loop (ptrace's engine seizes each run; the BPF program
+    /// counts each in a slot of its own) over the same watcher.
+    pub(crate) fn watch(self, watcher: Watcher<'_>, opts: &WatchOptions) -> anyhow::Result<()> {
+        match self {
+            Tracer::Ptrace => crate::watch::run_ptrace(watcher, opts),
+            Tracer::Ebpf(probe) => crate::watch_ebpf::watch(watcher, *probe, opts),
         }
     }
 }

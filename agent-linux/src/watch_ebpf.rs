@@ -139,7 +139,7 @@ mod slots {
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
 pub(crate) fn watch(
-    watcher: &mut Watcher<'_>,
+    mut watcher: Watcher<'_>,
     probe: Probe,
     opts: &WatchOptions,
 ) -> anyhow::Result<()> {
@@ -187,7 +187,7 @@ pub(crate) fn watch(
     any(target_arch = "x86_64", target_arch = "aarch64")
 )))]
 pub(crate) fn watch(
-    _watcher: &mut Watcher<'_>,
+    _watcher: Watcher<'_>,
     probe: Probe,
     _opts: &WatchOptions,
 ) -> anyhow::Result<()> {

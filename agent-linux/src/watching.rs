@@ -1,13 +1,12 @@
-//! `watch`'s entry: the watcher ([`crate::watch`]) run on the backend
-//! `--backend` chooses, ptrace's loop ([`crate::watch::run_ptrace`]) or
-//! eBPF's ([`crate::watch_ebpf`]). Apart from both so that neither loop
-//! depends on the other.
+//! `watch`'s entry: the watcher ([`crate::watch`]) handed to the backend
+//! `--backend` chooses, through the one seam ([`Tracer::watch`]). Apart
+//! from both loops so that neither depends on the other.
 
 use agent_core::Summary;
 
 use crate::directives::Update;
-use crate::ebpf;
-use crate::watch::{new_watcher, run_ptrace, WatchOptions};
+use crate::tracer::Tracer;
+use crate::watch::{new_watcher, WatchOptions};
 
 /// Watches until a stop is requested (SIGINT/SIGTERM with
 /// [`crate::signals::install`]); each traced process's summary goes to
@@ -47,9 +46,6 @@ pub fn watch_steered(
     changes: &mut dyn FnMut() -> Update,
     on_summary: &mut dyn FnMut(Summary),
 ) -> anyhow::Result<()> {
-    let mut watcher = new_watcher(opts, changes, on_summary)?;
-    match ebpf::choose(opts.backend, None)? {
-        ebpf::Chosen::Ebpf(probe) => crate::watch_ebpf::watch(&mut watcher, *probe, opts),
-        ebpf::Chosen::Ptrace => run_ptrace(watcher, opts),
-    }
+    let watcher = new_watcher(opts, changes, on_summary)?;
+    Tracer::choose(opts.backend, None)?.watch(watcher, opts)
 }

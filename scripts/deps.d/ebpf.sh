@@ -2,13 +2,14 @@
 # (agent-linux/bpf/syscalls.bpf.c) is compiled by `scripts/build-bpf` with
 # Debian's clang (`-target bpf`) against libbpf's headers (libbpf-dev), and
 # bpftool writes the kernel's vmlinux.h and lists loaded programs in the
-# tests. The committed object means a plain `cargo build` (and every static
+# tests; bindgen generates the Rust side of bpf/syscalls.h. The committed object means a plain `cargo build` (and every static
 # or cross build) needs none of them; only rebuilding the object does.
 ebpf_need=()
 command -v clang >/dev/null 2>&1 || ebpf_need+=(clang)
 command -v llvm-strip >/dev/null 2>&1 || ebpf_need+=(llvm)
 dpkg -s libbpf-dev >/dev/null 2>&1 || ebpf_need+=(libbpf-dev)
 command -v bpftool >/dev/null 2>&1 || ebpf_need+=(bpftool)
+command -v bindgen >/dev/null 2>&1 || ebpf_need+=(bindgen)
 if [ ${#ebpf_need[@]} -gt 0 ]; then
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${ebpf_need[@]}"

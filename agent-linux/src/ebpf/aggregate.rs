@@ -4,24 +4,26 @@
 //! left at the end. Bytes from the kernel are still checked: a key or value
 //! that is not one is skipped and counted, never trusted.
 
-use agent_core::histogram::BUCKETS;
+use core::mem::{offset_of, size_of};
+
 use agent_core::stats::KeyStats;
 use agent_core::{Collector, FdKind, Key, PeerAddr, PeerFigures, SyscallId};
 
-use super::events::{peer_at, u64_at, PEER_LEN};
+use super::events::{peer_at, u64_at};
+use super::kernel_types::{agg, peer_key, peer_stats, trans};
 
 /// `sizeof(struct agg)` in the C program.
-pub const AGG_LEN: usize = 13 * 8 + BUCKETS * 8;
+pub const AGG_LEN: usize = size_of::<agg>();
 
 /// `sizeof(struct trans)` in the C program.
-pub const TRANS_LEN: usize = 16;
+pub const TRANS_LEN: usize = size_of::<trans>();
 
 /// `sizeof(struct peer_key)` in the C program: the peer, the syscall id,
 /// the generation.
-pub const PEER_KEY_LEN: usize = PEER_LEN + 8;
+pub const PEER_KEY_LEN: usize = size_of::<peer_key>();
 
 /// `sizeof(struct peer_stats)` in the C program.
-pub const PEER_STATS_LEN: usize = 48;
+pub const PEER_STATS_LEN: usize = size_of::<peer_stats>();
 
 /// One generation's entries as read from the kernel: per key, one value
 /// per CPU.
@@ -82,41 +84,42 @@ pub fn transition_generation(key: u64) -> u8 {
 
 /// The generation bit of a PEERS key.
 pub fn peer_generation(key: &[u8; PEER_KEY_LEN]) -> u8 {
-    key[PEER_LEN + 2] & 1
+    key[offset_of!(peer_key, gen)] & 1
 }
 
 /// The run's slot in a PEERS key (`gen` is `slot << 1 | generation`).
 pub fn peer_slot(key: &[u8; PEER_KEY_LEN]) -> u8 {
-    (key[PEER_LEN + 2] >> 1) & 0x3f
+    (key[offset_of!(peer_key, gen)] >> 1) & 0x3f
 }
 
 /// One CPU's `struct agg` as agent-core's statistics; failure times (the
 /// kernel's are monotonic) made relative to `start_ns`.
 fn cpu_stats(b: &[u8; AGG_LEN], start_ns: u64) -> KeyStats {
-    let at = |i: usize| u64_at(b, 8 * i);
-    let count = at(0);
-    let errors = at(1);
+    let at = |offset: usize| u64_at(b, offset);
+    let count = at(offset_of!(agg, count));
+    let errors = at(offset_of!(agg, errors));
     let mut s = KeyStats::EMPTY;
     if count == 0 {
         return s;
     }
     s.count = count;
     s.errors = errors;
-    s.total_ns = at(2);
-    s.sum_sq_ns = (at(4) as u128) << 64 | at(3) as u128;
-    s.min_ns = at(5);
-    s.max_ns = at(6);
-    s.consecutive = at(7);
-    s.consecutive_gap_ns = at(8);
-    s.result_sum = at(9) as i64 as i128;
-    s.param_sum = at(10) as u128;
+    s.total_ns = at(offset_of!(agg, total_ns));
+    s.sum_sq_ns =
+        (at(offset_of!(agg, sum_sq_hi)) as u128) << 64 | at(offset_of!(agg, sum_sq_lo)) as u128;
+    s.min_ns = at(offset_of!(agg, min_ns));
+    s.max_ns = at(offset_of!(agg, max_ns));
+    s.consecutive = at(offset_of!(agg, consecutive));
+    s.consecutive_gap_ns = at(offset_of!(agg, consecutive_gap_ns));
+    s.result_sum = at(offset_of!(agg, result_sum)) as i64 as i128;
+    s.param_sum = at(offset_of!(agg, param_sum)) as u128;
     s.has_param = true;
     if errors > 0 {
-        s.first_failure_ns = at(11).saturating_sub(start_ns);
-        s.last_failure_ns = at(12).saturating_sub(start_ns);
+        s.first_failure_ns = at(offset_of!(agg, first_failure_ns)).saturating_sub(start_ns);
+        s.last_failure_ns = at(offset_of!(agg, last_failure_ns)).saturating_sub(start_ns);
     }
     for (i, c) in s.histogram.counts.iter_mut().enumerate() {
-        *c = at(13 + i);
+        *c = at(offset_of!(agg, histogram) + 8 * i);
     }
     s
 }
@@ -156,8 +159,8 @@ pub fn merge(generation: &Generation, collector: &mut Collector) -> (u64, u64) {
         };
         let (mut count, mut gap) = (0u64, 0u64);
         for v in per_cpu {
-            count = count.saturating_add(u64_at(v, 0));
-            gap = gap.saturating_add(u64_at(v, 8));
+            count = count.saturating_add(u64_at(v, offset_of!(trans, count)));
+            gap = gap.saturating_add(u64_at(v, offset_of!(trans, gap_sum_ns)));
         }
         collector.merge_transition(from.id, to.id, count, gap);
     }
@@ -180,8 +183,10 @@ fn merge_peers(
     let mut bad = 0;
     let mut peers: Vec<(PeerAddr, PeerFigures, Option<LastPeerCall>)> = Vec::new();
     for (raw, per_cpu) in entries {
-        let id = u16::from_ne_bytes([raw[PEER_LEN], raw[PEER_LEN + 1]]);
-        let (Some(addr), Some(key)) = (peer_at(raw, 0), key_of(id as u64, 0)) else {
+        let id_at = offset_of!(peer_key, id);
+        let id = u16::from_ne_bytes([raw[id_at], raw[id_at + 1]]);
+        let peer = peer_at(raw, offset_of!(peer_key, peer));
+        let (Some(addr), Some(key)) = (peer, key_of(id as u64, 0)) else {
             bad += 1;
             continue;
         };
@@ -194,18 +199,25 @@ fn merge_peers(
         };
         let (_, figures, last) = &mut peers[i];
         for v in per_cpu {
-            let at = |i: usize| u64_at(v, 8 * i);
-            let calls = at(0);
+            let at = |offset: usize| u64_at(v, offset);
+            let calls = at(offset_of!(peer_stats, calls));
             if calls == 0 {
                 continue;
             }
             figures.calls = figures.calls.saturating_add(calls);
-            figures.errors = figures.errors.saturating_add(at(1));
-            figures.total_ns = figures.total_ns.saturating_add(at(2));
+            figures.errors = figures
+                .errors
+                .saturating_add(at(offset_of!(peer_stats, errors)));
+            figures.total_ns = figures
+                .total_ns
+                .saturating_add(at(offset_of!(peer_stats, total_ns)));
             if key.id.is_read_write_family() {
-                figures.bytes = figures.bytes.saturating_add(at(3));
+                figures.bytes = figures
+                    .bytes
+                    .saturating_add(at(offset_of!(peer_stats, ok_result_sum)));
             }
-            let (end, result) = (at(4), at(5) as i64);
+            let end = at(offset_of!(peer_stats, last_exit_ns));
+            let result = at(offset_of!(peer_stats, last_ret)) as i64;
             if last.is_none_or(|(_, _, e)| end >= e) {
                 *last = Some((key.id, result, end));
             }
@@ -437,7 +449,8 @@ mod peer_tests {
         }
         k[16..18].copy_from_slice(&port.to_ne_bytes());
         k[19] = FdKind::Tcp as u8;
-        k[PEER_LEN..PEER_LEN + 2].copy_from_slice(&id.0.to_ne_bytes());
+        let id_at = offset_of!(peer_key, id);
+        k[id_at..id_at + 2].copy_from_slice(&id.0.to_ne_bytes());
         k
     }
 

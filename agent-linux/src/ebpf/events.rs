@@ -5,23 +5,22 @@
 //! Bytes from the kernel are still checked: a record of the wrong size or
 //! kind is refused, never trusted.
 
+use core::mem::{offset_of, size_of};
+
 use agent_core::{FdKind, PeerAddr, PeerIp, SyscallId};
 
+use super::kernel_types::{event, peer, thread, KIND_CROSSED, KIND_EXIT, KIND_FORK};
 use crate::fd::sockaddr::remote_end;
 
 /// `sizeof(struct event)` in the C program.
-pub const RECORD_LEN: usize = 64;
+pub const RECORD_LEN: usize = size_of::<event>();
 
 /// `sizeof(struct peer)` in the C program.
-pub const PEER_LEN: usize = 24;
+pub const PEER_LEN: usize = size_of::<peer>();
 
 /// `AF_INET`, `AF_INET6` in `struct peer`'s family.
-const AF_INET: u8 = 2;
-const AF_INET6: u8 = 10;
-
-const KIND_FORK: u32 = 1;
-const KIND_EXIT: u32 = 2;
-const KIND_CROSSED: u32 = 3;
+const AF_INET: u8 = libc::AF_INET as u8;
+const AF_INET6: u8 = libc::AF_INET6 as u8;
 
 /// One ring-buffer record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,18 +93,19 @@ pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
 /// given as IPv4).
 pub fn peer_at(b: &[u8], at: usize) -> Option<PeerAddr> {
     let p = b.get(at..at + PEER_LEN)?;
-    let transport = match FdKind::from_u8(p[19])? {
+    let transport = match FdKind::from_u8(p[offset_of!(peer, transport)])? {
         t @ (FdKind::Tcp | FdKind::Udp) => t,
         _ => return None,
     };
     let mut addr = [0u8; 16];
-    addr.copy_from_slice(&p[..16]);
-    let ip = match p[18] {
+    let addr_at = offset_of!(peer, addr);
+    addr.copy_from_slice(&p[addr_at..addr_at + 16]);
+    let ip = match p[offset_of!(peer, family)] {
         AF_INET => PeerIp::V4([addr[0], addr[1], addr[2], addr[3]]),
         AF_INET6 => PeerIp::V6(addr),
         _ => return None,
     };
-    remote_end(transport, ip, u16_at(p, 16))
+    remote_end(transport, ip, u16_at(p, offset_of!(peer, port)))
 }
 
 /// A syscall id from the kernel: one of this build's or a carried unknown
@@ -121,13 +121,13 @@ impl Record {
         if b.len() < RECORD_LEN {
             return None;
         }
-        let kind = u32_at(b, 0);
-        let tid = u32_at(b, 4);
-        let tgid = u32_at(b, 8);
-        let nr = u32_at(b, 12);
-        let at_ns = u64_at(b, 16);
-        let flag = b[33] != 0;
-        let slot = b[34];
+        let kind = u32_at(b, offset_of!(event, kind));
+        let tid = u32_at(b, offset_of!(event, tid));
+        let tgid = u32_at(b, offset_of!(event, tgid));
+        let nr = u32_at(b, offset_of!(event, nr));
+        let at_ns = u64_at(b, offset_of!(event, at_ns));
+        let flag = b[offset_of!(event, flag)] != 0;
+        let slot = b[offset_of!(event, slot)];
         match kind {
             KIND_FORK => Some(Record::Fork {
                 tid,
@@ -148,11 +148,11 @@ impl Record {
                 tid,
                 call: Pending {
                     id: syscall_id(nr)?,
-                    fd_kind: FdKind::from_u8(b[32])?,
-                    peer: peer_at(b, 40),
+                    fd_kind: FdKind::from_u8(b[offset_of!(event, fd_kind)])?,
+                    peer: peer_at(b, offset_of!(event, peer)),
                     entry_ns: at_ns,
                 },
-                cut_ns: u64_at(b, 24),
+                cut_ns: u64_at(b, offset_of!(event, cut_ns)),
                 slot,
             }),
             _ => None,
@@ -161,7 +161,7 @@ impl Record {
 }
 
 /// `sizeof(struct thread)` in the C program: a value of its THREADS map.
-pub const THREAD_LEN: usize = 56;
+pub const THREAD_LEN: usize = size_of::<thread>();
 
 /// A call the program saw enter and not yet leave.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,7 +179,7 @@ pub struct Pending {
 
 /// The run's slot in one THREADS value (`struct thread`'s `slot`).
 pub fn thread_slot(b: &[u8]) -> Option<u8> {
-    (b.len() >= THREAD_LEN).then(|| b[30])
+    (b.len() >= THREAD_LEN).then(|| b[offset_of!(thread, slot)])
 }
 
 impl Pending {
@@ -189,15 +189,15 @@ impl Pending {
         if b.len() < THREAD_LEN {
             return None;
         }
-        let entry_ns = u64_at(b, 0);
+        let entry_ns = u64_at(b, offset_of!(thread, entry_ns));
         if entry_ns == 0 {
             return None;
         }
         Some(Pending {
             entry_ns,
-            id: syscall_id(u16_at(b, 24) as u32)?,
-            fd_kind: FdKind::from_u8(b[28])?,
-            peer: peer_at(b, 32),
+            id: syscall_id(u16_at(b, offset_of!(thread, id)) as u32)?,
+            fd_kind: FdKind::from_u8(b[offset_of!(thread, fd_kind)])?,
+            peer: peer_at(b, offset_of!(thread, peer)),
         })
     }
 }
@@ -208,25 +208,28 @@ mod tests {
 
     fn record(kind: u32, flag: u8, fd_kind: u8) -> [u8; RECORD_LEN] {
         let mut b = [0u8; RECORD_LEN];
-        b[0..4].copy_from_slice(&kind.to_ne_bytes());
-        b[4..8].copy_from_slice(&42u32.to_ne_bytes());
-        b[8..12].copy_from_slice(&40u32.to_ne_bytes());
-        b[12..16].copy_from_slice(&3u32.to_ne_bytes());
-        b[16..24].copy_from_slice(&250u64.to_ne_bytes());
-        b[24..32].copy_from_slice(&300u64.to_ne_bytes());
-        b[32] = fd_kind;
-        b[33] = flag;
-        b[34] = 9;
+        let mut put = |at: usize, bytes: &[u8]| b[at..at + bytes.len()].copy_from_slice(bytes);
+        put(offset_of!(event, kind), &kind.to_ne_bytes());
+        put(offset_of!(event, tid), &42u32.to_ne_bytes());
+        put(offset_of!(event, tgid), &40u32.to_ne_bytes());
+        put(offset_of!(event, nr), &3u32.to_ne_bytes());
+        put(offset_of!(event, at_ns), &250u64.to_ne_bytes());
+        put(offset_of!(event, cut_ns), &300u64.to_ne_bytes());
+        put(offset_of!(event, fd_kind), &[fd_kind]);
+        put(offset_of!(event, flag), &[flag]);
+        put(offset_of!(event, slot), &[9]);
         b
     }
 
     /// A `struct peer`.
     fn peer_bytes(addr: &[u8], port: u16, family: u8, transport: u8) -> [u8; PEER_LEN] {
         let mut b = [0u8; PEER_LEN];
-        b[..addr.len()].copy_from_slice(addr);
-        b[16..18].copy_from_slice(&port.to_ne_bytes());
-        b[18] = family;
-        b[19] = transport;
+        let at = offset_of!(peer, addr);
+        b[at..at + addr.len()].copy_from_slice(addr);
+        let at = offset_of!(peer, port);
+        b[at..at + 2].copy_from_slice(&port.to_ne_bytes());
+        b[offset_of!(peer, family)] = family;
+        b[offset_of!(peer, transport)] = transport;
         b
     }
 
@@ -347,10 +350,12 @@ mod tests {
     #[test]
     fn a_thread_entry_reads_back_its_call_in_flight() {
         let mut b = [0u8; THREAD_LEN];
-        b[0..8].copy_from_slice(&1234u64.to_ne_bytes());
-        b[24..26].copy_from_slice(&7u16.to_ne_bytes());
-        b[28] = 5;
-        b[30] = 4;
+        let (entry, id) = (offset_of!(thread, entry_ns), offset_of!(thread, id));
+        let (fd_kind, peer_at_) = (offset_of!(thread, fd_kind), offset_of!(thread, peer));
+        b[entry..entry + 8].copy_from_slice(&1234u64.to_ne_bytes());
+        b[id..id + 2].copy_from_slice(&7u16.to_ne_bytes());
+        b[fd_kind] = 5;
+        b[offset_of!(thread, slot)] = 4;
         assert_eq!(thread_slot(&b), Some(4));
         assert_eq!(
             Pending::parse(&b),
@@ -361,7 +366,12 @@ mod tests {
                 entry_ns: 1234
             })
         );
-        b[32..56].copy_from_slice(&peer_bytes(&[10, 0, 0, 9], 80, AF_INET, 5));
+        b[peer_at_..peer_at_ + PEER_LEN].copy_from_slice(&peer_bytes(
+            &[10, 0, 0, 9],
+            80,
+            AF_INET,
+            5,
+        ));
         assert_eq!(
             Pending::parse(&b).and_then(|p| p.peer),
             Some(PeerAddr {
@@ -370,11 +380,11 @@ mod tests {
                 port: 80
             })
         );
-        b[28] = 8;
+        b[fd_kind] = 8;
         assert_eq!(Pending::parse(&b), None, "unknown fd kind");
         assert_eq!(Pending::parse(&b[..THREAD_LEN - 1]), None, "short");
-        b[28] = 0;
-        b[0..8].copy_from_slice(&0u64.to_ne_bytes());
+        b[fd_kind] = 0;
+        b[entry..entry + 8].copy_from_slice(&0u64.to_ne_bytes());
         assert_eq!(Pending::parse(&b), None, "between calls");
     }
 }

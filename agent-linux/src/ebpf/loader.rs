@@ -32,13 +32,12 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/syscalls.bpf.o");
 /// deadlock (`PREALLOC_MAPS` in the C source).
 static OBJECT_PREALLOC: &[u8] = aya::include_bytes_aligned!("../../bpf/syscalls-prealloc.bpf.o");
 
-/// Syscall numbers below this have a SYSINFO entry (`MAX_NR` in the C
-/// program).
-const MAX_NR: u32 = 1024;
+/// Syscall numbers below this have a SYSINFO entry.
+const MAX_NR: u32 = super::kernel_types::MAX_NR;
 
 /// `struct sysinfo` in the C program: the id's two bytes (native order),
 /// then 1 + the fd argument's index and 1 + the size argument's (0: none).
-type SysInfo = [u8; 4];
+type SysInfo = [u8; core::mem::size_of::<super::kernel_types::sysinfo>()];
 
 /// The raw tracepoints and the programs attached to them.
 const ATTACH: [(&str, &str); 5] = [
@@ -53,16 +52,16 @@ const ATTACH: [(&str, &str); 5] = [
 /// argument registers in `struct pt_regs` (native ABI, then compat ABI).
 #[cfg(target_arch = "x86_64")]
 mod host {
-    /// `thread_info.status & TS_COMPAT` (`COMPAT_X86_TS_COMPAT`).
-    pub const COMPAT_PROBE: u32 = 1;
+    /// `thread_info.status & TS_COMPAT`.
+    pub const COMPAT_PROBE: u32 = crate::ebpf::kernel_types::COMPAT_X86_TS_COMPAT;
     /// x86_64: rdi rsi rdx r10 r8 r9; i386: ebx ecx edx esi edi ebp.
     pub const ARG_OFF: [u32; 12] = [112, 104, 96, 56, 72, 64, 40, 88, 96, 104, 112, 32];
 }
 
 #[cfg(target_arch = "aarch64")]
 mod host {
-    /// `thread_info.flags` bit `TIF_32BIT` (`COMPAT_ARM64_TIF_32BIT`).
-    pub const COMPAT_PROBE: u32 = 2;
+    /// `thread_info.flags` bit `TIF_32BIT`.
+    pub const COMPAT_PROBE: u32 = crate::ebpf::kernel_types::COMPAT_ARM64_TIF_32BIT;
     /// `regs[0..6]` for both ABIs (AArch32 r0-r5 are x0-x5).
     pub const ARG_OFF: [u32; 12] = [0, 8, 16, 24, 32, 40, 0, 8, 16, 24, 32, 40];
 }
