@@ -2,10 +2,10 @@
 //! and what drives them.
 //!
 //! - [`tracer`]: the one seam: a [`Tracer`] (ptrace or eBPF) is chosen once
-//!   and starts a command ([`Traced`]) or attaches to a process;
-//!   [`trace_command`] and [`attach`] are ptrace's own entry points;
-//!   [`watch`] traces every process whose command line matches, those
-//!   already running and those that start later, on either backend.
+//!   and starts a command ([`Traced`]), attaches to a process, or runs
+//!   [`watch`]'s loop, which traces every process whose command line
+//!   matches, those already running and those that start later;
+//!   [`trace_command`] and [`attach`] are ptrace's own entry points.
 //! - [`device_id`] keeps the random id every summary names its device by.
 //! - The engine ([`engine`]) follows forks, clones and execs, passes signals
 //!   through, handles group-stops with PTRACE_LISTEN, and detaches on
