@@ -1,7 +1,7 @@
 //! Edge Agent on Linux: the backends behind `edge-agent` (ptrace and eBPF)
 //! and what drives them.
 //!
-//! - [`tracer`]: the one seam: a [`Tracer`] (ptrace or eBPF) is chosen once
+//! - `tracer`: the one seam: a [`Tracer`] (ptrace or eBPF) is chosen once
 //!   and starts a command ([`Traced`]), attaches to a process, or runs
 //!   [`watch`]'s loop, which traces every process whose command line
 //!   matches, those already running and those that start later;
@@ -10,32 +10,34 @@
 //! - The engine ([`engine`]) follows forks, clones and execs, passes signals
 //!   through, handles group-stops with PTRACE_LISTEN, and detaches on
 //!   request: the traced program is never harmed. It takes typed stops
-//!   ([`stop`]) from a [`backend`]: ptrace. Where BPF programs load, the
+//!   (`stop`) from a `backend`: ptrace. Where BPF programs load, the
 //!   [`ebpf`] backend feeds the same statistics without stopping anyone.
 //! - Syscall details come from PTRACE_GET_SYSCALL_INFO, or on older kernels
 //!   from the registers, decoded per architecture in [`arch`].
 //! - `unsafe` lives only in [`sys`], the thin system-call layer.
 
+// Public: every layout is built (and unit-tested) on every host, not only
+// the one it runs on.
 pub mod arch;
-pub mod backend;
-pub mod coverage;
+mod backend;
+mod coverage;
 pub mod device_id;
 pub mod directives;
 pub mod ebpf;
 pub mod engine;
-pub mod execs;
+mod execs;
 pub mod facts;
-pub mod fd;
-pub mod light;
-pub mod procevents;
+mod fd;
+mod light;
+mod procevents;
 pub mod relay;
-pub mod seccomp;
+mod seccomp;
 pub mod shim;
-pub mod shim_folder;
+mod shim_folder;
 pub mod signals;
 #[cfg(feature = "upload")]
 pub mod steering;
-pub mod stop;
+mod stop;
 pub mod store_queue;
 // The one module of this crate that may use `unsafe` (workspace lint
 // `unsafe_code = "deny"`): thin, safe wrappers of the system calls. The
@@ -43,13 +45,13 @@ pub mod store_queue;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod trace;
-pub mod tracee_file;
-pub mod tracer;
+mod tracee_file;
+mod tracer;
 pub mod wait;
-pub mod watch;
+mod watch;
 mod watch_ebpf;
 mod watch_shed;
-pub mod watching;
+mod watching;
 
 pub use facts::PlatformFacts;
 pub use trace::{attach, trace_command, AttachOptions, Started, TraceOptions, TraceOutcome};

@@ -78,6 +78,7 @@ pub fn build(abis: &[Arch], ids: &[SyscallId]) -> Option<Vec<SockFilter>> {
 
 /// Runs `prog` on (arch, nr) the way the kernel would (only the
 /// instructions [`build`] emits). For tests.
+#[cfg(test)]
 pub fn simulate(prog: &[SockFilter], audit_arch: u32, nr: u32) -> Option<u32> {
     let mut pc = 0usize;
     let mut acc = 0u32;

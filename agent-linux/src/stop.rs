@@ -50,6 +50,7 @@ pub enum Stop {
     /// A signal is about to be delivered; resuming with it delivers it.
     SignalDelivery(Stopped, i32),
     /// A job-control stop (SIGSTOP, SIGTSTP, ...) of a seized tracee.
+    #[allow(clippy::enum_variant_names)] // "group-stop" is ptrace(2)'s name
     GroupStop(Stopped, i32),
     /// A ptrace event.
     Event(Stopped, Event),

@@ -246,11 +246,6 @@ fn parse_stat_cpu(stat: &str, ns_per_tick: u64) -> Option<CpuTime> {
     })
 }
 
-/// The thread-group id of `tid`, from /proc/TID/status.
-pub fn read_tgid(tid: Tid) -> Option<Tid> {
-    read_ids(tid).map(|(tgid, _)| tgid)
-}
-
 /// The thread-group id and parent pid of `tid`, from /proc/TID/status.
 pub fn read_ids(tid: Tid) -> Option<(Tid, Tid)> {
     sys::COUNTERS

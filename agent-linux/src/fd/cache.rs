@@ -55,6 +55,7 @@ pub fn has_peer(kind: FdKind) -> bool {
 impl FdTable {
     /// The kind of `fd` in task `tid`'s table, from the cache or `/proc`.
     /// `FdKind::None` when it is not an open fd.
+    #[cfg(test)]
     pub fn kind(&mut self, tid: Tid, fd: i64) -> FdKind {
         self.facts(tid, fd).kind
     }
@@ -204,6 +205,7 @@ impl FdTable {
     }
 
     /// Forgets everything.
+    #[cfg(test)]
     pub fn clear(&mut self) {
         self.kinds.iter_mut().for_each(|k| *k = 0);
         self.peers.clear();

@@ -28,5 +28,5 @@ pub mod resolve;
 pub mod roles;
 pub mod sockaddr;
 
-pub use cache::{has_peer, new_table, FdTable, SharedFds};
+pub use cache::{has_peer, new_table, SharedFds};
 pub use roles::{FdRole, FdRoles};

@@ -17,6 +17,7 @@ pub const S_IFIFO: u32 = 0o010000;
 /// A socket.
 pub const S_IFSOCK: u32 = 0o140000;
 /// A regular file.
+#[cfg(test)]
 pub const S_IFREG: u32 = 0o100000;
 
 /// `/proc/TID/fd/FD`, NUL-terminated, in `buf`.
@@ -268,6 +269,7 @@ pub fn parse_remote(field: &[u8], transport: FdKind, little_endian: bool) -> Opt
 
 /// Whether a `/proc/net` table lists `inode` in whitespace-separated
 /// column `column` of some line after the header.
+#[cfg(test)]
 pub fn table_lists_inode(table: impl std::io::Read, column: usize, inode: u64) -> bool {
     find_inode_line(table, column, inode, |_| ()).is_some()
 }

@@ -55,6 +55,7 @@ impl DirectedRuns {
     }
 
     /// Whether any directive may still take a run at `now_unix_ns`.
+    #[cfg(test)]
     pub fn any_open(&self, now_unix_ns: u64) -> bool {
         self.directives.iter().any(|d| self.open(d, now_unix_ns))
     }
