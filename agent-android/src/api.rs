@@ -281,8 +281,13 @@ mod tests {
         let err = upload(&["--no-such-flag".into()]).unwrap_err();
         assert!(matches!(err, Error::InvalidArgument(ref m) if m.contains("--no-such-flag")));
         // The uploader's own rules, as the command line refuses them.
-        let err = upload(&["--server".into(), "https://x".into(), "--batch".into(), "0".into()])
-            .unwrap_err();
+        let err = upload(&[
+            "--server".into(),
+            "https://x".into(),
+            "--batch".into(),
+            "0".into(),
+        ])
+        .unwrap_err();
         assert!(
             matches!(err, Error::InvalidArgument(ref m) if m.contains("must be 1 to 256")),
             "{err:?}"

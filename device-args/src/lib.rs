@@ -188,19 +188,41 @@ mod tests {
     #[test]
     fn every_option_reaches_its_typed_value() {
         let o = parse(&[
-            "--token-file", "/t", "--ca", "/ca.pem", "--pin-sha256", "a", "--pin-sha256", "b",
-            "--window", "01:00-04:00", "--spool", "/s", "--once", "--once-wait", "7",
-            "--batch", "256", "--tries", "1", "--backoff-ms", "20", "--timeout", "1",
-            "--interval", "3", "--ignore-power", "--lock-wait", "4", "--no-spread",
+            "--token-file",
+            "/t",
+            "--ca",
+            "/ca.pem",
+            "--pin-sha256",
+            "a",
+            "--pin-sha256",
+            "b",
+            "--window",
+            "01:00-04:00",
+            "--spool",
+            "/s",
+            "--once",
+            "--once-wait",
+            "7",
+            "--batch",
+            "256",
+            "--tries",
+            "1",
+            "--backoff-ms",
+            "20",
+            "--timeout",
+            "1",
+            "--interval",
+            "3",
+            "--ignore-power",
+            "--lock-wait",
+            "4",
+            "--no-spread",
         ])
         .unwrap();
         assert_eq!(o.token_file, Some(PathBuf::from("/t")));
         assert_eq!(o.ca, Some(PathBuf::from("/ca.pem")));
         assert_eq!(o.pins, ["a", "b"]);
-        assert_eq!(
-            o.schedule,
-            Schedule::Window("01:00-04:00".parse().unwrap())
-        );
+        assert_eq!(o.schedule, Schedule::Window("01:00-04:00".parse().unwrap()));
         assert_eq!(o.spool, Some(PathBuf::from("/s")));
         assert!(o.once && o.ignore_power && o.no_spread);
         assert_eq!(o.once_wait, Duration::from_secs(7));
@@ -220,11 +242,17 @@ mod tests {
         // The uploader's own rules, in its own words.
         let batch = refusal(&["--batch", "0"]);
         assert!(batch.contains("'--batch <N>'"), "{batch}");
-        assert!(batch.contains(&OptionsError::Batch(0).to_string()), "{batch}");
+        assert!(
+            batch.contains(&OptionsError::Batch(0).to_string()),
+            "{batch}"
+        );
         assert!(refusal(&["--batch", "257"]).contains("must be 1 to 256"));
         assert!(refusal(&["--batch", "x"]).contains("'--batch <N>'"));
         let tries = refusal(&["--tries", "0"]);
-        assert!(tries.contains(&OptionsError::NoTries.to_string()), "{tries}");
+        assert!(
+            tries.contains(&OptionsError::NoTries.to_string()),
+            "{tries}"
+        );
         let timeout = refusal(&["--timeout", "0"]);
         assert!(timeout.contains("at least 1 s"), "{timeout}");
         assert!(parse(&["--timeout", "1"]).is_ok());

@@ -231,11 +231,14 @@ pub fn run(options: UploadOptions) -> Result<Outcome, UploadError> {
 /// Runs an upload session with these conditions (Android passes its
 /// charging / unmetered-network check here). The options are checked
 /// first; nothing is read or sent when they are refused.
-pub fn run_with(options: UploadOptions, conditions: &dyn Conditions) -> Result<Outcome, UploadError> {
+pub fn run_with(
+    options: UploadOptions,
+    conditions: &dyn Conditions,
+) -> Result<Outcome, UploadError> {
     options.check()?;
     let client = Client::new(endpoint(&options)?).map_err(UploadError::Endpoint)?;
     if let Some(dir) = &options.spool {
-        // A folder named on the command line that does not exist is a
+        // A folder named in the options that does not exist is a
         // mistake (a typo, an unmounted disk): nothing there to send.
         if !dir.is_dir() {
             let problem = if dir.exists() {
