@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use agent_core::{Facts, Summary, SyscallId, MAX_ENCODED_LEN};
 use agent_linux::{device_id, PlatformFacts};
-use clap::Parser;
 
 use crate::device::{self, Properties};
 use crate::error::Error;
@@ -146,24 +145,17 @@ pub fn summary_json(summary: &[u8]) -> Result<String, Error> {
     stack::run(|| Ok(summary_view::to_json(&decode(summary)?).to_string()))
 }
 
-/// `edge-agent upload`'s arguments, parsed from a Java or C argument list.
-#[derive(Debug, Parser)]
-#[command(name = "upload", no_binary_name = true)]
-struct UploadCommand {
-    #[command(flatten)]
-    args: uploader::cli::UploadArgs,
-}
-
 /// Runs the uploader with `edge-agent upload`'s arguments (e.g. `--spool DIR
 /// --server URL --token-file F --now --once`) and returns its exit status.
 /// When to run it (unmetered, charging, idle) is the app's choice: see the
 /// WorkManager worker in `android/`.
 pub fn upload(args: &[String]) -> Result<i32, Error> {
-    let command = UploadCommand::try_parse_from(args)
+    // The grammar of `edge-agent upload` itself (the device-args crate).
+    let options = device_args::parse_upload(args)
         .map_err(|e| Error::InvalidArgument(e.render().to_string().trim_end().to_string()))?;
     stack::run(|| {
-        let outcome =
-            uploader::cli::run(command.args).map_err(|e| Error::Upload(format!("{e:#}")))?;
+        let outcome = uploader::session::run(options)
+            .map_err(|e| Error::Upload(format!("{:#}", anyhow::Error::from(e))))?;
         Ok(i32::from(outcome.exit_status()))
     })
 }
@@ -288,5 +280,17 @@ mod tests {
     fn upload_arguments_are_checked() {
         let err = upload(&["--no-such-flag".into()]).unwrap_err();
         assert!(matches!(err, Error::InvalidArgument(ref m) if m.contains("--no-such-flag")));
+        // The uploader's own rules, as the command line refuses them.
+        let err = upload(&[
+            "--server".into(),
+            "https://x".into(),
+            "--batch".into(),
+            "0".into(),
+        ])
+        .unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidArgument(ref m) if m.contains("must be 1 to 256")),
+            "{err:?}"
+        );
     }
 }

@@ -12,7 +12,6 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use clap::Parser;
 use fixtures::summaries::{random_id, sample_summary};
 use rustls::pki_types::CertificateDer;
 use upload_support::*;
@@ -485,9 +484,9 @@ fn daemon_keeps_sending_as_summaries_arrive() {
     let mut ids = s.device.spool(3);
     let mut argv = s.device.argv(&s.proxy.url(), &["--now", "--interval", "1"]);
     argv.retain(|a| a != "--once");
-    let cmd = UploadCmd::try_parse_from(argv).unwrap();
+    let options = upload_options(&argv);
     // The daemon never returns; the thread ends with the test process.
-    std::thread::spawn(move || uploader::cli::run_with(cmd.args, &Unconditional));
+    std::thread::spawn(move || uploader::session::run_with(options, &Unconditional));
     let wait_for = |n: usize| {
         let until = Instant::now() + Duration::from_secs(30);
         while s.service.stored_ids().len() < n {

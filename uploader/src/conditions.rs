@@ -65,7 +65,7 @@ impl Conditions for LinuxPower {
 /// The platform's own conditions, used by `edge-agent upload`: AC power on
 /// Linux; none on Android, where the app schedules the upload with
 /// WorkManager constraints (charging, unmetered network) and may pass its
-/// own [`Conditions`] to [`crate::cli::run_with`].
+/// own [`Conditions`] to [`crate::session::run_with`].
 pub fn platform() -> Box<dyn Conditions> {
     if cfg!(target_os = "android") {
         Box::new(Unconditional)

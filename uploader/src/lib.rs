@@ -8,12 +8,13 @@
 //! - [`cert_errors`]: a refused server certificate explained in one line;
 //! - [`retry`]: backoff with jitter;
 //! - [`upload`]: one pass over the spool;
-//! - [`cli`]: `edge-agent upload`.
+//! - [`session`]: an upload session (`edge-agent upload`'s options as
+//!   typed values, the `--once` run and the daemon loop).
 
 pub mod cert_errors;
-pub mod cli;
 pub mod conditions;
 pub mod retry;
+pub mod session;
 pub mod spool;
 pub mod tls;
 pub mod transport;

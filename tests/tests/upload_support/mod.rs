@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use clap::Parser;
 use fixtures::summaries::{random_id, sample_summary};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -459,10 +458,11 @@ pub fn forward(backend: SocketAddr, head: &str, body: &[u8]) -> io::Result<Vec<u
 
 // --------------------------------------------------------------- uploader
 
-#[derive(Parser, Debug)]
-pub struct UploadCmd {
-    #[command(flatten)]
-    pub args: uploader::cli::UploadArgs,
+/// The session options of `argv` (`upload --server ...`), read by the
+/// grammar of `edge-agent upload` (device-args) as the binary reads them.
+pub fn upload_options(argv: &[String]) -> uploader::session::UploadOptions {
+    assert_eq!(argv[0], "upload");
+    device_args::parse_upload(&argv[1..]).unwrap()
 }
 
 /// A device: a spool, a token file and the CA it trusts.
@@ -538,9 +538,8 @@ impl Device {
     }
 
     pub fn run(&self, argv: Vec<String>) -> ExitCode {
-        let cmd = UploadCmd::try_parse_from(argv).unwrap();
         ExitCode::from(
-            uploader::cli::run_with(cmd.args, &Unconditional)
+            uploader::session::run_with(upload_options(&argv), &Unconditional)
                 .unwrap()
                 .exit_status(),
         )

@@ -32,7 +32,7 @@ pub(crate) enum Command {
     Show(ShowArgs),
     /// Send spooled summaries to the service.
     #[cfg(feature = "upload")]
-    Upload(uploader::cli::UploadArgs),
+    Upload(device_args::UploadArgs),
     /// Print this device's id (made on first use), or replace it.
     DeviceId(DeviceIdArgs),
     /// Wrappers that run chosen programs under the tracer from their first

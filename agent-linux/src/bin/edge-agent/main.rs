@@ -42,10 +42,18 @@ fn dispatch(command: Command) -> anyhow::Result<ExitCode> {
         Command::Watch(a) => watch(a),
         Command::Show(a) => show(a),
         #[cfg(feature = "upload")]
-        Command::Upload(a) => uploader::cli::run(a).map(|o| ExitCode::from(o.exit_status())),
+        Command::Upload(a) => upload(a),
         Command::DeviceId(a) => show_device_id(a),
         Command::Shim(c) => shim(c),
     }
+}
+
+/// `edge-agent upload`: the session its arguments describe; the exit status
+/// says its outcome (0 done, 1 incomplete).
+#[cfg(feature = "upload")]
+fn upload(args: device_args::UploadArgs) -> anyhow::Result<ExitCode> {
+    let outcome = uploader::session::run(args.into_options()?)?;
+    Ok(ExitCode::from(outcome.exit_status()))
 }
 
 fn collect_facts(args: &FactArgs) -> anyhow::Result<Vec<(String, String)>> {
@@ -296,7 +304,7 @@ fn directive_changes(
     let Some(server) = &a.server else {
         return Ok(Box::new(agent_linux::directives::Update::default));
     };
-    let endpoint = uploader::cli::server_endpoint(
+    let endpoint = uploader::session::server_endpoint(
         server,
         a.token_file.as_deref(),
         a.ca.clone(),

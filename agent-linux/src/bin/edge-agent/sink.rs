@@ -114,7 +114,7 @@ pub(crate) fn window_path(path: &Path, index: u32) -> PathBuf {
 
 #[cfg(feature = "upload")]
 pub(crate) fn open_spool(spool: Option<PathBuf>) -> anyhow::Result<Sink> {
-    let dir = spool.unwrap_or_else(uploader::cli::default_spool_dir);
+    let dir = spool.unwrap_or_else(uploader::session::default_spool_dir);
     let s = uploader::spool::Spool::open(&dir)?;
     probe_writable(&dir)?;
     Ok(Sink::Spool(s))
