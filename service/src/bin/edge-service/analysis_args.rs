@@ -436,7 +436,7 @@ mod tests {
         assert_eq!((r.k, r.n), (MedianParams::default().k, MedianParams::default().n));
         assert!(r.db.is_some(), "the default store");
         let mut list = base.to_vec();
-        list.extend(["--errno-window", "-1"]);
+        list.extend(["--errno-window", "inf"]);
         let err = peers(&list).unwrap_err();
         assert!(err.to_string().starts_with("--errno-window must be"), "{err}");
         let mut list = base.to_vec();

@@ -509,3 +509,16 @@ pub struct DirectiveSetArgs {
     #[arg(long, value_name = "NAMES")]
     pub programs: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        // clap's own checks: names, conflicts and requirements that exist.
+        Cli::command().debug_assert();
+    }
+}
