@@ -168,8 +168,9 @@ pub enum RequestError {
 /// What a diagnosis found.
 #[derive(Debug, Clone)]
 pub enum Report {
-    /// The rules method's diagnosis.
-    Rules(Diagnosis),
+    /// The rules method's diagnosis (boxed: it is four times the size of
+    /// rpca's).
+    Rules(Box<Diagnosis>),
     /// The rpca method's diagnosis.
     Rpca(RpcaDiagnosis),
 }
@@ -246,7 +247,9 @@ impl DiagnoseRequest {
             filter: &filter,
         };
         match &self.method {
-            Method::Rules(settings) => reader.rules(settings, mapping, note).map(Report::Rules),
+            Method::Rules(settings) => reader
+                .rules(settings, mapping, note)
+                .map(|d| Report::Rules(Box::new(d))),
             Method::Rpca(settings) => reader.rpca(settings, mapping, note).map(Report::Rpca),
         }
     }
@@ -381,9 +384,9 @@ impl Reader<'_> {
         let mut from = Vec::new();
         if let Some(db) = &r.db {
             runs.extend(
-                self.store
-                    .load(db, self.filter)
-                    .with_context(|| format!("cannot read runs from store {}", self.store.name(db)))?,
+                self.store.load(db, self.filter).with_context(|| {
+                    format!("cannot read runs from store {}", self.store.name(db))
+                })?,
             );
             from.push(self.store.name(db));
         }
@@ -436,11 +439,7 @@ fn read_files(
 
 /// The whole runs among `summaries` (windows merged or left out, see
 /// [`windows::whole_runs`]), with a note of what became of the windows.
-fn whole_runs(
-    summaries: Vec<Summary>,
-    merge: bool,
-    note: &mut dyn FnMut(String),
-) -> Vec<Summary> {
+fn whole_runs(summaries: Vec<Summary>, merge: bool, note: &mut dyn FnMut(String)) -> Vec<Summary> {
     let (runs, said) = windows::whole_runs(summaries, merge);
     if let Some(said) = said {
         note(said.to_string());

@@ -51,7 +51,10 @@ impl std::str::FromStr for Time {
             return ns.parse::<u64>().map(Time::Unix).map_err(|_| bad());
         }
         if let Ok(secs) = t.parse::<u64>() {
-            return secs.checked_mul(1_000_000_000).map(Time::Unix).ok_or_else(bad);
+            return secs
+                .checked_mul(1_000_000_000)
+                .map(Time::Unix)
+                .ok_or_else(bad);
         }
         // A bare number was Unix seconds above; here a unit is required.
         let ago = agent_core::duration::parse(t, agent_core::duration::Bare::Refused)

@@ -469,8 +469,18 @@ fn bad_files_stop_the_diagnosis_unless_skipped() {
         .run(&FakeStore(vec![]), &mut |n| notes.push(n))
         .unwrap();
     assert_eq!(notes.len(), 4, "each bad file, then the count: {notes:?}");
-    assert!(notes[0].starts_with("skipped ") && notes[0].ends_with("a-empty.summary: empty file (0 bytes): not a summary"), "{notes:?}");
-    assert_eq!(notes[3], format!("skipped 3 file(s) that are not summaries; {} read", tcp_memory_runs().len()));
+    assert!(
+        notes[0].starts_with("skipped ")
+            && notes[0].ends_with("a-empty.summary: empty file (0 bytes): not a summary"),
+        "{notes:?}"
+    );
+    assert_eq!(
+        notes[3],
+        format!(
+            "skipped 3 file(s) that are not summaries; {} read",
+            tcp_memory_runs().len()
+        )
+    );
 }
 
 #[test]

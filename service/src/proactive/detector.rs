@@ -267,15 +267,60 @@ mod tests {
         let ok = Thresholds::default();
         assert_eq!(ok.check(), Ok(()));
         let cases = [
-            (Thresholds { every: Duration::ZERO, ..ok.clone() }, ThresholdsError::NoTime),
-            (Thresholds { wait: Duration::ZERO, ..ok.clone() }, ThresholdsError::NoTime),
-            (Thresholds { min_runs: 0, ..ok.clone() }, ThresholdsError::NoCount),
-            (Thresholds { stable_ticks: 0, ..ok.clone() }, ThresholdsError::NoCount),
-            (Thresholds { min_ratio: 0.5, ..ok.clone() }, ThresholdsError::Ratio),
-            (Thresholds { min_ratio: f64::NAN, ..ok.clone() }, ThresholdsError::Ratio),
-            (Thresholds { runs: 0, ..ok.clone() }, ThresholdsError::Runs),
             (
-                Thresholds { runs: crate::proactive::directives::MAX_RUNS + 1, ..ok.clone() },
+                Thresholds {
+                    every: Duration::ZERO,
+                    ..ok.clone()
+                },
+                ThresholdsError::NoTime,
+            ),
+            (
+                Thresholds {
+                    wait: Duration::ZERO,
+                    ..ok.clone()
+                },
+                ThresholdsError::NoTime,
+            ),
+            (
+                Thresholds {
+                    min_runs: 0,
+                    ..ok.clone()
+                },
+                ThresholdsError::NoCount,
+            ),
+            (
+                Thresholds {
+                    stable_ticks: 0,
+                    ..ok.clone()
+                },
+                ThresholdsError::NoCount,
+            ),
+            (
+                Thresholds {
+                    min_ratio: 0.5,
+                    ..ok.clone()
+                },
+                ThresholdsError::Ratio,
+            ),
+            (
+                Thresholds {
+                    min_ratio: f64::NAN,
+                    ..ok.clone()
+                },
+                ThresholdsError::Ratio,
+            ),
+            (
+                Thresholds {
+                    runs: 0,
+                    ..ok.clone()
+                },
+                ThresholdsError::Runs,
+            ),
+            (
+                Thresholds {
+                    runs: crate::proactive::directives::MAX_RUNS + 1,
+                    ..ok.clone()
+                },
                 ThresholdsError::Runs,
             ),
         ];

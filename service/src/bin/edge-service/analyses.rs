@@ -25,7 +25,10 @@ pub fn peers(args: &PeersArgs) -> anyhow::Result<ExitCode> {
     use diagnose::peers::report;
     let request = args.request()?;
     let diagnosis = request.run(&StoreSource, &mut |note| eprintln!("peers: {note}"))?;
-    let html = args.html.as_deref().map(|path| (path, report::html(&diagnosis)));
+    let html = args
+        .html
+        .as_deref()
+        .map(|path| (path, report::html(&diagnosis)));
     print(
         &report::text(&diagnosis),
         &report::json(&diagnosis),

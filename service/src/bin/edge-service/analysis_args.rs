@@ -9,7 +9,9 @@ use anyhow::Context;
 use diagnose::label::ClusterBy;
 use diagnose::peers::median::MedianParams;
 use diagnose::peers::request::{self as peers_request, PeersRequest};
-use diagnose::request::{self as diagnose_request, DiagnoseRequest, Labels, RpcaSettings, RulesSettings};
+use diagnose::request::{
+    self as diagnose_request, DiagnoseRequest, Labels, RpcaSettings, RulesSettings,
+};
 use diagnose::time::{RangeTimes, Time};
 
 /// How `edge-service diagnose` diagnoses.
@@ -236,7 +238,6 @@ pub struct PeersArgs {
     pub html: Option<PathBuf>,
 }
 
-
 /// The store used when none is named and no files are given.
 fn default_db() -> PathBuf {
     std::env::var_os("EDGE_SERVICE_DB")
@@ -321,8 +322,16 @@ impl DiagnoseArgs {
             },
             group: self.group.clone(),
             program: self.program.clone(),
-            since: self.since.as_deref().map(|t| time(t, "--since")).transpose()?,
-            until: self.until.as_deref().map(|t| time(t, "--until")).transpose()?,
+            since: self
+                .since
+                .as_deref()
+                .map(|t| time(t, "--since"))
+                .transpose()?,
+            until: self
+                .until
+                .as_deref()
+                .map(|t| time(t, "--until"))
+                .transpose()?,
             labels,
             include_late: self.include_late,
             map: self.map.clone(),
@@ -340,7 +349,11 @@ impl PeersArgs {
             train_since: time(&self.train_since, "--train-since")?,
             train_until: time(&self.train_until, "--train-until")?,
             since: time(&self.since, "--since")?,
-            until: self.until.as_deref().map(|t| time(t, "--until")).transpose()?,
+            until: self
+                .until
+                .as_deref()
+                .map(|t| time(t, "--until"))
+                .transpose()?,
         };
         Ok(PeersRequest {
             inputs: self.inputs.clone(),
@@ -392,7 +405,15 @@ mod tests {
     #[test]
     fn diagnose_options_become_the_request() {
         let r = diagnose(&[
-            "--db", "/x.db", "--cluster", "outcome", "--include-late", "--since", "1", "--top", "2",
+            "--db",
+            "/x.db",
+            "--cluster",
+            "outcome",
+            "--include-late",
+            "--since",
+            "1",
+            "--top",
+            "2",
         ])
         .unwrap();
         assert_eq!(r.db, Some(PathBuf::from("/x.db")));
@@ -417,7 +438,10 @@ mod tests {
         // Neither files nor --db: the default store.
         assert!(diagnose(&[]).unwrap().db.is_some());
         let err = diagnose(&["--since", "yesterday"]).unwrap_err();
-        assert!(format!("{err:#}").starts_with("--since: time \"yesterday\""), "{err:#}");
+        assert!(
+            format!("{err:#}").starts_with("--since: time \"yesterday\""),
+            "{err:#}"
+        );
         // What clap refuses before any request is made.
         assert!(diagnose(&["--method", "pca"]).is_err());
         assert!(diagnose(&["--good", "g"]).is_err());
@@ -427,18 +451,33 @@ mod tests {
 
     #[test]
     fn peers_options_become_the_request() {
-        let base = ["--group", "g", "--train-since", "10", "--train-until", "20", "--since", "20"];
+        let base = [
+            "--group",
+            "g",
+            "--train-since",
+            "10",
+            "--train-until",
+            "20",
+            "--since",
+            "20",
+        ];
         let r = peers(&base).unwrap();
         assert_eq!(r.times.train_since, Time::Unix(10_000_000_000));
         assert_eq!(r.times.until, None);
         assert_eq!(r.errno_window, std::time::Duration::from_millis(1500));
         assert_eq!(r.hang_after, std::time::Duration::from_secs(30));
-        assert_eq!((r.k, r.n), (MedianParams::default().k, MedianParams::default().n));
+        assert_eq!(
+            (r.k, r.n),
+            (MedianParams::default().k, MedianParams::default().n)
+        );
         assert!(r.db.is_some(), "the default store");
         let mut list = base.to_vec();
         list.extend(["--errno-window", "inf"]);
         let err = peers(&list).unwrap_err();
-        assert!(err.to_string().starts_with("--errno-window must be"), "{err}");
+        assert!(
+            err.to_string().starts_with("--errno-window must be"),
+            "{err}"
+        );
         let mut list = base.to_vec();
         list.extend(["--until", "soon"]);
         let err = peers(&list).unwrap_err();

@@ -55,19 +55,23 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Peers(args) => analyses::peers(&args),
         Command::Tls(t) => {
             match t {
-                TlsCommand::Init(a) => service::tls_admin::init(&service::tls_admin::InitOptions {
-                    dir: a.dir,
-                    names: a.name,
-                    days: a.days,
-                    force: a.force,
-                })?,
-                TlsCommand::Renew(a) => service::tls_admin::renew(&service::tls_admin::RenewOptions {
-                    dir: a.dir,
-                    names: a.name,
-                    days: a.days,
-                    ca_key: a.ca_key,
-                    new_key: a.new_key,
-                })?,
+                TlsCommand::Init(a) => {
+                    service::tls_admin::init(&service::tls_admin::InitOptions {
+                        dir: a.dir,
+                        names: a.name,
+                        days: a.days,
+                        force: a.force,
+                    })?
+                }
+                TlsCommand::Renew(a) => {
+                    service::tls_admin::renew(&service::tls_admin::RenewOptions {
+                        dir: a.dir,
+                        names: a.name,
+                        days: a.days,
+                        ca_key: a.ca_key,
+                        new_key: a.new_key,
+                    })?
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
