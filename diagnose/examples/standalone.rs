@@ -1,20 +1,14 @@
 //! `diagnose` without the service binary, for development:
-//! `cargo run -p diagnose --example standalone -- diagnose DIR...`. The real
-//! command is `edge-service diagnose`.
+//! `cargo run -p diagnose --example standalone -- diagnose [--json] DIR...`
+//! (summary files and folders; labels by clustering durations, the rules
+//! method). The real command, with every option, is `edge-service diagnose`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use agent_core::Summary;
-use clap::Parser;
-use diagnose::cli::DiagnoseArgs;
 use diagnose::input::{RunFilter, SummarySource};
-
-#[derive(Parser, Debug)]
-enum Command {
-    /// Diagnose summary files (no store).
-    Diagnose(DiagnoseArgs),
-}
+use diagnose::request::DiagnoseRequest;
 
 /// No store here: only files.
 struct NoStore;
@@ -28,12 +22,41 @@ impl SummarySource for NoStore {
     }
 }
 
+const USAGE: &str = "usage: standalone diagnose [--json] DIR...";
+
 fn main() -> ExitCode {
-    let result = match Command::parse() {
-        Command::Diagnose(args) => diagnose::cli::run(args, &NoStore),
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_none_or(|a| a != "diagnose") {
+        eprintln!("{USAGE}");
+        return ExitCode::FAILURE;
+    }
+    let (mut json, mut inputs) = (false, Vec::new());
+    for a in args {
+        match a.to_str() {
+            Some("--json") => json = true,
+            Some(flag) if flag.starts_with('-') => {
+                eprintln!("unknown option {flag}\n{USAGE}");
+                return ExitCode::FAILURE;
+            }
+            _ => inputs.push(PathBuf::from(a)),
+        }
+    }
+    let request = DiagnoseRequest {
+        inputs,
+        ..DiagnoseRequest::default()
     };
-    result.unwrap_or_else(|e| {
-        eprintln!("error: {e:#}");
-        ExitCode::FAILURE
-    })
+    match request.run(&NoStore, &mut |note| eprintln!("diagnose: {note}")) {
+        Ok(report) if json => {
+            println!("{:#}", report.json());
+            ExitCode::SUCCESS
+        }
+        Ok(report) => {
+            print!("{}", report.text());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }

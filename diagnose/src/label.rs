@@ -7,7 +7,7 @@ use anyhow::bail;
 use crate::selection::LeftOut;
 
 /// What performance runs are clustered on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClusterBy {
     /// Run duration (shorter is better).
     Duration,

@@ -10,12 +10,13 @@
 //! run made ([`intersection`]), and decision trees ([`tree`]) are built and
 //! read as rules ([`rules`]) again and again, each time without the previous
 //! root attribute. [`analysis`] runs these steps; [`report`] prints the
-//! result as text, JSON or HTML; [`cli`] is `edge-service diagnose`. (The
-//! demo that drives it end to end lives in the `lab` crate.)
+//! result as text, JSON or HTML; [`request`] is one diagnosis asked for
+//! (what `edge-service diagnose` runs: no command line here, the binary
+//! turns its arguments into a request). (The demo that drives it end to end
+//! lives in the `lab` crate.)
 
 pub mod analysis;
 pub mod attributes;
-pub mod cli;
 pub mod dataset;
 pub mod fmt;
 pub mod input;
@@ -24,6 +25,7 @@ pub mod label;
 pub mod mapping;
 pub mod peers;
 pub mod report;
+pub mod request;
 pub mod rpca;
 pub mod rules;
 pub mod selection;

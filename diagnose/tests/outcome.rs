@@ -4,16 +4,13 @@
 
 mod common;
 
-use std::process::ExitCode;
-
 use agent_core::{Arch, Coverage, Exit, FdKind, IoBytes, Origin, Overflow, RunRecord, Summary};
-use clap::Parser;
 use common::{download, facts, RunBuilder};
 use diagnose::analysis::{diagnose, diagnose_runs, LabelBy, Options};
-use diagnose::cli::DiagnoseArgs;
 use diagnose::input::{RunFilter, SummarySource};
 use diagnose::label::{self, ClusterBy, Labelling};
 use diagnose::report;
+use diagnose::request::{DiagnoseRequest, Labels};
 
 fn with_exit(mut s: Summary, exit: Exit) -> Summary {
     s.run.exit = exit;
@@ -313,16 +310,14 @@ impl SummarySource for FakeStore {
     }
 }
 
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    args: DiagnoseArgs,
-}
-
-fn args(list: &[&str]) -> DiagnoseArgs {
-    Cli::try_parse_from(std::iter::once("diagnose").chain(list.iter().copied()))
-        .unwrap()
-        .args
+/// A request for the store's runs labelled by outcome.
+fn by_outcome(include_late: bool) -> DiagnoseRequest {
+    DiagnoseRequest {
+        db: Some("/x.db".into()),
+        labels: Some(Labels::Cluster(ClusterBy::Outcome)),
+        include_late,
+        ..DiagnoseRequest::default()
+    }
 }
 
 #[test]
@@ -330,16 +325,11 @@ fn command_takes_cluster_outcome_and_include_late() {
     let mut runs = good_and_bad();
     runs[2].run.exit = Exit::Code(4);
     runs[3].run.exit = Exit::Signal(15);
-    let a = args(&["--db", "/x.db", "--cluster", "outcome", "--include-late"]);
-    assert_eq!(a.cluster, Some(ClusterBy::Outcome));
-    assert!(a.include_late);
-    assert_eq!(
-        diagnose::cli::run(a, &FakeStore(runs.clone())).unwrap(),
-        ExitCode::SUCCESS
-    );
+    let a = by_outcome(true);
+    a.run(&FakeStore(runs.clone()), &mut |_| {}).unwrap();
     // Every run exited 0: outcome labels have nothing to explain.
-    let a = args(&["--db", "/x.db", "--cluster", "outcome"]);
-    let err = diagnose::cli::run(a, &FakeStore(good_and_bad())).unwrap_err();
+    let a = by_outcome(false);
+    let err = a.run(&FakeStore(good_and_bad()), &mut |_| {}).unwrap_err();
     assert!(
         format!("{err:#}")
             .contains("labels by outcome need runs that exited 0 and runs that failed"),

@@ -4,19 +4,18 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::ExitCode;
+use std::path::{Path, PathBuf};
 
 use agent_core::{FdKind, Summary};
-use clap::Parser;
 use common::{download, facts, RunBuilder};
 use diagnose::analysis::{diagnose, Options};
-use diagnose::cli::DiagnoseArgs;
 use diagnose::dataset::Column;
 use diagnose::input::{RunFilter, SummarySource};
 use diagnose::label::{self, ClusterBy, Labelling};
 use diagnose::mapping::Mapping;
 use diagnose::report;
+use diagnose::request::{DiagnoseRequest, Labels, Method, RulesSettings};
+use diagnose::time::Time;
 
 fn given(labels: &[u32]) -> Labelling {
     Labelling {
@@ -308,16 +307,17 @@ fn one_class_only_is_a_clear_error() {
     assert!(err.to_string().contains("same label"), "{err}");
 }
 
-#[derive(Parser, Debug)]
-struct Cli {
-    #[command(flatten)]
-    args: DiagnoseArgs,
+/// A request for the runs of these files and folders.
+fn files(paths: &[&str]) -> DiagnoseRequest {
+    DiagnoseRequest {
+        inputs: paths.iter().map(PathBuf::from).collect(),
+        ..DiagnoseRequest::default()
+    }
 }
 
-fn args(list: &[&str]) -> DiagnoseArgs {
-    Cli::try_parse_from(std::iter::once("diagnose").chain(list.iter().copied()))
-        .unwrap()
-        .args
+/// Runs a request, its notes dropped.
+fn run(request: &DiagnoseRequest, store: &FakeStore) -> anyhow::Result<diagnose::request::Report> {
+    request.run(store, &mut |_| {})
 }
 
 /// A store holding fixed runs, checking the filter it is given.
@@ -343,24 +343,15 @@ fn write_runs(dir: &Path, runs: &[Summary]) {
 
 #[test]
 fn command_reads_files_and_folders_and_writes_json_and_html() {
-    use clap::CommandFactory;
-    Cli::command().debug_assert();
     let dir = tempfile::tempdir().unwrap();
     let runs = tcp_memory_runs();
     write_runs(dir.path(), &runs);
     // Hidden files (a spool's writes in progress) are skipped.
     std::fs::write(dir.path().join(".tmp-123"), b"junk").unwrap();
     let html = dir.path().join("report.html");
-    let a = args(&[
-        dir.path().to_str().unwrap(),
-        "--json",
-        "--html",
-        html.to_str().unwrap(),
-    ]);
-    assert_eq!(
-        diagnose::cli::run(a, &FakeStore(vec![])).unwrap(),
-        ExitCode::SUCCESS
-    );
+    let report = run(&files(&[dir.path().to_str().unwrap()]), &FakeStore(vec![])).unwrap();
+    assert!(serde_json::to_string_pretty(&report.json()).is_ok());
+    std::fs::write(&html, report.html()).unwrap();
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"));
     assert!(page.contains("<svg"), "plots");
@@ -373,36 +364,31 @@ fn command_reads_files_and_folders_and_writes_json_and_html() {
     std::fs::create_dir_all(&bad).unwrap();
     write_runs(&good, &runs[..4]);
     write_runs(&bad, &runs[4..]);
-    let a = args(&[
-        "--good",
-        good.to_str().unwrap(),
-        "--bad",
-        bad.to_str().unwrap(),
-    ]);
-    assert_eq!(
-        diagnose::cli::run(a, &FakeStore(vec![])).unwrap(),
-        ExitCode::SUCCESS
-    );
+    let a = DiagnoseRequest {
+        labels: Some(Labels::Given { good, bad }),
+        ..DiagnoseRequest::default()
+    };
+    run(&a, &FakeStore(vec![])).unwrap();
 }
 
 #[test]
 fn command_reads_the_store_with_the_filter() {
-    let a = args(&[
-        "--db",
-        "/stores/x.db",
-        "--program",
-        "wget",
-        "--since",
-        "1",
-        "--top",
-        "2",
-    ]);
-    assert_eq!(
-        diagnose::cli::run(a, &FakeStore(tcp_memory_runs())).unwrap(),
-        ExitCode::SUCCESS
-    );
-    let a = args(&["--db", "/stores/x.db", "--program", "wget", "--since", "1"]);
-    let err = diagnose::cli::run(a, &FakeStore(vec![])).unwrap_err();
+    let a = DiagnoseRequest {
+        db: Some(PathBuf::from("/stores/x.db")),
+        program: Some("wget".into()),
+        since: Some(Time::Unix(1_000_000_000)),
+        method: Method::Rules(RulesSettings {
+            top: 2,
+            ..RulesSettings::default()
+        }),
+        ..DiagnoseRequest::default()
+    };
+    run(&a, &FakeStore(tcp_memory_runs())).unwrap();
+    let a = DiagnoseRequest {
+        method: Method::default(),
+        ..a
+    };
+    let err = run(&a, &FakeStore(vec![])).unwrap_err();
     assert!(format!("{err:#}").contains("no runs found"), "{err:#}");
 }
 
@@ -412,8 +398,8 @@ fn bad_files_are_named_in_the_error() {
     write_runs(dir.path(), &tcp_memory_runs());
     let bad = dir.path().join("broken.summary");
     std::fs::write(&bad, [1u8, 2, 3]).unwrap();
-    let a = args(&[dir.path().to_str().unwrap()]);
-    let err = diagnose::cli::run(a, &FakeStore(vec![])).unwrap_err();
+    let a = files(&[dir.path().to_str().unwrap()]);
+    let err = run(&a, &FakeStore(vec![])).unwrap_err();
     let msg = format!("{err:#}");
     assert!(
         msg.contains("broken.summary") && msg.contains("not a valid summary"),
@@ -428,8 +414,11 @@ fn bad_files_are_named_in_the_error() {
     );
     let map = dir.path().join("map.toml");
     std::fs::write(&map, "[merge]\nx = 3\n").unwrap();
-    let a = args(&[dir.path().to_str().unwrap(), "--map", map.to_str().unwrap()]);
-    let err = diagnose::cli::run(a, &FakeStore(vec![])).unwrap_err();
+    let a = DiagnoseRequest {
+        map: Some(map),
+        ..files(&[dir.path().to_str().unwrap()])
+    };
+    let err = run(&a, &FakeStore(vec![])).unwrap_err();
     assert!(format!("{err:#}").contains("map.toml"), "{err:#}");
 }
 
@@ -446,7 +435,7 @@ fn bad_files_stop_the_diagnosis_unless_skipped() {
     std::fs::write(dir.path().join("c-big.summary"), vec![7u8; 3000]).unwrap();
     let folder = dir.path().to_str().unwrap();
 
-    let err = diagnose::cli::run(args(&[folder]), &FakeStore(vec![])).unwrap_err();
+    let err = run(&files(&[folder]), &FakeStore(vec![])).unwrap_err();
     let msg = format!("{err:#}");
     assert!(
         msg.contains("a-empty.summary: empty file (0 bytes): not a summary")
@@ -471,9 +460,26 @@ fn bad_files_stop_the_diagnosis_unless_skipped() {
     );
     assert!(reasons[2].ends_with("c-big.summary: larger than 2048 bytes: not a summary"));
 
+    let skipping = DiagnoseRequest {
+        skip_bad: true,
+        ..files(&[folder])
+    };
+    let mut notes = Vec::new();
+    skipping
+        .run(&FakeStore(vec![]), &mut |n| notes.push(n))
+        .unwrap();
+    assert_eq!(notes.len(), 4, "each bad file, then the count: {notes:?}");
+    assert!(
+        notes[0].starts_with("skipped ")
+            && notes[0].ends_with("a-empty.summary: empty file (0 bytes): not a summary"),
+        "{notes:?}"
+    );
     assert_eq!(
-        diagnose::cli::run(args(&[folder, "--skip-bad"]), &FakeStore(vec![])).unwrap(),
-        ExitCode::SUCCESS
+        notes[3],
+        format!(
+            "skipped 3 file(s) that are not summaries; {} read",
+            tcp_memory_runs().len()
+        )
     );
 }
 

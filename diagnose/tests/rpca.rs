@@ -7,13 +7,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::Command;
 
 use agent_core::Summary;
-use clap::Parser;
 use common::{download, facts};
-use diagnose::cli::DiagnoseArgs;
 use diagnose::input::{self, RunFilter, SummarySource};
+use diagnose::request::{devices_of, DiagnoseRequest, Labels, Method, RpcaSettings};
 use diagnose::rpca::analysis::{CategoryFinding, SyscallFinding};
 use diagnose::rpca::pcp::{default_lambda, pcp, PcpParams};
 use diagnose::rpca::{self, RpcaDiagnosis, RpcaOptions};
@@ -386,7 +385,7 @@ fn a_syscall_slow_on_one_device_in_two_programs_ranks_first() {
     let devs = ["d1", "d2", "d3", "d4", "d5", "d6", "d7"];
     let mut runs = synthetic("wget", &devs, &["d7"], 0);
     runs.extend(synthetic("curl", &devs, &["d7", "d3"], 100));
-    let (devices, source) = diagnose::cli::devices_of(&runs, "device");
+    let (devices, source) = devices_of(&runs, "device");
     assert_eq!(source, "the `device` fact");
     let d = rpca::analyse(&runs, &devices, &source, &RpcaOptions::default()).unwrap();
     print!("{}", rpca::report::text(&d));
@@ -423,7 +422,7 @@ fn a_syscall_slow_on_one_device_in_two_programs_ranks_first() {
 fn categories_under_the_cv_threshold_are_normal() {
     // Every device alike: nothing is over-dispersed, nothing is analysed.
     let runs = synthetic("wget", &["d1", "d2", "d3", "d4"], &[], 0);
-    let (devices, source) = diagnose::cli::devices_of(&runs, "device");
+    let (devices, source) = devices_of(&runs, "device");
     let d = rpca::analyse(&runs, &devices, &source, &RpcaOptions::default()).unwrap();
     assert_eq!(d.categories.len(), 1);
     assert!(
@@ -448,7 +447,7 @@ fn categories_under_the_cv_threshold_are_normal() {
 fn json_report_has_the_documented_shape() {
     let devs = ["d1", "d2", "d3", "d4", "d5", "d6"];
     let runs = synthetic("wget", &devs, &["d6"], 0);
-    let (devices, source) = diagnose::cli::devices_of(&runs, "device");
+    let (devices, source) = devices_of(&runs, "device");
     let d = rpca::analyse(&runs, &devices, &source, &RpcaOptions::default()).unwrap();
     let j = rpca::report::json(&d);
     assert_eq!(j["method"], "rpca");
@@ -475,14 +474,13 @@ fn json_report_has_the_documented_shape() {
     assert!(page.contains("<svg") && page.contains("read@socket"));
 }
 
-#[derive(Parser, Debug)]
-struct Cli {
-    #[command(flatten)]
-    args: DiagnoseArgs,
-}
-
-fn args(list: &[&str]) -> anyhow::Result<DiagnoseArgs> {
-    Ok(Cli::try_parse_from(std::iter::once("diagnose").chain(list.iter().copied()))?.args)
+/// An rpca request for the runs of these folders.
+fn rpca_of(folders: &[String]) -> DiagnoseRequest {
+    DiagnoseRequest {
+        inputs: folders.iter().map(PathBuf::from).collect(),
+        method: Method::Rpca(RpcaSettings::default()),
+        ..DiagnoseRequest::default()
+    }
 }
 
 /// A store that must not be read (files are given).
@@ -502,36 +500,40 @@ fn command_runs_rpca_on_files_and_refuses_labels() {
         .map(|i| root.join(format!("c{i}")).to_string_lossy().to_string())
         .collect();
     let html = dir.path().join("rpca.html");
-    let mut list: Vec<&str> = vec!["--method", "rpca", "--json", "--html"];
-    list.push(html.to_str().unwrap());
-    list.extend(folders.iter().map(String::as_str));
-    assert_eq!(
-        diagnose::cli::run(args(&list).unwrap(), &NoStore).unwrap(),
-        ExitCode::SUCCESS
-    );
+    let report = rpca_of(&folders).run(&NoStore, &mut |_| {}).unwrap();
+    assert!(serde_json::to_string_pretty(&report.json()).is_ok());
+    std::fs::write(&html, report.html()).unwrap();
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("read@tcp"), "{page}");
 
-    let labelled = args(&["--method", "rpca", "--label-fact", "outcome", &folders[0]]).unwrap();
-    let err = diagnose::cli::run(labelled, &NoStore).unwrap_err();
+    let labelled = DiagnoseRequest {
+        labels: Some(Labels::Fact("outcome".into())),
+        ..rpca_of(&folders[..1])
+    };
+    let err = labelled.run(&NoStore, &mut |_| {}).unwrap_err();
     assert!(err.to_string().contains("uses no labels"), "{err}");
-    let bad_cos = args(&["--method", "rpca", "--cos-threshold", "1.5", &folders[0]]).unwrap();
-    let err = diagnose::cli::run(bad_cos, &NoStore).unwrap_err();
+    let bad_cos = DiagnoseRequest {
+        method: Method::Rpca(RpcaSettings {
+            cos_threshold: 1.5,
+            ..RpcaSettings::default()
+        }),
+        ..rpca_of(&folders[..1])
+    };
+    let err = bad_cos.run(&NoStore, &mut |_| {}).unwrap_err();
     assert!(err.to_string().contains("cos θ threshold"), "{err}");
-    assert!(args(&["--method", "pca"]).is_err());
 }
 
 #[test]
 fn devices_come_from_the_fact_else_the_device_id_else_the_run_id() {
     let mut runs = synthetic("wget", &["d1"], &[], 0);
-    let (names, source) = diagnose::cli::devices_of(&runs, "device");
+    let (names, source) = devices_of(&runs, "device");
     assert_eq!(names, ["d1", "d1", "d1"]);
     assert_eq!(source, "the `device` fact");
-    let (names, source) = diagnose::cli::devices_of(&runs, "host");
+    let (names, source) = devices_of(&runs, "host");
     assert_eq!(names[0], format!("run {}", hex::encode(&runs[0].id[..6])));
     assert!(source.contains("the run id (3 runs"), "{source}");
     runs[1].origin.device = [0xab; 16];
-    let (names, source) = diagnose::cli::devices_of(&runs, "host");
+    let (names, source) = devices_of(&runs, "host");
     assert_eq!(names[1], "device abababababab");
     assert!(source.contains("the device id (1 runs)"), "{source}");
 }

@@ -1,8 +1,10 @@
 //! edge-service: takes a fleet's summary uploads over HTTP(S), stores them
 //! durably (SQLite, or PostgreSQL for many instances: [`store`]), answers
 //! queries, serves directives, and explains: the web UI ([`webui`]), the
-//! proactive loop ([`proactive`]) and the command line ([`cli`]) run the
-//! `diagnose` crate's methods on what is stored.
+//! proactive loop ([`proactive`]) and the `edge-service` binary
+//! (`src/bin/edge-service/`, the only command line: this library takes
+//! typed options such as [`serve::ServeOptions`]) run the `diagnose`
+//! crate's methods on what is stored.
 //!
 //! Request path: [`server`] authenticates the device and splits the body
 //! (`agent_core::framing`), [`quota`] holds each address and device to its
@@ -11,7 +13,6 @@
 //! of the [`store`] before anyone is acknowledged. Every JSON body a device
 //! reads or the service answers is a type of the `wire` crate.
 
-pub mod cli;
 pub mod conn;
 pub mod directive;
 pub mod ingest;

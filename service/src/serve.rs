@@ -58,6 +58,9 @@ pub struct Retain {
 
 /// Runs the server until a shutdown signal.
 pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
+    if let Some(auto) = &opts.auto {
+        auto.check()?;
+    }
     let auth = match (&opts.tokens, opts.insecure_no_auth) {
         (Some(path), false) => Auth::Tokens(std::sync::Arc::new(TokenFile::open(
             path,

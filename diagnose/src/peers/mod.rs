@@ -3,7 +3,8 @@
 //! their window summaries against each other rather than good runs against
 //! bad ones.
 //!
-//! The flow: window summaries (from the store or files, [`cli`]) are reduced
+//! The flow: window summaries (from the store or files, read as a
+//! [`request`] says) are reduced
 //! as they are read into a time-aligned [`fleet::Fleet`] (sums per metric
 //! and histograms per group, [`metrics`]); devices running the same program
 //! form a peer set; [`median`] (the PVFS method) and [`histogram`] (the
@@ -14,7 +15,6 @@
 //! symptoms of a flagged server; [`report`] prints the findings as text,
 //! JSON or HTML.
 
-pub mod cli;
 pub mod errno;
 pub mod explain;
 pub mod fleet;
@@ -26,6 +26,7 @@ pub mod median;
 pub mod metrics;
 pub mod phase;
 pub mod report;
+pub mod request;
 pub mod trail;
 
 use std::collections::BTreeMap;

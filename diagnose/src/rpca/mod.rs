@@ -10,7 +10,8 @@
 //! they were slow ([`analysis`]). Across categories, each (syscall, device)
 //! is counted as often as it is found anomalous, and ranked by that count.
 //! [`report`] prints the result as text, JSON or HTML; `edge-service
-//! diagnose --method rpca` ([`crate::cli`]) runs it.
+//! diagnose --method rpca` runs it (a [`crate::request::DiagnoseRequest`] with
+//! [`crate::request::Method::Rpca`]).
 
 pub mod analysis;
 pub mod categories;

@@ -55,6 +55,43 @@ impl Default for Thresholds {
     }
 }
 
+/// Thresholds that would make the detector useless. The words name
+/// `serve`'s options, the one way people set them.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ThresholdsError {
+    /// A period of no time.
+    #[error("--auto-every, --auto-window and --auto-wait must be at least 1s")]
+    NoTime,
+    /// A count of nothing.
+    #[error("--auto-min-runs, --auto-devices and --auto-stable must be at least 1")]
+    NoCount,
+    /// A slow cluster that need not be slower.
+    #[error("--auto-min-ratio must be a number of at least 1")]
+    Ratio,
+    /// Runs a per-device directive cannot ask for.
+    #[error("--auto-runs must be 1..={}", crate::proactive::directives::MAX_RUNS)]
+    Runs,
+}
+
+impl Thresholds {
+    /// Refuses thresholds that would make the detector useless.
+    pub fn check(&self) -> Result<(), ThresholdsError> {
+        if self.every.is_zero() || self.window.is_zero() || self.wait.is_zero() {
+            return Err(ThresholdsError::NoTime);
+        }
+        if self.min_runs == 0 || self.devices == 0 || self.stable_ticks == 0 {
+            return Err(ThresholdsError::NoCount);
+        }
+        if !(self.min_ratio >= 1.0 && self.min_ratio.is_finite()) {
+            return Err(ThresholdsError::Ratio);
+        }
+        if self.runs == 0 || self.runs > crate::proactive::directives::MAX_RUNS {
+            return Err(ThresholdsError::Runs);
+        }
+        Ok(())
+    }
+}
+
 /// One light run, as the detector needs it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LightRun {
@@ -224,6 +261,73 @@ fn slow(runs: &[LightRun], t: &Thresholds) -> Option<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn useless_thresholds_are_refused_by_name() {
+        let ok = Thresholds::default();
+        assert_eq!(ok.check(), Ok(()));
+        let cases = [
+            (
+                Thresholds {
+                    every: Duration::ZERO,
+                    ..ok.clone()
+                },
+                ThresholdsError::NoTime,
+            ),
+            (
+                Thresholds {
+                    wait: Duration::ZERO,
+                    ..ok.clone()
+                },
+                ThresholdsError::NoTime,
+            ),
+            (
+                Thresholds {
+                    min_runs: 0,
+                    ..ok.clone()
+                },
+                ThresholdsError::NoCount,
+            ),
+            (
+                Thresholds {
+                    stable_ticks: 0,
+                    ..ok.clone()
+                },
+                ThresholdsError::NoCount,
+            ),
+            (
+                Thresholds {
+                    min_ratio: 0.5,
+                    ..ok.clone()
+                },
+                ThresholdsError::Ratio,
+            ),
+            (
+                Thresholds {
+                    min_ratio: f64::NAN,
+                    ..ok.clone()
+                },
+                ThresholdsError::Ratio,
+            ),
+            (
+                Thresholds {
+                    runs: 0,
+                    ..ok.clone()
+                },
+                ThresholdsError::Runs,
+            ),
+            (
+                Thresholds {
+                    runs: crate::proactive::directives::MAX_RUNS + 1,
+                    ..ok.clone()
+                },
+                ThresholdsError::Runs,
+            ),
+        ];
+        for (t, err) in cases {
+            assert_eq!(t.check(), Err(err.clone()), "{t:?}");
+        }
+    }
 
     fn run(device: u8, secs: f64, exit: Exit) -> LightRun {
         LightRun {

@@ -1,19 +1,19 @@
-//! The `edge-service` command line.
+//! The `edge-service` command line: its clap definitions (the only ones
+//! of the service), and their conversion into the library's typed
+//! options. `diagnose` and `peers` are in `analysis_args`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
-use crate::directive::{Directive, DirectiveText, FromWords};
-use crate::proactive::detector::Thresholds;
-use crate::proactive::directives::DeviceDirective;
-use crate::serve::{serve, ServeOptions};
-use crate::store::{Location, Store};
-use crate::webui::WebLimits;
+use service::proactive::detector::{Thresholds, ThresholdsError};
+use service::serve::ServeOptions;
+use service::store::Location;
+use service::webui::WebLimits;
+
+use crate::analysis_args::{DiagnoseArgs, PeersArgs};
 
 /// Edge Agent's service: ingest summaries, store them, serve directives,
 /// explain slow runs.
@@ -33,10 +33,10 @@ pub enum Command {
     #[command(subcommand)]
     Directive(DirectiveCommand),
     /// Explain with rules why some runs are slow (from the store or files).
-    Diagnose(diagnose::cli::DiagnoseArgs),
+    Diagnose(DiagnoseArgs),
     /// Find the culprit among peer devices from their window summaries
     /// (the PVFS median and the Hadoop histogram methods; docs/peers.md).
-    Peers(diagnose::peers::cli::PeersArgs),
+    Peers(PeersArgs),
     /// Make TLS certificates: a private CA and the server certificate it signs.
     #[command(subcommand)]
     Tls(TlsCommand),
@@ -103,7 +103,7 @@ pub struct PruneArgs {
     #[command(flatten)]
     pub db: DbArg,
     /// Prune what was received longer ago than this: 30d, 12h, 90m, 45s.
-    #[arg(long, value_name = "AGE", value_parser = crate::retention::parse_age)]
+    #[arg(long, value_name = "AGE", value_parser = service::retention::parse_age)]
     pub older_than: Duration,
     /// Keep the old runs and their raw summaries (GET /v1/runs/{id} and
     /// diagnose still read them); delete only their syscall and peer rows.
@@ -233,7 +233,7 @@ pub struct ServeArgs {
     pub shutdown_timeout_ms: u64,
     /// Prune every hour what was received longer ago than this (30d, 12h,
     /// ...), as `edge-service prune --older-than AGE` does.
-    #[arg(long, value_name = "AGE", value_parser = crate::retention::parse_age)]
+    #[arg(long, value_name = "AGE", value_parser = service::retention::parse_age)]
     pub retain: Option<Duration>,
     /// With --retain: keep old runs' raw summaries, prune only their rows.
     #[arg(long, requires = "retain")]
@@ -286,7 +286,7 @@ pub struct ServeArgs {
     pub web_max_windows: u64,
     /// The longest the web UI's Peers page reads: its training and
     /// diagnosis ranges together (e.g. 7d, 36h).
-    #[arg(long, value_name = "AGE", default_value = "7d", value_parser = crate::retention::parse_age)]
+    #[arg(long, value_name = "AGE", default_value = "7d", value_parser = service::retention::parse_age)]
     pub web_max_span: Duration,
     /// Web UI analyses (Diagnosis, Peers) running at once; the next is
     /// answered 503 with Retry-After.
@@ -309,10 +309,10 @@ pub struct AutoArgs {
     #[arg(long)]
     pub auto: bool,
     /// How often the detector looks (e.g. 30s, 5m).
-    #[arg(long, value_name = "AGE", default_value = "30s", requires = "auto", value_parser = crate::retention::parse_age)]
+    #[arg(long, value_name = "AGE", default_value = "30s", requires = "auto", value_parser = service::retention::parse_age)]
     pub auto_every: Duration,
     /// It looks at light runs that started at most this long ago.
-    #[arg(long, value_name = "AGE", default_value = "1h", requires = "auto", value_parser = crate::retention::parse_age)]
+    #[arg(long, value_name = "AGE", default_value = "1h", requires = "auto", value_parser = service::retention::parse_age)]
     pub auto_window: Duration,
     /// Fewest runs in the slow or failing cluster, and in the good one.
     #[arg(long, value_name = "N", default_value_t = 3, requires = "auto")]
@@ -331,37 +331,22 @@ pub struct AutoArgs {
     #[arg(long, value_name = "N", default_value_t = 2, requires = "auto")]
     pub auto_runs: u32,
     /// How long the directives stand and their runs are waited for.
-    #[arg(long, value_name = "AGE", default_value = "30m", requires = "auto", value_parser = crate::retention::parse_age)]
+    #[arg(long, value_name = "AGE", default_value = "30m", requires = "auto", value_parser = service::retention::parse_age)]
     pub auto_wait: Duration,
     /// No new investigation of a (group, program, slow|failing) while its
     /// latest report is younger than this.
-    #[arg(long, value_name = "AGE", default_value = "1h", requires = "auto", value_parser = crate::retention::parse_age)]
+    #[arg(long, value_name = "AGE", default_value = "1h", requires = "auto", value_parser = service::retention::parse_age)]
     pub auto_fresh: Duration,
 }
 
 impl AutoArgs {
     /// The detector's thresholds, when `--auto` is on; refuses values that
     /// would make it useless.
-    pub fn thresholds(&self) -> anyhow::Result<Option<Thresholds>> {
+    pub fn thresholds(&self) -> Result<Option<Thresholds>, ThresholdsError> {
         if !self.auto {
             return Ok(None);
         }
-        if self.auto_every.is_zero() || self.auto_window.is_zero() || self.auto_wait.is_zero() {
-            anyhow::bail!("--auto-every, --auto-window and --auto-wait must be at least 1s");
-        }
-        if self.auto_min_runs == 0 || self.auto_devices == 0 || self.auto_stable == 0 {
-            anyhow::bail!("--auto-min-runs, --auto-devices and --auto-stable must be at least 1");
-        }
-        if !(self.auto_min_ratio >= 1.0 && self.auto_min_ratio.is_finite()) {
-            anyhow::bail!("--auto-min-ratio must be a number of at least 1");
-        }
-        if self.auto_runs == 0 || self.auto_runs > crate::proactive::directives::MAX_RUNS {
-            anyhow::bail!(
-                "--auto-runs must be 1..={}",
-                crate::proactive::directives::MAX_RUNS
-            );
-        }
-        Ok(Some(Thresholds {
+        let thresholds = Thresholds {
             every: self.auto_every,
             window: self.auto_window,
             min_runs: self.auto_min_runs,
@@ -371,7 +356,60 @@ impl AutoArgs {
             runs: self.auto_runs,
             wait: self.auto_wait,
             fresh: self.auto_fresh,
-        }))
+        };
+        thresholds.check()?;
+        Ok(Some(thresholds))
+    }
+}
+
+impl ServeArgs {
+    /// What `serve` runs with.
+    pub fn options(self) -> Result<ServeOptions, ThresholdsError> {
+        Ok(ServeOptions {
+            listen: self.listen,
+            db: self.db.location(),
+            auto: self.auto.thresholds()?,
+            tokens: self.tokens,
+            insecure_no_auth: self.insecure_no_auth,
+            tls: self.tls_cert.zip(self.tls_key),
+            busy_timeout: Duration::from_millis(self.busy_timeout_ms),
+            limits: service::conn::Limits {
+                header_timeout: Duration::from_millis(self.header_timeout_ms),
+                body_timeout: Duration::from_millis(self.body_timeout_ms),
+                idle_timeout: Duration::from_millis(self.idle_timeout_ms),
+                max_connections: self.max_connections,
+                shutdown_timeout: Duration::from_millis(self.shutdown_timeout_ms),
+            },
+            retain: self.retain.map(|age| service::serve::Retain {
+                older_than: age,
+                keep_raw: self.keep_raw,
+                every: Duration::from_millis(self.retain_every_ms.max(1)),
+            }),
+            web_proxy_header: self.web_proxy_header,
+            login_limits: service::login_limit::LoginLimits {
+                max_failures: self.login_max_failures,
+                lockout: Duration::from_millis(self.login_lockout_ms),
+            },
+            session_ttl: Duration::from_secs(self.session_hours.clamp(1, 24 * 365) * 3600),
+            tokens_recheck: Duration::from_millis(self.tokens_recheck_ms),
+            quotas: service::quota::QuotaConfig {
+                address: service::quota::Rate {
+                    burst: self.quota_address_burst,
+                    per_sec: self.quota_address_per_sec,
+                },
+                device: service::quota::Rate {
+                    burst: self.quota_device_burst,
+                    per_sec: self.quota_device_per_sec,
+                },
+            },
+            web_limits: WebLimits {
+                max_runs: self.web_max_runs,
+                max_windows: self.web_max_windows,
+                max_span: self.web_max_span,
+                analyses: self.web_analyses,
+                analyses_per_group: self.web_analyses_per_group,
+            },
+        })
     }
 }
 
@@ -445,14 +483,8 @@ pub struct DeviceDirectiveArgs {
     #[arg(long)]
     pub runs: u32,
     /// The directive stands this long (30d, 12h, 90m, 45s).
-    #[arg(long, value_name = "AGE", default_value = "1h", value_parser = crate::retention::parse_age)]
+    #[arg(long, value_name = "AGE", default_value = "1h", value_parser = service::retention::parse_age)]
     pub expires: Duration,
-}
-
-/// A `--device` argument: 32 hex digits (any case).
-fn device_arg(text: &str) -> anyhow::Result<[u8; 16]> {
-    summary_view::id_from_hex(&text.to_ascii_lowercase())
-        .with_context(|| format!("--device `{text}` is not 32 hex digits"))
 }
 
 /// `edge-service directive set`.
@@ -478,250 +510,15 @@ pub struct DirectiveSetArgs {
     pub programs: Option<String>,
 }
 
-/// Runs the command line.
-pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    match cli.command {
-        Command::Serve(a) => {
-            serve(ServeOptions {
-                listen: a.listen,
-                db: a.db.location(),
-                tokens: a.tokens,
-                insecure_no_auth: a.insecure_no_auth,
-                tls: a.tls_cert.zip(a.tls_key),
-                busy_timeout: Duration::from_millis(a.busy_timeout_ms),
-                limits: crate::conn::Limits {
-                    header_timeout: Duration::from_millis(a.header_timeout_ms),
-                    body_timeout: Duration::from_millis(a.body_timeout_ms),
-                    idle_timeout: Duration::from_millis(a.idle_timeout_ms),
-                    max_connections: a.max_connections,
-                    shutdown_timeout: Duration::from_millis(a.shutdown_timeout_ms),
-                },
-                retain: a.retain.map(|age| crate::serve::Retain {
-                    older_than: age,
-                    keep_raw: a.keep_raw,
-                    every: Duration::from_millis(a.retain_every_ms.max(1)),
-                }),
-                auto: a.auto.thresholds()?,
-                web_proxy_header: a.web_proxy_header,
-                login_limits: crate::login_limit::LoginLimits {
-                    max_failures: a.login_max_failures,
-                    lockout: Duration::from_millis(a.login_lockout_ms),
-                },
-                session_ttl: Duration::from_secs(a.session_hours.clamp(1, 24 * 365) * 3600),
-                tokens_recheck: Duration::from_millis(a.tokens_recheck_ms),
-                quotas: crate::quota::QuotaConfig {
-                    address: crate::quota::Rate {
-                        burst: a.quota_address_burst,
-                        per_sec: a.quota_address_per_sec,
-                    },
-                    device: crate::quota::Rate {
-                        burst: a.quota_device_burst,
-                        per_sec: a.quota_device_per_sec,
-                    },
-                },
-                web_limits: WebLimits {
-                    max_runs: a.web_max_runs,
-                    max_windows: a.web_max_windows,
-                    max_span: a.web_max_span,
-                    analyses: a.web_analyses,
-                    analyses_per_group: a.web_analyses_per_group,
-                },
-            })?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Directive(d) => directive(d),
-        Command::Operator(o) => operator(o),
-        Command::Prune(a) => {
-            let location = a.db.location();
-            let mut store = open(&a.db)?;
-            let pruned = crate::retention::prune(
-                store.as_mut(),
-                a.older_than,
-                a.keep_raw,
-                crate::retention::now_unix_ns(),
-            )
-            .with_context(|| format!("cannot prune {location}"))?;
-            println!(
-                "pruned {} run(s){} and {} device(s) from {location}",
-                pruned.runs,
-                if a.keep_raw {
-                    " (their raw summaries kept)"
-                } else {
-                    ""
-                },
-                pruned.devices
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Diagnose(args) => diagnose::cli::run(args, &crate::source::StoreSource),
-        Command::Peers(args) => diagnose::peers::cli::run(args, &crate::source::StoreSource),
-        Command::Tls(t) => {
-            match t {
-                TlsCommand::Init(a) => crate::tls_admin::init(&crate::tls_admin::InitOptions {
-                    dir: a.dir,
-                    names: a.name,
-                    days: a.days,
-                    force: a.force,
-                })?,
-                TlsCommand::Renew(a) => crate::tls_admin::renew(&crate::tls_admin::RenewOptions {
-                    dir: a.dir,
-                    names: a.name,
-                    days: a.days,
-                    ca_key: a.ca_key,
-                    new_key: a.new_key,
-                })?,
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-    }
-}
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
 
-/// Opens an existing database: a mistyped `--db` must not create a new,
-/// empty one that the server never reads (only `serve` creates it).
-fn open(db: &DbArg) -> anyhow::Result<Box<dyn Store>> {
-    db.location().open_existing()
-}
+    use super::*;
 
-fn directive(cmd: DirectiveCommand) -> anyhow::Result<ExitCode> {
-    match cmd {
-        DirectiveCommand::Set(a) => {
-            let d = Directive::parse(
-                &a.group,
-                DirectiveText {
-                    match_text: a.match_text.as_deref(),
-                    only: a.only.as_deref(),
-                    window: a.window.as_deref(),
-                    programs: a.programs.as_deref(),
-                },
-            )?;
-            open(&a.db)?
-                .set_directive(&d)
-                .with_context(|| format!("cannot store the directive in {}", a.db.location()))?;
-            println!("{}", serde_json::to_string(&d)?);
-        }
-        DirectiveCommand::Show { db, group } => {
-            let mut store = open(&db)?;
-            let list = match group {
-                Some(g) => vec![store.directive(&g)?.unwrap_or_else(|| Directive::empty(&g))],
-                None => store.directives()?,
-            };
-            for d in list {
-                println!("{}", serde_json::to_string(&d)?);
-            }
-        }
-        DirectiveCommand::Clear { db, group } => {
-            if !open(&db)?.clear_directive(&group)? {
-                eprintln!("group `{group}` had no directive");
-            }
-        }
-        DirectiveCommand::Device(a) => {
-            let now = crate::retention::now_unix_ns();
-            let expires = u64::try_from(a.expires.as_nanos()).unwrap_or(u64::MAX);
-            let mut d = DeviceDirective::new(
-                &a.group,
-                device_arg(&a.device)?,
-                a.program.as_deref(),
-                a.match_text.as_deref(),
-                a.runs,
-                now,
-                now.saturating_add(expires),
-                "operator",
-            )?;
-            d.id = open(&a.db)?
-                .add_device_directive(&d)
-                .with_context(|| format!("cannot store the directive in {}", a.db.location()))?;
-            println!("{}", d.full_view());
-        }
-        DirectiveCommand::DeviceList { db, group, device } => {
-            let device = device.as_deref().map(device_arg).transpose()?;
-            for d in open(&db)?.device_directives(group.as_deref(), device.as_ref())? {
-                println!("{}", d.full_view());
-            }
-        }
-        DirectiveCommand::DeviceClear {
-            db,
-            group,
-            device,
-            id,
-        } => {
-            let device = device.as_deref().map(device_arg).transpose()?;
-            let n = open(&db)?.clear_device_directives(&group, device.as_ref(), id)?;
-            eprintln!("deleted {n} per-device directive(s) of group `{group}`");
-        }
+    #[test]
+    fn the_command_line_is_consistent() {
+        // clap's own checks: names, conflicts and requirements that exist.
+        Cli::command().debug_assert();
     }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The password of `operator add`: stdin's first line, or a prompt on the
-/// terminal (typed twice).
-fn read_password(from_stdin: bool) -> anyhow::Result<String> {
-    if from_stdin {
-        let mut line = String::new();
-        std::io::stdin()
-            .read_line(&mut line)
-            .context("cannot read the password from stdin")?;
-        return Ok(line.trim_end_matches(['\r', '\n']).to_string());
-    }
-    let first = rpassword::prompt_password("Password: ")
-        .context("cannot prompt for the password (no terminal? use --password-stdin)")?;
-    let again =
-        rpassword::prompt_password("Password again: ").context("cannot prompt for the password")?;
-    if first != again {
-        anyhow::bail!("the passwords differ");
-    }
-    Ok(first)
-}
-
-fn operator(cmd: OperatorCommand) -> anyhow::Result<ExitCode> {
-    use crate::operators::{new_operator, new_secret, secret_hash, Credential, CredentialKind};
-    match cmd {
-        OperatorCommand::Add {
-            db,
-            name,
-            group,
-            password_stdin,
-        } => {
-            let password = read_password(password_stdin)?;
-            let row = new_operator(&name, &group, &password, crate::retention::now_unix_ns())?;
-            let location = db.location();
-            let mut store = location.opener(Duration::from_secs(5))()
-                .with_context(|| format!("cannot open {location}"))?;
-            if !store.add_operator(&row)? {
-                anyhow::bail!("operator `{name}` already exists (operator remove it first)");
-            }
-            eprintln!("added operator `{name}` of group `{group}`");
-        }
-        OperatorCommand::Remove { db, name } => {
-            if !open(&db)?.remove_operator(&name)? {
-                anyhow::bail!("no operator `{name}`");
-            }
-            eprintln!("removed operator `{name}` with its sessions and API tokens");
-        }
-        OperatorCommand::List { db } => {
-            for op in open(&db)?.operators()? {
-                println!("{}\t{}", op.name, op.group);
-            }
-        }
-        OperatorCommand::Token { db, name } => {
-            let mut store = open(&db)?;
-            let Some(op) = store.operator(&name)? else {
-                anyhow::bail!("no operator `{name}`");
-            };
-            let secret = new_secret()?;
-            store.add_credential(&Credential {
-                hash: secret_hash(&secret),
-                operator: op.name,
-                group: op.group,
-                kind: CredentialKind::Api,
-                created_unix_ns: crate::retention::now_unix_ns(),
-                expires_unix_ns: None,
-            })?;
-            println!("{secret}");
-        }
-        OperatorCommand::Revoke { db, name, sessions } => {
-            let n = open(&db)?.revoke_credentials(&name, sessions)?;
-            eprintln!("revoked {n} credential(s) of operator `{name}`");
-        }
-    }
-    Ok(ExitCode::SUCCESS)
 }
