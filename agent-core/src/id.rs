@@ -100,6 +100,11 @@ macro_rules! id_type {
             pub fn is_zero(&self) -> bool {
                 self.0 == [0; 16]
             }
+
+            /// The id, or `None` when it is all zero (not known).
+            pub fn nonzero(self) -> Option<$name> {
+                (!self.is_zero()).then_some(self)
+            }
         }
 
         impl From<[u8; 16]> for $name {
@@ -286,6 +291,8 @@ mod tests {
             Ok(StreamId::ZERO)
         );
         assert!(StreamId::ZERO.is_zero());
+        assert_eq!(StreamId::ZERO.nonzero(), None);
+        assert_eq!(StreamId(BYTES).nonzero(), Some(StreamId(BYTES)));
         assert_eq!(RunId(BYTES).as_bytes(), &BYTES);
         assert_eq!(<[u8; 16]>::from(RunId(BYTES)), BYTES);
         assert!(RunId(BYTES) == BYTES && BYTES == RunId(BYTES));
@@ -306,9 +313,13 @@ mod tests {
             "+123456789abcdef00ff100fa55a7ee7".parse::<RunId>(),
             Err(ParseIdError::NotHex(0))
         );
-        // A multi-byte character: 32 bytes, the first not a digit.
+        // Multi-byte characters: 32 bytes, the first not a digit.
         assert_eq!(
             "é23456789abcdef00ff100fa55a7ee7".parse::<RunId>(),
+            Err(ParseIdError::NotHex(0))
+        );
+        assert_eq!(
+            "éééééééééééééééé".parse::<RunId>(),
             Err(ParseIdError::NotHex(0))
         );
         let mut b = Buf::new();
