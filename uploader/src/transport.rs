@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use agent_core::RunId;
 use anyhow::{bail, Context};
 use ureq::unversioned::resolver::DefaultResolver;
 use ureq::unversioned::transport::{ConnectProxyConnector, Connector, TcpConnector};
@@ -97,7 +98,7 @@ impl std::fmt::Display for SendError {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Ack {
     /// Ids durably stored (including ones stored before).
-    pub accepted: HashSet<[u8; 16]>,
+    pub accepted: HashSet<RunId>,
     /// Items refused for good: (index in the batch, the service's reason).
     pub rejected: Vec<(usize, String)>,
 }
@@ -330,20 +331,18 @@ fn parse_retry_after(text: &str) -> Option<Duration> {
 }
 
 /// Reads the service's acknowledgement (`wire::Ack`), strictly: every
-/// accepted id is 32 hex digits and every rejected index lies in the batch.
+/// accepted id is 32 hex digits (`wire` reads them so) and every rejected
+/// index lies in the batch.
 pub fn parse_ack(json: &[u8], items: usize) -> anyhow::Result<Ack> {
     check_ack(serde_json::from_slice(json)?, items)
 }
 
 /// [`parse_ack`] after the JSON is read.
 fn check_ack(body: wire::Ack, items: usize) -> anyhow::Result<Ack> {
-    let mut ack = Ack::default();
-    for text in &body.accepted {
-        let mut bytes = [0u8; 16];
-        hex::decode_to_slice(text, &mut bytes)
-            .with_context(|| format!("accepted id {text:?} is not 32 hex digits"))?;
-        ack.accepted.insert(bytes);
-    }
+    let mut ack = Ack {
+        accepted: body.accepted.into_iter().collect(),
+        ..Ack::default()
+    };
     for item in body.rejected {
         if item.index >= items {
             bail!(
@@ -378,7 +377,7 @@ mod tests {
 
     #[test]
     fn ack_parsing_is_strict() {
-        let id = [0xabu8; 16];
+        let id = RunId([0xab; 16]);
         let json = serde_json::json!({
             "accepted": [hex::encode(id)],
             "rejected": [{"index": 1, "id": null, "reason": "truncated"}]
