@@ -4,6 +4,7 @@
 //! thresholds; [`super::task`] calls them every tick and keeps the state
 //! (stability, investigations, freshness).
 
+use agent_core::DeviceId;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -58,7 +59,7 @@ impl Default for Thresholds {
 /// One light run, as the detector needs it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LightRun {
-    pub device: [u8; 16],
+    pub device: DeviceId,
     pub duration_ns: u64,
     pub exit: Exit,
 }
@@ -70,10 +71,10 @@ pub struct Finding {
     pub trigger: &'static str,
     /// Devices of the anomalous cluster, worst first (at most
     /// [`Thresholds::devices`]).
-    pub bad: Vec<[u8; 16]>,
+    pub bad: Vec<DeviceId>,
     /// Devices of the good cluster, most runs first (at most
     /// [`Thresholds::devices`]).
-    pub good: Vec<[u8; 16]>,
+    pub good: Vec<DeviceId>,
     /// The clusters in words, for the log and the report.
     pub description: String,
 }
@@ -111,8 +112,8 @@ pub fn find(runs: &[LightRun], t: &Thresholds) -> Vec<Finding> {
 }
 
 /// Per device: (runs in the bad class, runs in all).
-fn tally(runs: &[LightRun], bad: impl Fn(&LightRun) -> bool) -> BTreeMap<[u8; 16], (usize, usize)> {
-    let mut by_device: BTreeMap<[u8; 16], (usize, usize)> = BTreeMap::new();
+fn tally(runs: &[LightRun], bad: impl Fn(&LightRun) -> bool) -> BTreeMap<DeviceId, (usize, usize)> {
+    let mut by_device: BTreeMap<DeviceId, (usize, usize)> = BTreeMap::new();
     for r in runs {
         let e = by_device.entry(r.device).or_default();
         e.0 += usize::from(bad(r));
@@ -124,16 +125,16 @@ fn tally(runs: &[LightRun], bad: impl Fn(&LightRun) -> bool) -> BTreeMap<[u8; 16
 /// The sides' devices: bad ones (most of their runs bad) worst share
 /// first, good ones (none of their runs bad) most runs first; ties by id.
 fn pick(
-    by_device: &BTreeMap<[u8; 16], (usize, usize)>,
+    by_device: &BTreeMap<DeviceId, (usize, usize)>,
     n: usize,
-) -> (Vec<[u8; 16]>, Vec<[u8; 16]>) {
-    let mut bad: Vec<([u8; 16], f64)> = by_device
+) -> (Vec<DeviceId>, Vec<DeviceId>) {
+    let mut bad: Vec<(DeviceId, f64)> = by_device
         .iter()
         .filter(|(_, (b, all))| 2 * b > *all)
         .map(|(d, (b, all))| (*d, *b as f64 / *all as f64))
         .collect();
     bad.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let mut good: Vec<([u8; 16], usize)> = by_device
+    let mut good: Vec<(DeviceId, usize)> = by_device
         .iter()
         .filter(|(_, (b, _))| *b == 0)
         .map(|(d, (_, all))| (*d, *all))

@@ -4,6 +4,7 @@
 //! then diagnoses the full runs the directives brought, and stores the
 //! report.
 
+use agent_core::DeviceId;
 use std::time::Duration;
 
 use agent_core::Summary;
@@ -32,7 +33,7 @@ pub struct Investigation {
     /// When the directives' runs are no longer waited for.
     pub deadline_unix_ns: u64,
     /// Each device traced: (device, its cluster's name, its directive).
-    pub devices: Vec<([u8; 16], &'static str, i64)>,
+    pub devices: Vec<(DeviceId, &'static str, i64)>,
 }
 
 fn ns(d: Duration) -> u64 {

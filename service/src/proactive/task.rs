@@ -5,6 +5,7 @@
 //! covers it), and concludes the investigations whose runs are in. Every
 //! decision is logged on stderr (`edge-service: detector: ...`).
 
+use agent_core::DeviceId;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -32,8 +33,8 @@ fn log(message: &str) {
     eprintln!("edge-service: detector: {message}");
 }
 
-fn short(device: &[u8; 16]) -> String {
-    summary_view::id_hex(device)
+fn short(device: &DeviceId) -> String {
+    device.to_string()
 }
 
 fn ns(d: Duration) -> u64 {

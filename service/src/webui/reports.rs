@@ -56,7 +56,7 @@ fn row(r: &Report) -> ReportRow {
             .map(|d| {
                 format!(
                     "{} ({}, {} run(s))",
-                    summary_view::id_hex(&d.device),
+                    d.device.to_string(),
                     d.cluster,
                     d.runs
                 )
