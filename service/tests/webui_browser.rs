@@ -8,6 +8,7 @@
 
 mod common;
 
+use agent_core::DeviceId;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -303,7 +304,7 @@ fn add_peers_and_report(url: &str, dir: &Path) -> String {
             created_unix_ns: 1_763_700_060_000_000_000,
             cluster: format!("{BAD} slow runs of {}", GOOD + BAD),
             devices: vec![ReportDevice {
-                device: [3; 16],
+                device: DeviceId([3; 16]),
                 cluster: "slow".into(),
                 directive: 1,
                 runs: 2,

@@ -228,7 +228,7 @@ mod tests {
 
     fn run(device: u8, secs: f64, exit: Exit) -> LightRun {
         LightRun {
-            device: [device; 16],
+            device: DeviceId([device; 16]),
             duration_ns: (secs * 1e9) as u64,
             exit,
         }
@@ -260,7 +260,7 @@ mod tests {
         bad.sort();
         assert_eq!(bad, vec![[5; 16], [6; 16]]);
         assert_eq!(f.good.len(), 2);
-        assert!(f.good.iter().all(|d| d[0] <= 4), "{:?}", f.good);
+        assert!(f.good.iter().all(|d| d.0[0] <= 4), "{:?}", f.good);
     }
 
     #[test]
@@ -316,7 +316,7 @@ mod tests {
         bad.sort();
         assert_eq!(bad, vec![[7; 16], [8; 16]]);
         assert!(
-            !found[0].good.contains(&[9; 16]),
+            !found[0].good.contains(&DeviceId([9; 16])),
             "detached runs are no outcome"
         );
     }

@@ -123,7 +123,7 @@ mod tests {
     #[test]
     fn validates_and_reports_activity() {
         let d =
-            DeviceDirective::new("g", [7; 16], Some("wget"), None, 2, 10, 20, "operator").unwrap();
+            DeviceDirective::new("g", DeviceId([7; 16]), Some("wget"), None, 2, 10, 20, "operator").unwrap();
         assert!(d.is_active(15));
         assert!(!d.is_active(20), "expired at its expiry");
         let done = DeviceDirective {
@@ -139,18 +139,18 @@ mod tests {
             err(DeviceDirective::new("g", DeviceId::ZERO, None, None, 1, 1, 2, "o")).contains("device")
         );
         assert!(
-            err(DeviceDirective::new("g", [1; 16], None, None, 0, 1, 2, "o")).contains("--runs")
+            err(DeviceDirective::new("g", DeviceId([1; 16]), None, None, 0, 1, 2, "o")).contains("--runs")
         );
         assert!(
-            err(DeviceDirective::new("g", [1; 16], None, None, 1, 2, 2, "o")).contains("future")
+            err(DeviceDirective::new("g", DeviceId([1; 16]), None, None, 1, 2, 2, "o")).contains("future")
         );
         assert!(err(DeviceDirective::new(
-            "a b", [1; 16], None, None, 1, 1, 2, "o"
+            "a b", DeviceId([1; 16]), None, None, 1, 1, 2, "o"
         ))
         .contains("group"));
         assert!(err(DeviceDirective::new(
             "g",
-            [1; 16],
+            DeviceId([1; 16]),
             Some(""),
             None,
             1,
