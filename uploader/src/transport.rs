@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use agent_core::RunId;
+use agent_core::{DeviceId, RunId};
 use anyhow::{bail, Context};
 use ureq::unversioned::resolver::DefaultResolver;
 use ureq::unversioned::transport::{ConnectProxyConnector, Connector, TcpConnector};
@@ -217,12 +217,11 @@ impl Client {
 
     /// Fetches the directives with this device's own (`?device=<id in
     /// hex>`: the service adds the per-device directives for it).
-    pub fn fetch_directives_for(&self, device_hex: Option<&str>) -> Result<Vec<u8>, SendError> {
+    pub fn fetch_directives_for(&self, device: Option<&DeviceId>) -> Result<Vec<u8>, SendError> {
         let mut url = format!("{}/v1/directives", self.endpoint.base);
-        if let Some(hex) = device_hex {
-            // A device id is hex digits only: nothing to escape.
-            url.push_str("?device=");
-            url.extend(hex.chars().filter(char::is_ascii_hexdigit));
+        if let Some(device) = device {
+            // A device id is written as hex digits only: nothing to escape.
+            url.push_str(&format!("?device={device}"));
         }
         let mut req = self.agent.get(&url);
         if let Some(token) = &self.endpoint.token {
