@@ -358,7 +358,7 @@ fn realistic_summary(id: RunId) -> agent_core::Summary {
     use agent_core::{Arch, Collector, Exit, Facts, FdKind, RunRecord, SyscallEvent};
     let mut collector: Box<Collector> = Box::new(Collector::new(0));
     let mut t = 1_000u64;
-    let mut seed = u64::from_le_bytes(id[..8].try_into().unwrap()) | 1;
+    let mut seed = u64::from_le_bytes(id.0[..8].try_into().unwrap()) | 1;
     for i in 0..20_000u64 {
         seed ^= seed << 13;
         seed ^= seed >> 7;

@@ -187,7 +187,7 @@ impl Pki {
     }
 
     pub fn write_ca(&self, dir: &Path) -> PathBuf {
-        let path = dir.join(format!("ca-{}.pem", random_id()[0]));
+        let path = dir.join(format!("ca-{}.pem", random_id().0[0]));
         std::fs::write(&path, &self.ca_pem).unwrap();
         path
     }
