@@ -6,7 +6,7 @@ mod common;
 
 use std::process::ExitCode;
 
-use agent_core::{Arch, Coverage, Exit, FdKind, IoBytes, Origin, Overflow, RunRecord, Summary};
+use agent_core::{Arch, Coverage, Exit, FdKind, IoBytes, Origin, Overflow, RunId, RunRecord, Summary};
 use clap::Parser;
 use common::{download, facts, RunBuilder};
 use diagnose::analysis::{diagnose, diagnose_runs, LabelBy, Options};
@@ -194,7 +194,7 @@ fn light(seed: u8, duration_ns: u64, exit: Exit) -> Summary {
         spool_dropped: 0,
     };
     Summary::light(
-        id,
+        RunId(id),
         run,
         facts("wget", &[]),
         Origin::default(),

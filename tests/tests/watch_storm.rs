@@ -21,6 +21,7 @@
 mod slow_fs;
 mod tracer_support;
 
+use agent_core::RunId;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -221,6 +221,7 @@ fn merge_peers(
 mod tests {
     use super::*;
     use agent_core::{Arch, Exit, Facts, RunRecord, SyscallEvent};
+    use agent_core::RunId;
 
     fn agg(values: &[(usize, u64)]) -> [u8; AGG_LEN] {
         let mut b = [0u8; AGG_LEN];
@@ -338,8 +339,8 @@ mod tests {
         recorded.record(&event(0, 64, 6000, 7500));
         recorded.record(&event(0, -11, 8000, 8500));
         let run = || RunRecord::new(0, 1, Exit::Code(0), Arch::X86_64);
-        let m = merged.summarize([0; 16], run(), Facts::new());
-        let r = recorded.summarize([0; 16], run(), Facts::new());
+        let m = merged.summarize(RunId([0; 16]), run(), Facts::new());
+        let r = recorded.summarize(RunId([0; 16]), run(), Facts::new());
         assert_eq!(m, r);
         assert_eq!(m.syscalls[0].count, 2);
     }
@@ -402,8 +403,8 @@ mod tests {
             recorded.record(&event(*nr, -38, entry(i), entry(i) + 100));
         }
         let run = || RunRecord::new(0, 1, Exit::Code(0), Arch::X86_64);
-        let m = merged.summarize([0; 16], run(), Facts::new());
-        let r = recorded.summarize([0; 16], run(), Facts::new());
+        let m = merged.summarize(RunId([0; 16]), run(), Facts::new());
+        let r = recorded.summarize(RunId([0; 16]), run(), Facts::new());
         assert_eq!(m, r);
         let names: Vec<String> = m.syscalls.iter().map(|s| s.key.id.to_string()).collect();
         assert_eq!(
@@ -423,6 +424,7 @@ mod tests {
 mod peer_tests {
     use super::*;
     use agent_core::{Arch, Exit, Facts, PeerIp, RunRecord, SyscallEvent};
+    use agent_core::RunId;
 
     /// A `struct peer_key`: 127.0.0.1:`port` over TCP (`mapped`: as the
     /// IPv4-mapped IPv6 address a dual-stack socket has), syscall `id`.
@@ -507,8 +509,8 @@ mod peer_tests {
         recorded.record(&event(1, -32, 2_450, 2_500));
         recorded.record(&event(3, 0, 2_990, 3_000));
         let run = || RunRecord::new(0, 1, Exit::Code(0), Arch::X86_64);
-        let m = merged.summarize([0; 16], run(), Facts::new());
-        let r = recorded.summarize([0; 16], run(), Facts::new());
+        let m = merged.summarize(RunId([0; 16]), run(), Facts::new());
+        let r = recorded.summarize(RunId([0; 16]), run(), Facts::new());
         assert_eq!(m.peers, r.peers);
         let p = &m.peers.list[0];
         assert_eq!((p.calls, p.bytes, p.errors), (4, 96, 1));

@@ -5,6 +5,7 @@
 //! Task ids are above the kernel's `PID_MAX_LIMIT` (2^22), so nothing the
 //! engine asks `/proc` about (fd kinds) can be a real task.
 
+use agent_core::RunId;
 use std::collections::{HashMap, VecDeque};
 use std::io;
 
@@ -258,7 +259,7 @@ fn run(e: &mut Engine<Fake>) -> Vec<Session> {
 
 fn counts(session: &Session) -> HashMap<String, u64> {
     let run = RunRecord::new(0, 1, session.exit(), Arch::X86_64);
-    let summary = session.collector.summarize([0; 16], run, Facts::default());
+    let summary = session.collector.summarize(RunId([0; 16]), run, Facts::default());
     summary
         .syscalls
         .iter()

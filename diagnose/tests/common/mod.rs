@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+use agent_core::RunId;
 use agent_core::{
     Arch, Collector, Exit, Facts, FdKind, Overflow, RunRecord, Summary, SyscallEvent, SyscallId,
 };
@@ -74,7 +75,7 @@ impl RunBuilder {
             window: 0,
             spool_dropped: 0,
         };
-        self.collector.summarize(id, run, facts)
+        self.collector.summarize(RunId(id), run, facts)
     }
 }
 
