@@ -303,7 +303,10 @@ mod tests {
         assert_eq!(HEX[..31].parse::<RunId>(), Err(ParseIdError::Length(31)));
         let mut long = Buf::new();
         write!(long, "{HEX}0").unwrap();
-        assert_eq!(long.as_str().parse::<RunId>(), Err(ParseIdError::Length(33)));
+        assert_eq!(
+            long.as_str().parse::<RunId>(),
+            Err(ParseIdError::Length(33))
+        );
         assert_eq!("".parse::<RunId>(), Err(ParseIdError::Length(0)));
         assert_eq!(
             "0123456789abcdefg0ff100fa55a7ee7".parse::<RunId>(),

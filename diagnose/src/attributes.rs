@@ -308,8 +308,8 @@ pub struct Common {
 
 #[cfg(test)]
 mod tests {
-    use agent_core::{Arch, Collector, Exit, Facts, FdKind, RunRecord, SyscallEvent};
     use agent_core::RunId;
+    use agent_core::{Arch, Collector, Exit, Facts, FdKind, RunRecord, SyscallEvent};
 
     use super::*;
 

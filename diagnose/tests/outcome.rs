@@ -6,7 +6,9 @@ mod common;
 
 use std::process::ExitCode;
 
-use agent_core::{Arch, Coverage, Exit, FdKind, IoBytes, Origin, Overflow, RunId, RunRecord, Summary};
+use agent_core::{
+    Arch, Coverage, Exit, FdKind, IoBytes, Origin, Overflow, RunId, RunRecord, Summary,
+};
 use clap::Parser;
 use common::{download, facts, RunBuilder};
 use diagnose::analysis::{diagnose, diagnose_runs, LabelBy, Options};

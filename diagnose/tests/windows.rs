@@ -3,10 +3,9 @@
 //! exactly the summary of the whole run; without the flag windows are left
 //! out with a note.
 
-use agent_core::{DeviceId, RunId, StreamId};
 use agent_core::{
-    Arch, Collector, Exit, Facts, FdKind, Origin, PeerAddr, PeerIp, RunRecord, Summary,
-    SyscallEvent, SyscallId,
+    Arch, Collector, DeviceId, Exit, Facts, FdKind, Origin, PeerAddr, PeerIp, RunId, RunRecord,
+    StreamId, Summary, SyscallEvent, SyscallId,
 };
 use diagnose::windows::{merge_stream, whole_runs};
 use rand::{Rng, SeedableRng};

@@ -451,7 +451,8 @@ pub struct DeviceDirectiveArgs {
 
 /// A `--device` argument: 32 hex digits (any case).
 fn device_arg(text: &str) -> anyhow::Result<agent_core::DeviceId> {
-    text.parse::<agent_core::DeviceId>().ok()
+    text.parse::<agent_core::DeviceId>()
+        .ok()
         .with_context(|| format!("--device `{text}` is not 32 hex digits"))
 }
 

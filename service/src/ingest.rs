@@ -1,7 +1,6 @@
 //! Turning a request's items into runs to store and per-item rejections.
 
-use agent_core::RunId;
-use agent_core::{DecodeError, Summary};
+use agent_core::{DecodeError, RunId, Summary};
 
 use crate::store::NewRun;
 

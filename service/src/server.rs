@@ -2,12 +2,12 @@
 //! contracts): routes, authentication, and the mapping of every failure to
 //! a status and a JSON `{"error": ...}` body.
 
-use agent_core::{DeviceId, ParseIdError, RunId};
-use std::str::FromStr;
 use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use agent_core::{DeviceId, ParseIdError, RunId};
 use axum::body::Bytes;
 use axum::extract::{
     ConnectInfo, DefaultBodyLimit, FromRequest, MatchedPath, Path, Query, Request, State,

@@ -3,8 +3,7 @@
 
 mod common;
 
-use agent_core::{DeviceId, StreamId};
-use agent_core::Summary;
+use agent_core::{DeviceId, StreamId, Summary};
 use common::*;
 use fixtures::sample;
 

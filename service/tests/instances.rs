@@ -5,13 +5,13 @@
 
 mod common;
 
-use agent_core::{DeviceId, StreamId};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
+use agent_core::{DeviceId, StreamId};
 use common::*;
 use fixtures::sample;
 

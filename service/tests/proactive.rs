@@ -8,12 +8,11 @@
 
 mod common;
 
-use agent_core::{DeviceId, RunId, StreamId};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use agent_core::{
-    Arch, Collector, CpuTime, Exit, Facts, FdKind, IoBytes, Origin, RunRecord, Summary,
-    SyscallEvent, SyscallId,
+    Arch, Collector, CpuTime, DeviceId, Exit, Facts, FdKind, IoBytes, Origin, RunId, RunRecord,
+    StreamId, Summary, SyscallEvent, SyscallId,
 };
 use common::*;
 use serde_json::Value;

@@ -5,10 +5,10 @@
 
 mod common;
 
-use agent_core::{DeviceId, RunId, StreamId};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use agent_core::{DeviceId, RunId, StreamId};
 use common::pg;
 use diagnose::input::{RunFilter as DiagnoseFilter, SummarySource};
 use fixtures::sample;

@@ -8,12 +8,12 @@
 
 mod common;
 
-use agent_core::DeviceId;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use agent_core::DeviceId;
 use common::webui::{upload_demo, BAD, GOOD, WINDOWS};
 use common::{bin, start, OPERATOR_PASSWORD, TOKEN};
 use fantoccini::{Client, ClientBuilder, Locator};

@@ -309,8 +309,8 @@ pub fn table(summary: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agent_core::{Arch, Collector, Facts, FdKind, RunRecord, SyscallEvent};
     use agent_core::RunId;
+    use agent_core::{Arch, Collector, Facts, FdKind, RunRecord, SyscallEvent};
 
     fn sample() -> Summary {
         let mut c: Collector = Collector::new(0);

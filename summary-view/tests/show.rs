@@ -2,10 +2,9 @@
 //! device, the CPU time, the calls in flight and the peers, in the table and
 //! in the JSON; and a version 1 summary, which has none of them.
 
-use agent_core::{DeviceId, RunId, StreamId};
 use agent_core::{
-    Arch, Collector, CpuTime, Exit, Facts, FdKind, InFlight, InFlightCall, Origin, PeerAddr,
-    PeerIp, RunRecord, Summary, SyscallEvent, SyscallId,
+    Arch, Collector, CpuTime, DeviceId, Exit, Facts, FdKind, InFlight, InFlightCall, Origin,
+    PeerAddr, PeerIp, RunId, RunRecord, StreamId, Summary, SyscallEvent, SyscallId,
 };
 
 const START: u64 = 1_763_700_000_000_000_000;

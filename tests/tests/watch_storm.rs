@@ -21,12 +21,11 @@
 mod slow_fs;
 mod tracer_support;
 
-use agent_core::RunId;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_core::Summary;
+use agent_core::{RunId, Summary};
 use tracer_support::*;
 
 /// One storm at a time: two would slow each other on 2 CPUs.

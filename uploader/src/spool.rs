@@ -475,10 +475,7 @@ fn read_summary_file(path: &Path, name: &str) -> Result<Option<Pending>, String>
     }
     let summary = Summary::decode(&bytes).map_err(|e| format!("not a valid summary: {e}"))?;
     if summary.id != id {
-        return Err(format!(
-            "holds summary {} but is named {name}",
-            summary.id
-        ));
+        return Err(format!("holds summary {} but is named {name}", summary.id));
     }
     Ok(Some(Pending {
         id,

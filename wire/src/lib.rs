@@ -198,7 +198,10 @@ mod tests {
         let device = serde_json::to_value(Some(DeviceId([0xd1; 16]))).unwrap();
         assert_eq!(device, serde_json::json!("d1".repeat(16)));
         let stream: Option<StreamId> = None;
-        assert_eq!(serde_json::to_value(stream).unwrap(), serde_json::Value::Null);
+        assert_eq!(
+            serde_json::to_value(stream).unwrap(),
+            serde_json::Value::Null
+        );
         // Upper case is read as the service reads ids in its URLs.
         let upper: RunId = serde_json::from_str(&format!("\"{}\"", "AB".repeat(16))).unwrap();
         assert_eq!(upper, RunId([0xab; 16]));
@@ -207,7 +210,10 @@ mod tests {
     #[test]
     fn a_malformed_id_is_refused_naming_what_was_wrong() {
         for (json, why) in [
-            (r#"{"accepted": ["abab"]}"#, "4 characters instead of 32 hex digits"),
+            (
+                r#"{"accepted": ["abab"]}"#,
+                "4 characters instead of 32 hex digits",
+            ),
             (
                 r#"{"accepted": ["zbabababababababababababababababab"]}"#,
                 "34 characters",

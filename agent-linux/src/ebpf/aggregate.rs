@@ -220,8 +220,8 @@ fn merge_peers(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agent_core::{Arch, Exit, Facts, RunRecord, SyscallEvent};
     use agent_core::RunId;
+    use agent_core::{Arch, Exit, Facts, RunRecord, SyscallEvent};
 
     fn agg(values: &[(usize, u64)]) -> [u8; AGG_LEN] {
         let mut b = [0u8; AGG_LEN];
@@ -423,8 +423,8 @@ mod tests {
 #[cfg(test)]
 mod peer_tests {
     use super::*;
-    use agent_core::{Arch, Exit, Facts, PeerIp, RunRecord, SyscallEvent};
     use agent_core::RunId;
+    use agent_core::{Arch, Exit, Facts, PeerIp, RunRecord, SyscallEvent};
 
     /// A `struct peer_key`: 127.0.0.1:`port` over TCP (`mapped`: as the
     /// IPv4-mapped IPv6 address a dual-stack socket has), syscall `id`.

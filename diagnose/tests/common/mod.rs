@@ -2,9 +2,9 @@
 
 #![allow(dead_code)]
 
-use agent_core::RunId;
 use agent_core::{
-    Arch, Collector, Exit, Facts, FdKind, Overflow, RunRecord, Summary, SyscallEvent, SyscallId,
+    Arch, Collector, Exit, Facts, FdKind, Overflow, RunId, RunRecord, Summary, SyscallEvent,
+    SyscallId,
 };
 
 /// Builds one run's events and turns them into a summary.

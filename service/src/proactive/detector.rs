@@ -4,11 +4,10 @@
 //! thresholds; [`super::task`] calls them every tick and keeps the state
 //! (stability, investigations, freshness).
 
-use agent_core::DeviceId;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use agent_core::Exit;
+use agent_core::{DeviceId, Exit};
 use diagnose::label::two_means;
 
 use super::reports::{TRIGGER_FAILING, TRIGGER_SLOW};

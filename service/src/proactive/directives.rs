@@ -122,8 +122,17 @@ mod tests {
 
     #[test]
     fn validates_and_reports_activity() {
-        let d =
-            DeviceDirective::new("g", DeviceId([7; 16]), Some("wget"), None, 2, 10, 20, "operator").unwrap();
+        let d = DeviceDirective::new(
+            "g",
+            DeviceId([7; 16]),
+            Some("wget"),
+            None,
+            2,
+            10,
+            20,
+            "operator",
+        )
+        .unwrap();
         assert!(d.is_active(15));
         assert!(!d.is_active(20), "expired at its expiry");
         let done = DeviceDirective {
@@ -135,17 +144,48 @@ mod tests {
         assert_eq!(view["program"], "wget");
         assert_eq!(view["match"], Value::Null);
         let err = |r: anyhow::Result<DeviceDirective>| format!("{:#}", r.unwrap_err());
-        assert!(
-            err(DeviceDirective::new("g", DeviceId::ZERO, None, None, 1, 1, 2, "o")).contains("device")
-        );
-        assert!(
-            err(DeviceDirective::new("g", DeviceId([1; 16]), None, None, 0, 1, 2, "o")).contains("--runs")
-        );
-        assert!(
-            err(DeviceDirective::new("g", DeviceId([1; 16]), None, None, 1, 2, 2, "o")).contains("future")
-        );
         assert!(err(DeviceDirective::new(
-            "a b", DeviceId([1; 16]), None, None, 1, 1, 2, "o"
+            "g",
+            DeviceId::ZERO,
+            None,
+            None,
+            1,
+            1,
+            2,
+            "o"
+        ))
+        .contains("device"));
+        assert!(err(DeviceDirective::new(
+            "g",
+            DeviceId([1; 16]),
+            None,
+            None,
+            0,
+            1,
+            2,
+            "o"
+        ))
+        .contains("--runs"));
+        assert!(err(DeviceDirective::new(
+            "g",
+            DeviceId([1; 16]),
+            None,
+            None,
+            1,
+            2,
+            2,
+            "o"
+        ))
+        .contains("future"));
+        assert!(err(DeviceDirective::new(
+            "a b",
+            DeviceId([1; 16]),
+            None,
+            None,
+            1,
+            1,
+            2,
+            "o"
         ))
         .contains("group"));
         assert!(err(DeviceDirective::new(

@@ -4,10 +4,9 @@
 //! then diagnoses the full runs the directives brought, and stores the
 //! report.
 
-use agent_core::DeviceId;
 use std::time::Duration;
 
-use agent_core::Summary;
+use agent_core::{DeviceId, Summary};
 use anyhow::{bail, Context};
 use diagnose::analysis::{self, LabelBy, Options};
 use diagnose::label::ClusterBy;

@@ -5,9 +5,10 @@
 //! covers it), and concludes the investigations whose runs are in. Every
 //! decision is logged on stderr (`edge-service: detector: ...`).
 
-use agent_core::DeviceId;
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use agent_core::DeviceId;
 
 use super::detector::{find, LightRun, Thresholds};
 use super::investigation::Investigation;

@@ -31,6 +31,7 @@ pub use sqlite::SqliteStore;
 pub const SCHEMA_VERSION: i64 = 7;
 
 use agent_core::{DeviceId, RunId};
+
 use crate::directive::Directive;
 use crate::operators::{Credential, OperatorRow};
 

@@ -17,11 +17,11 @@
 //! every session sets `synchronous_commit = on`, so `COMMIT` returns after
 //! the WAL is flushed, and the writer acknowledges only after it.
 
-use agent_core::{DeviceId, RunId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use agent_core::{DeviceId, RunId};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, Row, Statement};

@@ -7,10 +7,10 @@
 //! pay one fsync per commit, and the writer's group commit spreads it over
 //! every request that arrived meanwhile.)
 
-use agent_core::{DeviceId, RunId};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use agent_core::{DeviceId, RunId};
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Row};
 
 use super::columns::{
@@ -248,11 +248,7 @@ impl SqliteStore {
                     ])?;
                 }
                 if let (Some(directive), Some(device)) = (run.directive, &run.device) {
-                    count_directive.execute(params![
-                        directive,
-                        run.group,
-                        device.to_string()
-                    ])?;
+                    count_directive.execute(params![directive, run.group, device.to_string()])?;
                 }
                 if let Some(device) = &run.device {
                     let whole = i64::from(run.window == 0);

@@ -2,7 +2,6 @@
 //! the browser to the login form), reads the group's data on a store
 //! connection off the async threads, and renders its template.
 
-use agent_core::{DeviceId, RunId};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -28,7 +27,7 @@ use crate::operators::{
 };
 use crate::store::{DeviceFilter, RunFilter, RunRow, Store, StoreError};
 use crate::tokens::valid_group;
-use agent_core::Summary;
+use agent_core::{DeviceId, RunId, Summary};
 use diagnose::input::Cancel;
 use summary_view::observe::time_text;
 
@@ -492,15 +491,14 @@ fn runs_filter(group: &str, q: &RunsQuery, now: u64) -> Result<RunFilter, PageEr
             .map_err(|e| bad_request(format!("{name}: {e}")))
     };
     let device = q.device.trim();
-    let device = if device.is_empty() {
-        None
-    } else {
-        Some(
-            device.parse::<DeviceId>().map_err(|e| {
+    let device =
+        if device.is_empty() {
+            None
+        } else {
+            Some(device.parse::<DeviceId>().map_err(|e| {
                 bad_request(format!("device `{device}` is not 32 hex digits ({e})"))
-            })?,
-        )
-    };
+            })?)
+        };
     let limit = q.limit.unwrap_or(RUNS_PAGE);
     if limit == 0 || limit > RUNS_PAGE_MAX {
         return Err(bad_request(format!("limit must be 1..={RUNS_PAGE_MAX}")));
@@ -592,9 +590,9 @@ pub(super) async fn run(
     Path(id_text): Path<String>,
 ) -> Page {
     let session = session_or_login!(web, headers);
-    let id = id_text.parse::<RunId>().map_err(|e| {
-        bad_request(format!("`{id_text}` is not a 32-hex-digit run id ({e})"))
-    })?;
+    let id = id_text
+        .parse::<RunId>()
+        .map_err(|e| bad_request(format!("`{id_text}` is not a 32-hex-digit run id ({e})")))?;
     let group = session.group.clone();
     let found = web
         .read(move |store| {

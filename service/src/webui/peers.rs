@@ -240,9 +240,7 @@ fn finding_view(d: &peers::PeerDiagnosis, f: &peers::Finding, by: Option<usize>)
         last: time_text(f.last_window_unix_ns),
         score: format!("{:.2}", f.score),
         evidence: f.evidence.clone(),
-        explained_by: by
-            .map(|b| d.devices[b].id.to_string())
-            .unwrap_or_default(),
+        explained_by: by.map(|b| d.devices[b].id.to_string()).unwrap_or_default(),
     }
 }
 

@@ -2,10 +2,9 @@
 //! ingest path for group `phones`, and runs of group `laptops` that no
 //! `phones` page may show.
 
-use agent_core::DeviceId;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use agent_core::Summary;
+use agent_core::{DeviceId, Summary};
 use fixtures::sample;
 
 use super::{accepted, body, post, CONTENT_TYPE, OTHER_TOKEN, TOKEN};
@@ -86,10 +85,7 @@ pub fn upload_demo(url: &str) -> Uploaded {
         windowed,
         good_run,
         bad_run,
-        laptops_runs: laptops
-            .iter()
-            .map(|s| s.id.to_string())
-            .collect(),
+        laptops_runs: laptops.iter().map(|s| s.id.to_string()).collect(),
         laptops_device: laptops_device.to_string(),
     }
 }
