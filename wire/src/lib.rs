@@ -181,9 +181,9 @@ mod tests {
                 reason: "r".into(),
             }],
         };
-        let before = Ack_ {
+        let before = AckAsText {
             accepted: vec!["ab".repeat(16)],
-            rejected: vec![Rejected_ {
+            rejected: vec![RejectedAsText {
                 index: 0,
                 id: Some("01".repeat(16)),
                 reason: "r".into(),
@@ -231,13 +231,13 @@ mod tests {
 
     /// `Ack` as it was, with ids as text.
     #[derive(Serialize)]
-    struct Ack_ {
+    struct AckAsText {
         accepted: Vec<String>,
-        rejected: Vec<Rejected_>,
+        rejected: Vec<RejectedAsText>,
     }
 
     #[derive(Serialize)]
-    struct Rejected_ {
+    struct RejectedAsText {
         index: usize,
         id: Option<String>,
         reason: String,
