@@ -137,7 +137,8 @@ pub fn device_id(spool_dir: &Path, reset: bool) -> Result<[u8; 16], Error> {
     } else {
         device_id::load_or_create(&path)
     };
-    id.map_err(|e| Error::Spool(format!("{e:#}")))
+    id.map(<[u8; 16]>::from)
+        .map_err(|e| Error::Spool(format!("{e:#}")))
 }
 
 /// The documented JSON view of an encoded summary (`edge-agent show --json`).
@@ -248,7 +249,7 @@ mod tests {
         assert_eq!(stored.origin.device, id, "stamped with the app's id");
         // An id the summary already has is kept.
         let mut other = fixtures::summaries::sample_summary([2; 16], "wget", None);
-        other.origin.device = [9; 16];
+        other.origin.device = [9; 16].into();
         let path = spool_put(&spool, &encode(&mut other).unwrap()).unwrap();
         assert_eq!(
             Summary::decode(&std::fs::read(path).unwrap())

@@ -99,19 +99,19 @@ fn bench(c: &mut Criterion) {
     facts.program = facts::truncated("wget");
     let mut buf = [0u8; MAX_ENCODED_LEN];
     let size = col
-        .summarize([1; 16], run_record(), facts.clone())
+        .summarize(RunId([1; 16]), run_record(), facts.clone())
         .encode(&mut buf)
         .unwrap()
         .len();
     println!("mixed stream summary: {size} bytes encoded");
     c.bench_function("summarize+encode", |b| {
         b.iter(|| {
-            let mut s = col.summarize([1; 16], run_record(), facts.clone());
+            let mut s = col.summarize(RunId([1; 16]), run_record(), facts.clone());
             black_box(s.encode(&mut buf).unwrap().len())
         })
     });
     let bytes = col
-        .summarize([1; 16], run_record(), facts.clone())
+        .summarize(RunId([1; 16]), run_record(), facts.clone())
         .encode(&mut buf)
         .unwrap()
         .to_vec();

@@ -13,7 +13,7 @@ use crate::summary::{
 use crate::summary::{
     Coverage, InFlight, Kind, LastCall, Origin, Peer, PeerAddr, PeerRest, Peers, MAX_PEERS,
 };
-use crate::{Facts, FdKind, Key, Overflow, SyscallEvent, SyscallId};
+use crate::{Facts, FdKind, Key, Overflow, RunId, SyscallEvent, SyscallId};
 
 /// Distinct peers the collector follows in a window; the summary keeps the
 /// [`MAX_PEERS`] busiest and folds the rest.
@@ -664,7 +664,7 @@ impl<const KEYS: usize, const TRANSITIONS: usize, const THREADS: usize, const ER
     /// The largest keys (by count) get their own entries, the rest are
     /// folded into "other"; the [`DEFAULT_SUMMARY_TRANSITIONS`] most frequent
     /// transitions are kept, the rest folded into the "other" transition.
-    pub fn summarize(&self, id: [u8; 16], mut run: RunRecord, facts: Facts) -> Summary {
+    pub fn summarize(&self, id: RunId, mut run: RunRecord, facts: Facts) -> Summary {
         run.events = self.events;
         run.overflow = self.overflow;
 

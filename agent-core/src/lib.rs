@@ -22,6 +22,7 @@ pub mod event;
 pub mod facts;
 pub mod framing;
 pub mod histogram;
+pub mod id;
 pub mod program;
 pub mod stats;
 pub mod summary;
@@ -32,6 +33,7 @@ pub use collector::{Collector, PeerFigures};
 pub use event::{FdKind, SyscallEvent};
 pub use facts::{Fact, FactError, Facts};
 pub use histogram::Histogram;
+pub use id::{DeviceId, ParseIdError, RunId, StreamId};
 pub use program::{valid_program_name, MAX_PROGRAM_NAME_LEN, PROGRAM_NAME_RULE};
 pub use summary::{
     Coverage, CpuTime, DecodeError, EncodeError, Exit, InFlight, InFlightCall, IoBytes, Kind,

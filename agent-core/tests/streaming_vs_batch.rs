@@ -193,7 +193,7 @@ fn check<const K: usize, const T: usize, const TH: usize, const E: usize>(events
     for ev in events {
         c.record(ev);
     }
-    let summary = c.summarize([1; 16], run_record(), Facts::new());
+    let summary = c.summarize(RunId([1; 16]), run_record(), Facts::new());
     use agent_core::collector::usable;
     let r = reference(events, (K, usable(T), usable(TH), usable(E)));
 
@@ -390,7 +390,7 @@ fn check_peers(events: &[SyscallEvent], cuts: &[usize]) {
             start_unix_ns: UNIX_BASE + window_start_ns,
             ..run_record()
         };
-        let summary = c.summarize([1; 16], run, Facts::new());
+        let summary = c.summarize(RunId([1; 16]), run, Facts::new());
         let got = &summary.peers;
 
         let mut sorted = table.clone();
@@ -517,7 +517,7 @@ fn silent_peers_give_way_to_called_ones() {
     first.iter().for_each(|e| c.record(e));
     c.reset_window(500);
     second.iter().for_each(|e| c.record(e));
-    let s = c.summarize([0; 16], run_record(), Facts::new());
+    let s = c.summarize(RunId([0; 16]), run_record(), Facts::new());
     assert_eq!(s.peers.rest.calls, 8, "{:?}", s.peers);
     assert!(s
         .peers
@@ -559,7 +559,7 @@ proptest! {
             whole.record(ev);
         }
         let (want_keys, want_transitions) =
-            counts_of(&whole.summarize([1; 16], run_record(), Facts::new()));
+            counts_of(&whole.summarize(RunId([1; 16]), run_record(), Facts::new()));
 
         let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(events.len())).collect();
         cuts.sort_unstable();
@@ -567,7 +567,7 @@ proptest! {
         let mut keys: HashMap<Key, u64> = HashMap::new();
         let mut transitions = 0;
         let mut add = |c: &Collector| {
-            let (k, t) = counts_of(&c.summarize([1; 16], run_record(), Facts::new()));
+            let (k, t) = counts_of(&c.summarize(RunId([1; 16]), run_record(), Facts::new()));
             for (key, n) in k {
                 *keys.entry(key).or_default() += n;
             }
@@ -660,8 +660,8 @@ proptest! {
             }
         }
         prop_assert_eq!(
-            merged.summarize([1; 16], run_record(), Facts::new()),
-            recorded.summarize([1; 16], run_record(), Facts::new())
+            merged.summarize(RunId([1; 16]), run_record(), Facts::new()),
+            recorded.summarize(RunId([1; 16]), run_record(), Facts::new())
         );
     }
 }
@@ -741,8 +741,8 @@ proptest! {
                 merged.merge_peer(*addr, figures, s.last.map(|(ret, end)| (*id, ret, end)));
             }
         }
-        let m = merged.summarize([1; 16], run_record(), Facts::new());
-        let r = recorded.summarize([1; 16], run_record(), Facts::new());
+        let m = merged.summarize(RunId([1; 16]), run_record(), Facts::new());
+        let r = recorded.summarize(RunId([1; 16]), run_record(), Facts::new());
         prop_assert_eq!(m.peers, r.peers);
     }
 }

@@ -84,13 +84,13 @@ fn worst_case_with(observed: bool) -> Summary {
             }
         }
     }
-    let mut s = c.summarize([0xff; 16], run_record(0), full_facts());
+    let mut s = c.summarize(RunId([0xff; 16]), run_record(0), full_facts());
     if !observed {
         return s;
     }
     s.origin = Origin {
-        device: [0xfe; 16],
-        stream: [0xfd; 16],
+        device: DeviceId([0xfe; 16]),
+        stream: StreamId([0xfd; 16]),
         window_ns: u64::MAX,
     };
     s.cpu = Some(CpuTime {
@@ -264,7 +264,7 @@ fn a_typical_observed_window_keeps_every_peer() {
             }),
         });
     }
-    let mut s = c.summarize([1; 16], run_record(0), full_facts());
+    let mut s = c.summarize(RunId([1; 16]), run_record(0), full_facts());
     s.cpu = Some(CpuTime {
         user_ns: 1,
         system_ns: 2,
@@ -348,12 +348,12 @@ fn light_records_round_trip_and_carry_no_entries() {
     let mut facts = Facts::new();
     facts.program = facts::truncated("wget");
     let mut s = Summary::light(
-        [7; 16],
+        RunId([7; 16]),
         run,
         facts,
         Origin {
-            device: [1; 16],
-            stream: [2; 16],
+            device: DeviceId([1; 16]),
+            stream: StreamId([2; 16]),
             window_ns: 0,
         },
         Some(CpuTime {

@@ -65,7 +65,7 @@ fn the_first_unknown_numbers_get_rows_and_the_rest_are_counted_as_unknown() {
     for ev in &events {
         c.record(ev);
     }
-    let s = c.summarize([1; 16], run_record(), Facts::new());
+    let s = c.summarize(RunId([1; 16]), run_record(), Facts::new());
     let rows = by_name(&s);
     let expect: BTreeMap<String, (u64, u64)> = [
         ("syscall_0x1f0", (1, 1)),
@@ -121,7 +121,7 @@ fn each_window_keeps_its_own_unknown_rows() {
     for ev in &events[10..] {
         second.record(ev);
     }
-    let rows = by_name(&second.summarize([2; 16], run_record(), Facts::new()));
+    let rows = by_name(&second.summarize(RunId([2; 16]), run_record(), Facts::new()));
     assert_eq!(rows["syscall_0x3fd"], (5, 5));
     assert_eq!(rows["<unknown>"], (1, 1));
 }
@@ -152,7 +152,7 @@ fn merged_statistics_keep_unknown_rows_as_recorded_ones_do() {
     }
     c.merge_transition(key(0x3fd).id, key(0x3fc).id, 4, 400);
     c.merge_transition(key(0x1f0).id, key(0x1f1).id, 1, 100);
-    let s = c.summarize([3; 16], run_record(), Facts::new());
+    let s = c.summarize(RunId([3; 16]), run_record(), Facts::new());
     let rows = by_name(&s);
     assert_eq!(rows["syscall_0x1f0"], (1, 1));
     assert_eq!(rows["syscall_0x3fe"], (4, 4));

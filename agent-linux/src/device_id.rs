@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-/// A device id.
-pub type DeviceId = [u8; 16];
+/// A device id (written as 32 lowercase hex digits by its `Display`).
+pub use agent_core::DeviceId;
 
 /// The file's name in the state folder.
 pub const FILE_NAME: &str = "device-id";
@@ -106,11 +106,6 @@ pub fn reset(path: &Path) -> anyhow::Result<DeviceId> {
     Ok(id)
 }
 
-/// The id as 32 lowercase hex digits.
-pub fn to_hex(id: &DeviceId) -> String {
-    hex::encode(id)
-}
-
 /// Parses the file's content: 32 hex digits, optionally followed by one
 /// newline; not all zeros.
 pub fn parse(text: &[u8]) -> Result<DeviceId, String> {
@@ -121,9 +116,18 @@ pub fn parse(text: &[u8]) -> Result<DeviceId, String> {
     if digits.len() != 32 {
         return Err(format!("{} bytes instead of 32 hex digits", digits.len()));
     }
-    let mut id = [0u8; 16];
-    hex::decode_to_slice(digits, &mut id).map_err(|e| format!("not hex: {e}"))?;
-    if id == [0u8; 16] {
+    let id = match std::str::from_utf8(digits) {
+        Ok(text) => text
+            .parse::<DeviceId>()
+            .map_err(|e| format!("not hex: {e}"))?,
+        Err(e) => {
+            return Err(format!(
+                "not hex: a byte that is not text at position {}",
+                e.valid_up_to()
+            ))
+        }
+    };
+    if id.is_zero() {
         return Err("all zeros, which means no device".into());
     }
     Ok(id)
@@ -137,7 +141,7 @@ fn generate() -> anyhow::Result<DeviceId> {
         getrandom::fill(&mut id)
             .map_err(|e| anyhow::anyhow!("cannot make a device id: no random source: {e}"))?;
         if id != [0u8; 16] {
-            return Ok(id);
+            return Ok(DeviceId(id));
         }
     }
 }
@@ -195,7 +199,7 @@ fn write_temp(path: &Path, id: &DeviceId) -> anyhow::Result<PathBuf> {
     let tmp = dir.join(format!(
         ".{name}.tmp-{}-{}",
         std::process::id(),
-        hex::encode(&generate()?[..4])
+        hex::encode(&generate()?.0[..4])
     ));
     let written = std::fs::OpenOptions::new()
         .write(true)
@@ -203,7 +207,7 @@ fn write_temp(path: &Path, id: &DeviceId) -> anyhow::Result<PathBuf> {
         .mode(0o600)
         .open(&tmp)
         .and_then(|mut f| {
-            f.write_all(format!("{}\n", to_hex(id)).as_bytes())?;
+            f.write_all(format!("{id}\n").as_bytes())?;
             f.sync_all()
         });
     if let Err(e) = written {
@@ -242,7 +246,7 @@ mod tests {
         assert_eq!(load_or_create(&path).unwrap(), id, "stable");
         assert_eq!(read(&path).unwrap(), Some(id));
         let text = std::fs::read_to_string(&path).unwrap();
-        assert_eq!(text, format!("{}\n", to_hex(&id)));
+        assert_eq!(text, format!("{id}\n"));
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "{mode:o}");
         let leftovers: Vec<_> = std::fs::read_dir(path.parent().unwrap())
@@ -302,7 +306,7 @@ mod tests {
     #[test]
     fn upper_case_and_no_newline_are_read() {
         assert_eq!(
-            parse(b"0123456789ABCDEF0123456789abcdef").unwrap()[..2],
+            parse(b"0123456789ABCDEF0123456789abcdef").unwrap().0[..2],
             [0x01, 0x23]
         );
     }

@@ -146,7 +146,7 @@ impl WatchSteering {
 pub type BodyHook = Box<dyn FnMut(&[u8]) + Send>;
 
 /// Fetches the directives every `every` on a thread of its own (the first
-/// fetch at once), with this device's (`device_hex`: its id in hex). On
+/// fetch at once), with this device's (`device`). On
 /// that thread, each body (at most `wire::directive::MAX_BODY_BYTES`, read
 /// by the client) is handed to `each_body` (the shims' steering), then
 /// parsed; the directives that parse arrive on the returned channel, so the
@@ -158,12 +158,12 @@ pub type BodyHook = Box<dyn FnMut(&[u8]) + Send>;
 pub fn spawn_fetcher(
     client: uploader::transport::Client,
     every: Duration,
-    device_hex: Option<String>,
+    device: Option<agent_core::DeviceId>,
     mut each_body: BodyHook,
 ) -> std::io::Result<std::sync::mpsc::Receiver<Directive>> {
     let (tx, rx) = std::sync::mpsc::channel();
     crate::signals::spawn_quiet_thread("directives", move || loop {
-        match client.fetch_directives_for(device_hex.as_deref()) {
+        match client.fetch_directives_for(device.as_ref()) {
             Ok(json) => {
                 each_body(&json);
                 if let Some(directive) = parse_reported(&json) {

@@ -27,8 +27,8 @@ pub struct Steering {
     pub client: uploader::transport::Client,
     /// Time between two fetches.
     pub every: Duration,
-    /// This device's id in hex (the per-device directives are its).
-    pub device_hex: String,
+    /// This device's id (the per-device directives are its).
+    pub device: agent_core::DeviceId,
     /// `--match`, which applies while the service sets no `match`.
     pub pattern: String,
     /// The shim folder, when the device opted in.
@@ -41,7 +41,7 @@ impl std::fmt::Debug for Steering {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Steering")
             .field("every", &self.every)
-            .field("device_hex", &self.device_hex)
+            .field("device", &self.device)
             .field("pattern", &self.pattern)
             .field("shims", &self.shims)
             .finish_non_exhaustive()
@@ -56,7 +56,7 @@ pub fn start(steering: Steering) -> anyhow::Result<Box<dyn FnMut() -> Update>> {
     let Steering {
         client,
         every,
-        device_hex,
+        device,
         pattern,
         shims,
     } = steering;
@@ -74,7 +74,7 @@ pub fn start(steering: Steering) -> anyhow::Result<Box<dyn FnMut() -> Update>> {
             }
         }
     };
-    let fetched = directives::spawn_fetcher(client, every, Some(device_hex), Box::new(steer_shims))
+    let fetched = directives::spawn_fetcher(client, every, Some(device), Box::new(steer_shims))
         .context("cannot start the directives thread")?;
     let mut steering = WatchSteering::new(&pattern);
     Ok(Box::new(move || {

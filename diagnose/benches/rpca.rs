@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use agent_core::summary::{RunRecord, Summary, SyscallSummary, MAX_SUMMARY_SYSCALLS};
-use agent_core::{Arch, Exit, Facts, FdKind, Key, SyscallId};
+use agent_core::{Arch, Exit, Facts, FdKind, Key, RunId, SyscallId};
 use diagnose::rpca::analysis::decompose;
 use diagnose::rpca::{self, RpcaOptions};
 use faer::Mat;
@@ -115,7 +115,7 @@ fn summary(rng: &mut Rng, slow: bool) -> Summary {
     let mut facts = Facts::new();
     facts.program = agent_core::facts::truncated("bench");
     Summary {
-        id,
+        id: RunId(id),
         run: RunRecord::new(0, total + total / 3, Exit::Code(0), Arch::X86_64),
         facts,
         truncated: false,

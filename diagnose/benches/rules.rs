@@ -132,7 +132,7 @@ fn synthetic_summary(rng: &mut Rng, bad: bool) -> Summary {
     id[..8].copy_from_slice(&rng.next().to_le_bytes());
     id[8..].copy_from_slice(&rng.next().to_le_bytes());
     Summary {
-        id,
+        id: agent_core::RunId(id),
         run: RunRecord::new(
             0,
             if bad { 2_000_000_000 } else { 200_000_000 },

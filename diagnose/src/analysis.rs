@@ -216,7 +216,7 @@ pub fn diagnose(
     Ok(Diagnosis {
         labelling,
         programs,
-        run_ids: summaries.iter().map(|s| hex::encode(s.id)).collect(),
+        run_ids: summaries.iter().map(|s| s.id.to_string()).collect(),
         program,
         dataset,
         common,

@@ -308,6 +308,7 @@ pub struct Common {
 
 #[cfg(test)]
 mod tests {
+    use agent_core::RunId;
     use agent_core::{Arch, Collector, Exit, Facts, FdKind, RunRecord, SyscallEvent};
 
     use super::*;
@@ -335,7 +336,7 @@ mod tests {
             });
         }
         let run = RunRecord::new(0, 1, Exit::Code(0), Arch::X86_64);
-        let summary = c.summarize([0; 16], run, Facts::new());
+        let summary = c.summarize(RunId([0; 16]), run, Facts::new());
         let p = profile(&summary, &Mapping::default_map(), None);
         let names: Vec<&str> = p.entries.keys().map(String::as_str).collect();
         assert_eq!(

@@ -362,7 +362,7 @@ impl Reader<'_> {
             );
         }
         // A run given as both good and bad is a mistake, not a duplicate.
-        let mut ids: Vec<[u8; 16]> = runs.iter().map(|s| s.id).collect();
+        let mut ids: Vec<agent_core::RunId> = runs.iter().map(|s| s.id).collect();
         ids.sort_unstable();
         if ids.windows(2).any(|w| w[0] == w[1]) {
             bail!("the same run (summary id) is given more than once under --good/--bad");
@@ -460,11 +460,11 @@ pub fn devices_of(runs: &[Summary], key: &str) -> (Vec<String>, String) {
             }
             _ if s.origin.device != [0; 16] => {
                 by_id += 1;
-                format!("device {}", hex::encode(&s.origin.device[..6]))
+                format!("device {}", hex::encode(&s.origin.device.0[..6]))
             }
             _ => {
                 by_run += 1;
-                format!("run {}", hex::encode(&s.id[..6]))
+                format!("run {}", hex::encode(&s.id.0[..6]))
             }
         })
         .collect();

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use agent_core::summary::{MAX_PEERS, MAX_SUMMARY_SYSCALLS, MAX_SUMMARY_TRANSITIONS};
 use agent_core::{
-    CpuTime, Key, Peer, PeerAddr, PeerRest, Peers, Summary, SyscallId, SyscallSummary, Transition,
+    CpuTime, DeviceId, Key, Peer, PeerAddr, PeerRest, Peers, StreamId, Summary, SyscallId,
+    SyscallSummary, Transition,
 };
 
 /// What [`whole_runs`] did with the window summaries, for the note on
@@ -82,14 +83,14 @@ pub fn whole_runs(summaries: Vec<Summary>, merge: bool) -> (Vec<Summary>, Option
     }
     let mut slots = Vec::with_capacity(summaries.len());
     let mut streams: Vec<Vec<Summary>> = Vec::new();
-    let mut stream_of: BTreeMap<([u8; 16], [u8; 16]), usize> = BTreeMap::new();
+    let mut stream_of: BTreeMap<(DeviceId, StreamId), usize> = BTreeMap::new();
     for s in summaries {
         if s.run.window == 0 {
             slots.push(Slot::Run(Box::new(s)));
             continue;
         }
         note.windows += 1;
-        if s.origin.stream == [0; 16] {
+        if s.origin.stream.is_zero() {
             note.orphans += 1;
             continue;
         }

@@ -4,7 +4,9 @@
 
 mod common;
 
-use agent_core::{Arch, Coverage, Exit, FdKind, IoBytes, Origin, Overflow, RunRecord, Summary};
+use agent_core::{
+    Arch, Coverage, Exit, FdKind, IoBytes, Origin, Overflow, RunId, RunRecord, Summary,
+};
 use common::{download, facts, RunBuilder};
 use diagnose::analysis::{diagnose, diagnose_runs, LabelBy, Options};
 use diagnose::input::{RunFilter, SummarySource};
@@ -191,7 +193,7 @@ fn light(seed: u8, duration_ns: u64, exit: Exit) -> Summary {
         spool_dropped: 0,
     };
     Summary::light(
-        id,
+        RunId(id),
         run,
         facts("wget", &[]),
         Origin::default(),

@@ -397,7 +397,7 @@ fn windows_without_a_device_id_are_skipped_and_counted() {
     let mut fleet = Fleet::new(training, diagnosis, 10);
     for (i, mut s) in spec.summaries().enumerate() {
         if i % 10 == 0 {
-            s.origin.device = [0; 16];
+            s.origin.device = agent_core::DeviceId::ZERO;
         }
         fleet.add(&s);
     }

@@ -294,7 +294,7 @@ fn a_clients_slow_files_while_its_server_is_flagged_are_explained_by_the_server(
     let server_id = servers().device_id(2);
     assert!(d.explained.iter().all(|e| d.devices[e.by].id == server_id));
     let json = report::json(&d);
-    let hex: String = server_id.iter().map(|b| format!("{b:02x}")).collect();
+    let hex: String = server_id.0.iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(json["explained"][0]["explained_by"], hex.as_str());
     assert_eq!(json["findings"].as_array().map(Vec::len), Some(1));
 }

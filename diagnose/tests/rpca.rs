@@ -530,9 +530,9 @@ fn devices_come_from_the_fact_else_the_device_id_else_the_run_id() {
     assert_eq!(names, ["d1", "d1", "d1"]);
     assert_eq!(source, "the `device` fact");
     let (names, source) = devices_of(&runs, "host");
-    assert_eq!(names[0], format!("run {}", hex::encode(&runs[0].id[..6])));
+    assert_eq!(names[0], format!("run {}", hex::encode(&runs[0].id.0[..6])));
     assert!(source.contains("the run id (3 runs"), "{source}");
-    runs[1].origin.device = [0xab; 16];
+    runs[1].origin.device = agent_core::DeviceId([0xab; 16]);
     let (names, source) = devices_of(&runs, "host");
     assert_eq!(names[1], "device abababababab");
     assert!(source.contains("the device id (1 runs)"), "{source}");

@@ -4,16 +4,16 @@
 //! out with a note.
 
 use agent_core::{
-    Arch, Collector, Exit, Facts, FdKind, Origin, PeerAddr, PeerIp, RunRecord, Summary,
-    SyscallEvent, SyscallId,
+    Arch, Collector, DeviceId, Exit, Facts, FdKind, Origin, PeerAddr, PeerIp, RunId, RunRecord,
+    StreamId, Summary, SyscallEvent, SyscallId,
 };
 use diagnose::windows::{merge_stream, whole_runs};
 use rand::{Rng, SeedableRng};
 
 const BASE_UNIX: u64 = 1_763_700_000_000_000_000;
 const WINDOW: u64 = 1_000_000_000;
-const DEVICE: [u8; 16] = [0xd1; 16];
-const STREAM: [u8; 16] = [0x5e; 16];
+const DEVICE: DeviceId = DeviceId([0xd1; 16]);
+const STREAM: StreamId = StreamId([0x5e; 16]);
 
 fn nr(name: &str) -> u32 {
     SyscallId::from_name(name)
@@ -108,7 +108,7 @@ fn whole_and_windows(seed: u64, secs: u64) -> (Summary, Vec<Summary>) {
         whole.record(e);
     }
     let mut whole = whole.summarize(
-        [seed as u8; 16],
+        RunId([seed as u8; 16]),
         RunRecord::new(BASE_UNIX, end, Exit::Code(0), Arch::X86_64),
         facts(),
     );
@@ -128,7 +128,7 @@ fn whole_and_windows(seed: u64, secs: u64) -> (Summary, Vec<Summary>) {
         };
         let mut id = [seed as u8; 16];
         id[15] = index as u8 + 1;
-        let mut s = c.summarize(id, run, facts());
+        let mut s = c.summarize(RunId(id), run, facts());
         s.origin = Origin {
             device: DEVICE,
             stream: STREAM,
@@ -179,7 +179,7 @@ fn without_the_flag_windows_are_left_out_and_with_it_each_stream_is_one_run() {
     let (whole, mut windows) = whole_and_windows(7, 4);
     let (other_whole, mut other) = whole_and_windows(8, 3);
     for w in &mut other {
-        w.origin.stream = [0x77; 16];
+        w.origin.stream = StreamId([0x77; 16]);
     }
     // Uploads arrive in any order.
     windows.reverse();
@@ -211,10 +211,10 @@ fn without_the_flag_windows_are_left_out_and_with_it_each_stream_is_one_run() {
     let mut gappy = windows.clone();
     gappy.retain(|w| w.run.window != 2);
     let mut again = gappy[0].clone();
-    again.id[0] ^= 1;
+    again.id.0[0] ^= 1;
     gappy.push(again);
     let mut elsewhere = other[1].clone();
-    elsewhere.origin.device = [0xd2; 16];
+    elsewhere.origin.device = DeviceId([0xd2; 16]);
     gappy.push(elsewhere);
     let (runs, note) = whole_runs(gappy, true);
     assert_eq!(runs.len(), 2);

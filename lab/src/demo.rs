@@ -178,7 +178,7 @@ pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
     for (c, s) in spools.iter().enumerate() {
         for f in input::summary_files(s)? {
             let summary = input::read_summary(&f)?;
-            client_of.insert(hex::encode(summary.id), c);
+            client_of.insert(summary.id.to_string(), c);
             spooled.push((summary, format!("c{}", c + 1)));
         }
     }

@@ -1,6 +1,6 @@
 //! Turning a request's items into runs to store and per-item rejections.
 
-use agent_core::{DecodeError, Summary};
+use agent_core::{DecodeError, RunId, Summary};
 
 use crate::store::NewRun;
 
@@ -16,7 +16,7 @@ pub struct Rejection {
     /// Its index in the request.
     pub index: usize,
     /// Its id, when it could be read.
-    pub id: Option<[u8; 16]>,
+    pub id: Option<RunId>,
     /// For the client: the decoder's message, or why the store refused it.
     pub reason: String,
     /// For the metrics: a short, fixed label.
@@ -98,11 +98,11 @@ pub fn prepare(
 /// The id of an item the decoder refused, when its first bytes look like a
 /// summary of a version this build reads (the version varint is one byte,
 /// the id the next 16).
-fn readable_id(item: &[u8]) -> Option<[u8; 16]> {
+fn readable_id(item: &[u8]) -> Option<RunId> {
     let version = item.first().map(|v| u16::from(*v));
     let known = agent_core::OLDEST_FORMAT_VERSION..=agent_core::FORMAT_VERSION;
     if item.len() >= 17 && version.is_some_and(|v| known.contains(&v)) {
-        item[1..17].try_into().ok()
+        <[u8; 16]>::try_from(&item[1..17]).ok().map(RunId)
     } else {
         None
     }

@@ -3,9 +3,11 @@
 //! a status and a JSON `{"error": ...}` body.
 
 use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use agent_core::{DeviceId, ParseIdError, RunId};
 use axum::body::Bytes;
 use axum::extract::{
     ConnectInfo, DefaultBodyLimit, FromRequest, MatchedPath, Path, Query, Request, State,
@@ -61,7 +63,7 @@ pub const DEVICE_TOKEN_REFUSED: &str = "a device token may only upload summaries
 #[derive(Debug)]
 struct Quotas {
     address: Buckets<IpAddr>,
-    device: Buckets<[u8; 16]>,
+    device: Buckets<DeviceId>,
 }
 
 /// What the handlers share.
@@ -430,7 +432,7 @@ async fn post_summaries(
     let prepared = ingest::prepare(&items, token_group.as_deref(), now_unix_ns())
         .map_err(|e| ApiError::new(StatusCode::FORBIDDEN, e.to_string()))?;
     // And every device a quota of summaries (all of the batch or none).
-    let mut per_device: Vec<([u8; 16], f64)> = Vec::new();
+    let mut per_device: Vec<(DeviceId, f64)> = Vec::new();
     for (_, run) in &prepared.runs {
         if let Some(device) = run.device {
             match per_device.iter_mut().find(|(d, _)| *d == device) {
@@ -448,10 +450,10 @@ async fn post_summaries(
     }
     let mut rejected = prepared.rejected;
     let (indices, runs): (Vec<usize>, Vec<_>) = prepared.runs.into_iter().unzip();
-    let ids: Vec<[u8; 16]> = runs.iter().map(|r| r.id).collect();
+    let ids: Vec<RunId> = runs.iter().map(|r| r.id).collect();
     let outcomes = app.writer.write(runs).await?;
 
-    let mut accepted: Vec<[u8; 16]> = Vec::with_capacity(ids.len());
+    let mut accepted: Vec<RunId> = Vec::with_capacity(ids.len());
     let (mut stored, mut repeated) = (0, 0);
     for ((index, id), outcome) in indices.into_iter().zip(ids).zip(outcomes) {
         match outcome {
@@ -479,12 +481,12 @@ async fn post_summaries(
         app.metrics.count_rejected(r.label);
     }
     Ok(Json(wire::Ack {
-        accepted: accepted.iter().map(summary_view::id_hex).collect(),
+        accepted,
         rejected: rejected
             .into_iter()
             .map(|r| wire::Rejected {
                 index: r.index,
-                id: r.id.as_ref().map(summary_view::id_hex),
+                id: r.id,
                 reason: r.reason,
             })
             .collect(),
@@ -646,12 +648,15 @@ fn checked_limit(limit: Option<u64>, default: u64) -> Result<u64, ApiError> {
 }
 
 /// A `device=` or `stream=` parameter: 32 hex digits (any case).
-fn id_param(name: &str, text: Option<String>) -> Result<Option<[u8; 16]>, ApiError> {
+fn id_param<Id: FromStr<Err = ParseIdError>>(
+    name: &str,
+    text: Option<String>,
+) -> Result<Option<Id>, ApiError> {
     text.map(|t| {
-        summary_view::id_from_hex(&t.to_ascii_lowercase()).ok_or_else(|| {
+        t.parse().map_err(|e| {
             ApiError::new(
                 StatusCode::BAD_REQUEST,
-                format!("{name} `{t}` is not 32 hex digits"),
+                format!("{name} `{t}` is not 32 hex digits ({e})"),
             )
         })
     })
@@ -712,10 +717,10 @@ async fn get_run(
     Path(id_text): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let token_group = app.authenticate_operator(&headers).await?;
-    let id = summary_view::id_from_hex(&id_text.to_ascii_lowercase()).ok_or_else(|| {
+    let id = id_text.parse::<RunId>().map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
-            format!("`{id_text}` is not a 32-hex-digit run id"),
+            format!("`{id_text}` is not a 32-hex-digit run id ({e})"),
         )
     })?;
     let not_found = || ApiError::new(StatusCode::NOT_FOUND, format!("no run {id_text}"));

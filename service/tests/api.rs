@@ -3,7 +3,7 @@
 
 mod common;
 
-use agent_core::Summary;
+use agent_core::{DeviceId, StreamId, Summary};
 use common::*;
 use fixtures::sample;
 
@@ -779,8 +779,8 @@ fn random_and_mutated_bodies_never_break_the_server() {
 fn from_device(seed: u64, device: u8, stream: u8, window: u32) -> Vec<u8> {
     let mut s = sample::summary(seed, 300, None);
     s.origin = agent_core::Origin {
-        device: [device; 16],
-        stream: [stream; 16],
+        device: DeviceId([device; 16]),
+        stream: StreamId([stream; 16]),
         window_ns: if window == 0 { 0 } else { 10_000_000_000 },
     };
     s.run.window = window;
@@ -1028,7 +1028,7 @@ fn device_items(first_seed: u64, count: u64, device: u8) -> Vec<Vec<u8>> {
     (first_seed..first_seed + count)
         .map(|seed| {
             let mut s = sample::summary(seed, 200, None);
-            s.origin.device = [device; 16];
+            s.origin.device = DeviceId([device; 16]);
             sample::encode(&s)
         })
         .collect()

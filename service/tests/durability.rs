@@ -81,9 +81,9 @@ fn kill_9_under_load_loses_nothing_acknowledged() {
                         .enumerate()
                         .map(|(i, s)| {
                             let mut s = s.clone();
-                            s.id[0] = client;
-                            s.id[1..5].copy_from_slice(&request.to_be_bytes());
-                            s.id[5] = i as u8;
+                            s.id.0[0] = client;
+                            s.id.0[1..5].copy_from_slice(&request.to_be_bytes());
+                            s.id.0[5] = i as u8;
                             let mut buf = [0u8; 2048];
                             s.encode(&mut buf).unwrap().to_vec()
                         })

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
+use agent_core::{DeviceId, StreamId};
 use common::*;
 use fixtures::sample;
 
@@ -20,9 +21,9 @@ fn fresh(pool: &[agent_core::Summary], tag: u8, request: u32) -> Vec<Vec<u8>> {
         .enumerate()
         .map(|(i, s)| {
             let mut s = s.clone();
-            s.id[0] = tag;
-            s.id[1..5].copy_from_slice(&request.to_be_bytes());
-            s.id[5] = i as u8;
+            s.id.0[0] = tag;
+            s.id.0[1..5].copy_from_slice(&request.to_be_bytes());
+            s.id.0[5] = i as u8;
             let mut buf = [0u8; agent_core::MAX_ENCODED_LEN];
             s.encode(&mut buf).unwrap().to_vec()
         })
@@ -242,8 +243,8 @@ fn commands_and_reads_work_on_postgres() {
             let mut s = sample::summary(900 + u64::from(w), 300, None);
             s.run.window = w + 1;
             s.origin = agent_core::Origin {
-                device: [0x42; 16],
-                stream: [0x24; 16],
+                device: DeviceId([0x42; 16]),
+                stream: StreamId([0x24; 16]),
                 window_ns: 1_000_000_000,
             };
             let mut buf = [0u8; agent_core::MAX_ENCODED_LEN];
@@ -253,7 +254,7 @@ fn commands_and_reads_work_on_postgres() {
     let (status, json) = post_items(&server.url, &items);
     assert_eq!(status, 200);
     assert_eq!(accepted(&json).len(), 6);
-    let device = hex(&[0x42; 16]);
+    let device = hex(&DeviceId([0x42; 16]));
     let (status, runs) = get(
         &server.url,
         &format!("/v1/runs?device={device}"),

@@ -128,9 +128,9 @@ fn fresh(pool: &[agent_core::Summary], client: u8, request: u32) -> Vec<(String,
         .enumerate()
         .map(|(i, s)| {
             let mut s = s.clone();
-            s.id[0] = 0xd0 | client;
-            s.id[1..5].copy_from_slice(&request.to_be_bytes());
-            s.id[5] = i as u8;
+            s.id.0[0] = 0xd0 | client;
+            s.id.0[1..5].copy_from_slice(&request.to_be_bytes());
+            s.id.0[5] = i as u8;
             let mut buf = [0u8; agent_core::MAX_ENCODED_LEN];
             let encoded = s.encode(&mut buf).unwrap().to_vec();
             (hex(&s.id), encoded, s.syscalls.len())

@@ -11,8 +11,8 @@ mod common;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use agent_core::{
-    Arch, Collector, CpuTime, Exit, Facts, FdKind, IoBytes, Origin, RunRecord, Summary,
-    SyscallEvent, SyscallId,
+    Arch, Collector, CpuTime, DeviceId, Exit, Facts, FdKind, IoBytes, Origin, RunId, RunRecord,
+    StreamId, Summary, SyscallEvent, SyscallId,
 };
 use common::*;
 use serde_json::Value;
@@ -51,7 +51,7 @@ fn unique_id(device: u8, seed: u64, kind: u8) -> [u8; 16] {
 fn light_run(device: u8, seed: u64, secs: f64, exit: Exit, extra: &[(&str, &str)]) -> Vec<u8> {
     let duration = (secs * 1e9) as u64;
     let mut s = Summary::light(
-        unique_id(device, seed, 1),
+        RunId(unique_id(device, seed, 1)),
         RunRecord::new(
             now_ns() - duration - seed * 1000,
             duration,
@@ -60,8 +60,8 @@ fn light_run(device: u8, seed: u64, secs: f64, exit: Exit, extra: &[(&str, &str)
         ),
         facts("wget", extra),
         Origin {
-            device: [device; 16],
-            stream: unique_id(device, seed, 2),
+            device: DeviceId([device; 16]),
+            stream: StreamId(unique_id(device, seed, 2)),
             window_ns: 0,
         },
         Some(CpuTime {
@@ -122,17 +122,17 @@ fn full_run(
         now = entry_ns + took;
     }
     let run = RunRecord::new(now_ns() - now, now, exit, Arch::X86_64);
-    let mut s = collector.summarize(unique_id(device, seed, 3), run, facts("wget", extra));
+    let mut s = collector.summarize(RunId(unique_id(device, seed, 3)), run, facts("wget", extra));
     s.origin = Origin {
-        device: [device; 16],
-        stream: unique_id(device, seed, 4),
+        device: DeviceId([device; 16]),
+        stream: StreamId(unique_id(device, seed, 4)),
         window_ns: 0,
     };
     encode(&mut s)
 }
 
 fn device_hex(device: u8) -> String {
-    hex(&[device; 16])
+    hex(&DeviceId([device; 16]))
 }
 
 /// The standing per-device directives `device` fetches.
@@ -465,11 +465,11 @@ fn ticks_wait_for_stability_and_fulfilment_and_respect_freshness() {
     // Half the runs come back: no report yet.
     for (seed, d) in directives.iter().enumerate() {
         let id = d.id.to_string();
-        let slow = d.device[0] >= 5;
+        let slow = d.device.0[0] >= 5;
         stored(
             &mut store,
             &[full_run(
-                d.device[0],
+                d.device.0[0],
                 seed as u64 * 2,
                 slow,
                 Exit::Code(0),
@@ -481,11 +481,11 @@ fn ticks_wait_for_stability_and_fulfilment_and_respect_freshness() {
     assert!(detector.tick(store.as_mut(), now).unwrap().is_empty());
     for (seed, d) in directives.iter().enumerate() {
         let id = d.id.to_string();
-        let slow = d.device[0] >= 5;
+        let slow = d.device.0[0] >= 5;
         stored(
             &mut store,
             &[full_run(
-                d.device[0],
+                d.device.0[0],
                 seed as u64 * 2 + 1,
                 slow,
                 Exit::Code(0),

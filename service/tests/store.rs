@@ -8,6 +8,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use agent_core::{DeviceId, RunId, StreamId};
 use common::pg;
 use diagnose::input::{RunFilter as DiagnoseFilter, SummarySource};
 use fixtures::sample;
@@ -263,7 +264,7 @@ fn inserts_are_idempotent_per_group_and_queryable_with_sql(backend: &Backend) {
     assert_eq!(backend.one("SELECT count(*) FROM runs"), "2");
 
     // One row per (run, syscall, fd kind), with the summary's numbers.
-    let id = summary_view::id_hex(&a.id);
+    let id = a.id.to_string();
     let rows = backend.one(&format!(
         "SELECT count(*) FROM run_syscalls WHERE id = '{id}'"
     ));
@@ -291,7 +292,7 @@ fn inserts_are_idempotent_per_group_and_queryable_with_sql(backend: &Backend) {
 
     // The raw bytes come back exactly.
     assert_eq!(store.run(&a.id).unwrap().unwrap().raw, run_a.raw);
-    assert_eq!(store.run(&[9; 16]).unwrap(), None);
+    assert_eq!(store.run(&RunId([9; 16])).unwrap(), None);
 }
 
 fn filters_and_the_diagnose_source_agree(backend: &Backend) {
@@ -395,7 +396,7 @@ fn connections_inserting_the_same_ids_at_once_store_each_once(backend: &Backend)
             })
         })
         .collect();
-    let mut stored = std::collections::HashMap::<[u8; 16], u32>::new();
+    let mut stored = std::collections::HashMap::<RunId, u32>::new();
     for h in handles {
         for (id, outcome) in h.join().unwrap() {
             assert_ne!(outcome, Inserted::IdTaken);
@@ -472,7 +473,7 @@ fn pruning_goes_in_batches_and_can_keep_the_raw_summaries(backend: &Backend) {
         .map(|_| store.prune_batch(5000, false, 3).unwrap())
         .collect();
     assert_eq!(passes, vec![3, 3, 1, 0]);
-    let left: Vec<[u8; 16]> = store
+    let left: Vec<RunId> = store
         .runs(&RunFilter::default())
         .unwrap()
         .iter()
@@ -490,7 +491,7 @@ fn pruning_goes_in_batches_and_can_keep_the_raw_summaries(backend: &Backend) {
     );
     // Devices last seen before the cutoff go too.
     assert_eq!(store.prune_devices(5000).unwrap(), 2);
-    let devices: Vec<[u8; 16]> = store
+    let devices: Vec<DeviceId> = store
         .devices(&DeviceFilter::default())
         .unwrap()
         .iter()
@@ -618,8 +619,8 @@ fn windowed_run(seed: u64, device: u8, window: u32) -> (agent_core::Summary, New
     s.run.window = window;
     s.run.exit = agent_core::Exit::Running;
     s.origin = agent_core::Origin {
-        device: [device; 16],
-        stream: [device ^ 0xff; 16],
+        device: DeviceId([device; 16]),
+        stream: StreamId([device ^ 0xff; 16]),
         window_ns: 1_000_000_000,
     };
     s.cpu = Some(CpuTime {
@@ -726,7 +727,7 @@ fn sqlite_a_schema_1_file_is_migrated_and_keeps_its_runs() {
              facts, received_unix_ns, raw) VALUES (?1, 'phones', 'wget', ?2, ?3, 'code', 0, \
              'x86_64', 1, 1, ?4, 0, 0, 0, '{}', 5, ?5)",
             rusqlite::params![
-                summary_view::id_hex(&old.id),
+                old.id.to_string(),
                 old.run.start_unix_ns as i64,
                 old.run.duration_ns as i64,
                 old.run.events as i64,
@@ -756,10 +757,10 @@ fn sqlite_a_schema_1_file_is_migrated_and_keeps_its_runs() {
     let (new, run) = windowed_run(3, 0xd1, 2);
     assert_eq!(store.insert_runs(&[run]).unwrap(), vec![Inserted::Stored]);
     let no_device = RunFilter {
-        device: Some([0; 16]),
+        device: Some(DeviceId([0; 16])),
         ..RunFilter::default()
     };
-    let ids: Vec<[u8; 16]> = store
+    let ids: Vec<RunId> = store
         .runs(&no_device)
         .unwrap()
         .iter()
@@ -767,10 +768,10 @@ fn sqlite_a_schema_1_file_is_migrated_and_keeps_its_runs() {
         .collect();
     assert_eq!(ids, vec![old.id]);
     let device = RunFilter {
-        device: Some([0xd1; 16]),
+        device: Some(DeviceId([0xd1; 16])),
         ..RunFilter::default()
     };
-    let ids: Vec<[u8; 16]> = store.runs(&device).unwrap().iter().map(|r| r.id).collect();
+    let ids: Vec<RunId> = store.runs(&device).unwrap().iter().map(|r| r.id).collect();
     assert_eq!(ids, vec![new.id]);
     drop(store);
 
@@ -853,23 +854,23 @@ fn origin_cpu_in_flight_peers_and_devices_are_stored(backend: &Backend) {
 
     let rows = store
         .runs(&RunFilter {
-            stream: Some([0xaa ^ 0xff; 16]),
+            stream: Some(StreamId([0xaa ^ 0xff; 16])),
             ..RunFilter::default()
         })
         .unwrap();
-    let ids: Vec<[u8; 16]> = rows.iter().map(|r| r.id).collect();
+    let ids: Vec<RunId> = rows.iter().map(|r| r.id).collect();
     // Both windows of the phones stream and the laptops run of the same
     // device and stream, oldest start first.
     assert_eq!(ids.len(), 3, "{rows:?}");
     assert_eq!(&ids[..2], &[w1.id, w2.id]);
     let r = &rows[0];
-    assert_eq!(r.device, Some([0xaa; 16]));
+    assert_eq!(r.device, Some(DeviceId([0xaa; 16])));
     assert_eq!(r.window, 1);
     assert_eq!(r.window_ns, 1_000_000_000);
     assert_eq!((r.cpu_user_ns, r.cpu_system_ns), (Some(7_000), Some(3_000)));
     assert_eq!(r.in_flight, 1);
 
-    let w1_id = summary_view::id_hex(&w1.id);
+    let w1_id = w1.id.to_string();
     let peers = backend.rows(&format!(
         "SELECT transport, address, port, calls, bytes, last_syscall, last_result \
          FROM run_peers WHERE id = '{w1_id}' ORDER BY calls DESC"
@@ -896,13 +897,13 @@ fn origin_cpu_in_flight_peers_and_devices_are_stored(backend: &Backend) {
             limit: None,
         })
         .unwrap();
-    let listed: Vec<([u8; 16], u64, u64)> = phones
+    let listed: Vec<(DeviceId, u64, u64)> = phones
         .iter()
         .map(|d| (d.device, d.runs, d.windows))
         .collect();
     assert_eq!(listed.len(), 2, "{phones:?}");
-    assert!(listed.contains(&([0xaa; 16], 0, 2)), "{listed:?}");
-    assert!(listed.contains(&([0xbb; 16], 1, 0)), "{listed:?}");
+    assert!(listed.contains(&(DeviceId([0xaa; 16]), 0, 2)), "{listed:?}");
+    assert!(listed.contains(&(DeviceId([0xbb; 16]), 1, 0)), "{listed:?}");
     let aa = phones.iter().find(|d| d.device == [0xaa; 16]).unwrap();
     // Facts and program of the most recent window (by start), although
     // window 2 was stored first.
@@ -1029,8 +1030,8 @@ fn directed_run(seed: u64, device: u8, group: &str, directive: Option<i64>, ligh
         s.facts.add("directive", &id.to_string()).unwrap();
     }
     s.origin = agent_core::Origin {
-        device: [device; 16],
-        stream: [seed as u8; 16],
+        device: DeviceId([device; 16]),
+        stream: StreamId([seed as u8; 16]),
         window_ns: 0,
     };
     if light {
@@ -1055,7 +1056,7 @@ fn device_directives_count_their_runs_and_reports_are_kept(backend: &Backend) {
     let new = |device: u8| {
         DeviceDirective::new(
             "phones",
-            [device; 16],
+            DeviceId([device; 16]),
             Some("wget"),
             None,
             2,
@@ -1100,7 +1101,7 @@ fn device_directives_count_their_runs_and_reports_are_kept(backend: &Backend) {
         .unwrap();
     let listed = backend
         .open()
-        .device_directives(None, Some(&[0xa; 16]))
+        .device_directives(None, Some(&DeviceId([0xa; 16])))
         .unwrap();
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].received, 2);
@@ -1138,7 +1139,7 @@ fn device_directives_count_their_runs_and_reports_are_kept(backend: &Backend) {
     );
     assert_eq!(
         store
-            .clear_device_directives("phones", Some(&[0xb; 16]), None)
+            .clear_device_directives("phones", Some(&DeviceId([0xb; 16])), None)
             .unwrap(),
         1
     );
@@ -1154,7 +1155,7 @@ fn device_directives_count_their_runs_and_reports_are_kept(backend: &Backend) {
         created_unix_ns: 2,
         cluster: "2 slow".into(),
         devices: vec![ReportDevice {
-            device: [0xa; 16],
+            device: DeviceId([0xa; 16]),
             cluster: "slow".into(),
             directive: a,
             runs: 2,

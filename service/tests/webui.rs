@@ -5,6 +5,7 @@
 
 mod common;
 
+use agent_core::DeviceId;
 use common::webui::{upload_demo, BAD, GOOD, WINDOWS};
 use common::{start, Server, OPERATOR_PASSWORD, OTHER_TOKEN, TOKEN};
 use fixtures::synth::{Fault, FleetSpec};
@@ -515,7 +516,7 @@ fn report(group: &str, program: &str, device: u8, headline: &str) -> Report {
         created_unix_ns: 1_763_700_060_000_000_000,
         cluster: "3 slow runs of 12".into(),
         devices: vec![ReportDevice {
-            device: [device; 16],
+            device: DeviceId([device; 16]),
             cluster: "slow".into(),
             directive: 7,
             runs: 2,

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use agent_core::DeviceId;
 use common::webui::{upload_demo, BAD, GOOD, WINDOWS};
 use common::{bin, start, OPERATOR_PASSWORD, TOKEN};
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -303,7 +304,7 @@ fn add_peers_and_report(url: &str, dir: &Path) -> String {
             created_unix_ns: 1_763_700_060_000_000_000,
             cluster: format!("{BAD} slow runs of {}", GOOD + BAD),
             devices: vec![ReportDevice {
-                device: [3; 16],
+                device: DeviceId([3; 16]),
                 cluster: "slow".into(),
                 directive: 1,
                 runs: 2,

@@ -22,18 +22,6 @@ pub fn errno_name(errno: u16) -> String {
         .unwrap_or_else(|| format!("E{errno}"))
 }
 
-/// A summary id as 32 lowercase hex digits.
-pub fn id_hex(id: &[u8; 16]) -> String {
-    hex::encode(id)
-}
-
-/// Parses 32 hex digits into an id.
-pub fn id_from_hex(text: &str) -> Option<[u8; 16]> {
-    let mut id = [0u8; 16];
-    hex::decode_to_slice(text, &mut id).ok()?;
-    Some(id)
-}
-
 /// The syscall name of an entry (`#<id>` for ids newer than this build).
 pub fn syscall_name(s: &SyscallSummary) -> String {
     s.key.id.to_string()
@@ -136,7 +124,7 @@ pub fn facts_json(summary: &Summary) -> Value {
 pub fn to_json(summary: &Summary) -> Value {
     let r = &summary.run;
     json!({
-        "id": id_hex(&summary.id),
+        "id": summary.id.to_string(),
         "format_version": agent_core::FORMAT_VERSION,
         "truncated": summary.truncated,
         "run": {
@@ -198,7 +186,7 @@ pub fn table(summary: &Summary) -> String {
         writeln!(
         out,
         "run {}  program {}  arch {}  {}  duration {:.6} s  processes {}  threads {}  events {}{}",
-        id_hex(&summary.id),
+        summary.id,
         if f.program.is_empty() { "?" } else { f.program.as_str() },
         r.arch.name(),
         exit_text(r.exit),
@@ -321,6 +309,7 @@ pub fn table(summary: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agent_core::RunId;
     use agent_core::{Arch, Collector, Facts, FdKind, RunRecord, SyscallEvent};
 
     fn sample() -> Summary {
@@ -341,7 +330,7 @@ mod tests {
         let run = RunRecord::new(1, 100_000, Exit::Code(0), Arch::X86_64);
         let mut facts = Facts::new();
         facts.add("net.adapter", "bridged").unwrap();
-        c.summarize([0xab; 16], run, facts)
+        c.summarize(RunId([0xab; 16]), run, facts)
     }
 
     #[test]
@@ -396,7 +385,7 @@ mod tests {
             });
         }
         let run = RunRecord::new(1, 100_000, Exit::Code(0), Arch::X86_64);
-        let summary = c.summarize([1; 16], run, Facts::new());
+        let summary = c.summarize(RunId([1; 16]), run, Facts::new());
         let v = to_json(&summary);
         let names: Vec<&str> = v["syscalls"]
             .as_array()
@@ -421,15 +410,5 @@ mod tests {
                 .any(|l| l.contains("syscall_0x1f0") && l.contains("ENOSYS:1")),
             "{t}"
         );
-    }
-
-    #[test]
-    fn hex_round_trip() {
-        let id = [
-            0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0, 1, 2, 3, 4, 5, 6, 0xff,
-        ];
-        assert_eq!(id_from_hex(&id_hex(&id)), Some(id));
-        assert_eq!(id_from_hex("zz"), None);
-        assert_eq!(id_from_hex(&"é".repeat(16)), None);
     }
 }

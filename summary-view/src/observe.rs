@@ -11,16 +11,17 @@ use agent_core::{
 };
 use serde_json::{json, Value};
 
-use crate::{errno_name, id_hex};
+use crate::errno_name;
 
-/// An id that is all zero means "not known" (a version 1 summary).
-pub fn known_id(id: &[u8; 16]) -> Option<[u8; 16]> {
-    (*id != [0; 16]).then_some(*id)
+/// A device or stream id as JSON: 32 hex digits, or `null` when not known
+/// (`None`: the id was all zero, as in a version 1 summary).
+pub fn id_json(id: Option<impl std::fmt::Display>) -> Value {
+    id.map_or(Value::Null, |id| json!(id.to_string()))
 }
 
-/// A device or stream id as JSON: 32 hex digits, or `null` when not known.
-pub fn id_json(id: &[u8; 16]) -> Value {
-    known_id(id).map_or(Value::Null, |id| json!(id_hex(&id)))
+/// A device or stream id as text: 32 hex digits, or `unknown`.
+fn id_text(id: Option<impl std::fmt::Display>) -> String {
+    id.map_or("unknown".into(), |id| id.to_string())
 }
 
 /// The standard text of a peer's address (`192.0.2.1`, `2001:db8::1`).
@@ -141,8 +142,8 @@ pub fn cpu_json(cpu: Option<CpuTime>) -> Value {
 pub fn origin_json(summary: &Summary) -> Value {
     let o = &summary.origin;
     json!({
-        "device": id_json(&o.device),
-        "stream": id_json(&o.stream),
+        "device": id_json(o.device.nonzero()),
+        "stream": id_json(o.stream.nonzero()),
         "window_ns": o.window_ns,
     })
 }
@@ -167,8 +168,8 @@ pub fn origin_lines(out: &mut String, summary: &Summary) {
         "{piece}  {} .. {}  stream {}  device id {}",
         time_text(r.start_unix_ns),
         time_text(end),
-        known_id(&o.stream).map_or("unknown".into(), |s| id_hex(&s)),
-        known_id(&o.device).map_or("unknown".into(), |d| id_hex(&d)),
+        id_text(o.stream.nonzero()),
+        id_text(o.device.nonzero()),
     );
     match summary.cpu {
         Some(c) => {

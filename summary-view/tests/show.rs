@@ -3,8 +3,8 @@
 //! in the JSON; and a version 1 summary, which has none of them.
 
 use agent_core::{
-    Arch, Collector, CpuTime, Exit, Facts, FdKind, InFlight, InFlightCall, Origin, PeerAddr,
-    PeerIp, RunRecord, Summary, SyscallEvent, SyscallId,
+    Arch, Collector, CpuTime, DeviceId, Exit, Facts, FdKind, InFlight, InFlightCall, Origin,
+    PeerAddr, PeerIp, RunId, RunRecord, StreamId, Summary, SyscallEvent, SyscallId,
 };
 
 const START: u64 = 1_763_700_000_000_000_000;
@@ -62,10 +62,10 @@ fn window() -> Summary {
     };
     let mut facts = Facts::new();
     facts.program = agent_core::facts::truncated("pgbouncer");
-    let mut s = c.summarize([0x5a; 16], run, facts);
+    let mut s = c.summarize(RunId([0x5a; 16]), run, facts);
     s.origin = Origin {
-        device: [0xde; 16],
-        stream: [0x57; 16],
+        device: DeviceId([0xde; 16]),
+        stream: StreamId([0x57; 16]),
         window_ns: 10_000_000_000,
     };
     s.cpu = Some(CpuTime {
@@ -229,7 +229,7 @@ fn the_version_3_fields_are_shown() {
     );
 
     let light = Summary::light(
-        [3; 16],
+        RunId([3; 16]),
         RunRecord::new(START, 1_000_000, Exit::Code(0), Arch::X86_64),
         Facts::new(),
         Origin::default(),

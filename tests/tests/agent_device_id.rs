@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use agent_core::Summary;
+use agent_core::{DeviceId, Summary};
 use tracer_support::*;
 
 fn edge_agent(args: &[&str], env: &[(&str, &Path)]) -> Output {
@@ -30,7 +30,7 @@ fn stderr(out: &Output) -> String {
 }
 
 /// `edge-agent device-id [--reset] --device-id-file FILE`: the hex id.
-fn device_id(file: &Path, reset: bool) -> [u8; 16] {
+fn device_id(file: &Path, reset: bool) -> DeviceId {
     let mut args = vec!["device-id", "--device-id-file", p(file)];
     if reset {
         args.push("--reset");
@@ -38,9 +38,7 @@ fn device_id(file: &Path, reset: bool) -> [u8; 16] {
     let out = edge_agent(&args, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = String::from_utf8(out.stdout).unwrap();
-    let mut id = [0u8; 16];
-    hex::decode_to_slice(text.trim_end(), &mut id).expect("32 hex digits");
-    id
+    text.trim_end().parse().expect("32 hex digits")
 }
 
 fn summary_at(path: &Path) -> Summary {

@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use agent_core::RunId;
 use fixtures::summaries::{random_id, sample_summary};
 use rustls::pki_types::CertificateDer;
 use upload_support::*;
@@ -352,11 +353,11 @@ fn spool_disk_full_leaves_no_partial_file() {
 }
 
 /// A summary of realistic size: many syscalls, failures, transitions.
-fn realistic_summary(id: [u8; 16]) -> agent_core::Summary {
+fn realistic_summary(id: RunId) -> agent_core::Summary {
     use agent_core::{Arch, Collector, Exit, Facts, FdKind, RunRecord, SyscallEvent};
     let mut collector: Box<Collector> = Box::new(Collector::new(0));
     let mut t = 1_000u64;
-    let mut seed = u64::from_le_bytes(id[..8].try_into().unwrap()) | 1;
+    let mut seed = u64::from_le_bytes(id.0[..8].try_into().unwrap()) | 1;
     for i in 0..20_000u64 {
         seed ^= seed << 13;
         seed ^= seed >> 7;
@@ -559,7 +560,7 @@ fn edge_agent_run_then_two_upload_processes() {
             .unwrap();
         assert!(status.success(), "edge-agent run {program:?}: {status}");
     }
-    let ids: Vec<[u8; 16]> = Spool::open(&spool_dir)
+    let ids: Vec<RunId> = Spool::open(&spool_dir)
         .unwrap()
         .pending()
         .unwrap()

@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_core::{Exit, Summary};
+use agent_core::{DeviceId, Exit, Summary};
 use tracer_support::*;
 
 /// A loopback server: answers `pong` to each connection's first read.
@@ -155,11 +155,9 @@ fn summaries(dir: &Path) -> Vec<Summary> {
         .collect()
 }
 
-fn device_id(file: &Path) -> [u8; 16] {
+fn device_id(file: &Path) -> DeviceId {
     let text = std::fs::read_to_string(file).unwrap();
-    let mut id = [0u8; 16];
-    hex::decode_to_slice(text.trim_end(), &mut id).unwrap();
-    id
+    text.trim_end().parse().unwrap()
 }
 
 #[test]

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_core::Summary;
+use agent_core::{RunId, Summary};
 use tracer_support::*;
 
 /// One storm at a time: two would slow each other on 2 CPUs.
@@ -191,7 +191,7 @@ fn fill_spool(dir: &Path) {
     let mut buf = [0u8; agent_core::MAX_ENCODED_LEN];
     for i in 0..1000u128 {
         let mut s = Summary::empty();
-        s.id = i.to_be_bytes();
+        s.id = RunId(i.to_be_bytes());
         let bytes = s.encode(&mut buf).unwrap();
         std::fs::write(dir.join(format!("{i:032x}.summary")), bytes).unwrap();
     }

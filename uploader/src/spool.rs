@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use agent_core::summary::MAX_ENCODED_LEN;
-use agent_core::Summary;
+use agent_core::{RunId, Summary};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
@@ -99,7 +99,7 @@ impl SpoolError {
 #[derive(Debug, Clone)]
 pub struct Pending {
     /// The summary's id (also its file name).
-    pub id: [u8; 16],
+    pub id: RunId,
     /// The file.
     pub path: PathBuf,
     /// The encoded summary, exactly as spooled.
@@ -131,19 +131,19 @@ pub struct SpoolLock {
 }
 
 /// The file name of a summary with this id.
-pub fn file_name(id: &[u8; 16]) -> String {
-    format!("{}.{SUMMARY_EXT}", hex::encode(id))
+pub fn file_name(id: &RunId) -> String {
+    format!("{id}.{SUMMARY_EXT}")
 }
 
 /// The id a summary file name stands for, if it is one.
-fn id_of(name: &str) -> Option<[u8; 16]> {
+fn id_of(name: &str) -> Option<RunId> {
     let hex_part = name.strip_suffix(&format!(".{SUMMARY_EXT}"))?;
-    if hex_part.len() != 32 || hex_part.bytes().any(|b| b.is_ascii_uppercase()) {
+    // Upper case would name the same id as another file: only the name
+    // `file_name` writes is a summary's.
+    if hex_part.bytes().any(|b| b.is_ascii_uppercase()) {
         return None;
     }
-    let mut id = [0u8; 16];
-    hex::decode_to_slice(hex_part, &mut id).ok()?;
-    Some(id)
+    hex_part.parse().ok()
 }
 
 impl Spool {
@@ -258,7 +258,7 @@ impl Spool {
     }
 
     /// Deletes the summary with this id (the service acknowledged it).
-    pub fn remove(&self, id: &[u8; 16]) -> Result<(), SpoolError> {
+    pub fn remove(&self, id: &RunId) -> Result<(), SpoolError> {
         let path = self.dir.join(file_name(id));
         match fs::remove_file(&path) {
             Ok(()) => Ok(()),
@@ -269,7 +269,7 @@ impl Spool {
 
     /// Moves the summary with this id to `rejected/` with the reason beside
     /// it (the service will never accept it). Returns its new path.
-    pub fn reject(&self, id: &[u8; 16], reason: &str) -> Result<PathBuf, SpoolError> {
+    pub fn reject(&self, id: &RunId, reason: &str) -> Result<PathBuf, SpoolError> {
         self.set_aside(&file_name(id), reason)
     }
 
@@ -475,10 +475,7 @@ fn read_summary_file(path: &Path, name: &str) -> Result<Option<Pending>, String>
     }
     let summary = Summary::decode(&bytes).map_err(|e| format!("not a valid summary: {e}"))?;
     if summary.id != id {
-        return Err(format!(
-            "holds summary {} but is named {name}",
-            hex::encode(summary.id)
-        ));
+        return Err(format!("holds summary {} but is named {name}", summary.id));
     }
     Ok(Some(Pending {
         id,

@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use agent_core::{DeviceId, RunId};
 use anyhow::{bail, Context};
 use ureq::unversioned::resolver::DefaultResolver;
 use ureq::unversioned::transport::{ConnectProxyConnector, Connector, TcpConnector};
@@ -97,7 +98,7 @@ impl std::fmt::Display for SendError {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Ack {
     /// Ids durably stored (including ones stored before).
-    pub accepted: HashSet<[u8; 16]>,
+    pub accepted: HashSet<RunId>,
     /// Items refused for good: (index in the batch, the service's reason).
     pub rejected: Vec<(usize, String)>,
 }
@@ -216,12 +217,11 @@ impl Client {
 
     /// Fetches the directives with this device's own (`?device=<id in
     /// hex>`: the service adds the per-device directives for it).
-    pub fn fetch_directives_for(&self, device_hex: Option<&str>) -> Result<Vec<u8>, SendError> {
+    pub fn fetch_directives_for(&self, device: Option<&DeviceId>) -> Result<Vec<u8>, SendError> {
         let mut url = format!("{}/v1/directives", self.endpoint.base);
-        if let Some(hex) = device_hex {
-            // A device id is hex digits only: nothing to escape.
-            url.push_str("?device=");
-            url.extend(hex.chars().filter(char::is_ascii_hexdigit));
+        if let Some(device) = device {
+            // A device id is written as hex digits only: nothing to escape.
+            url.push_str(&format!("?device={device}"));
         }
         let mut req = self.agent.get(&url);
         if let Some(token) = &self.endpoint.token {
@@ -330,20 +330,18 @@ fn parse_retry_after(text: &str) -> Option<Duration> {
 }
 
 /// Reads the service's acknowledgement (`wire::Ack`), strictly: every
-/// accepted id is 32 hex digits and every rejected index lies in the batch.
+/// accepted id is 32 hex digits (`wire` reads them so) and every rejected
+/// index lies in the batch.
 pub fn parse_ack(json: &[u8], items: usize) -> anyhow::Result<Ack> {
     check_ack(serde_json::from_slice(json)?, items)
 }
 
 /// [`parse_ack`] after the JSON is read.
 fn check_ack(body: wire::Ack, items: usize) -> anyhow::Result<Ack> {
-    let mut ack = Ack::default();
-    for text in &body.accepted {
-        let mut bytes = [0u8; 16];
-        hex::decode_to_slice(text, &mut bytes)
-            .with_context(|| format!("accepted id {text:?} is not 32 hex digits"))?;
-        ack.accepted.insert(bytes);
-    }
+    let mut ack = Ack {
+        accepted: body.accepted.into_iter().collect(),
+        ..Ack::default()
+    };
     for item in body.rejected {
         if item.index >= items {
             bail!(
@@ -378,7 +376,7 @@ mod tests {
 
     #[test]
     fn ack_parsing_is_strict() {
-        let id = [0xabu8; 16];
+        let id = RunId([0xab; 16]);
         let json = serde_json::json!({
             "accepted": [hex::encode(id)],
             "rejected": [{"index": 1, "id": null, "reason": "truncated"}]

@@ -4,6 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use agent_core::RunId;
+
 use crate::retry::Backoff;
 use crate::spool::{Pending, SetAside, Spool};
 use crate::transport::{Client, SendError};
@@ -37,7 +39,7 @@ pub struct PassReport {
     pub requests: usize,
     /// Summaries the service refused for good, moved to `rejected/`:
     /// (id, service's reason).
-    pub rejected: Vec<([u8; 16], String)>,
+    pub rejected: Vec<(RunId, String)>,
     /// Spool files that were not valid summaries, moved to `rejected/`.
     pub set_aside: Vec<SetAside>,
     /// Summaries still in the spool because sending failed.

@@ -5,6 +5,7 @@
 //! [`window`] the daily upload window's rule. The binary upload body is
 //! `agent_core::framing`.
 
+use agent_core::{DeviceId, RunId, StreamId};
 use serde::{Deserialize, Serialize};
 
 pub mod directive;
@@ -15,7 +16,7 @@ pub mod window;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ack {
     /// Ids (32 lowercase hex digits) stored now or before.
-    pub accepted: Vec<String>,
+    pub accepted: Vec<RunId>,
     /// Items refused for good, by index in the request, in index order.
     #[serde(default)]
     pub rejected: Vec<Rejected>,
@@ -27,7 +28,7 @@ pub struct Rejected {
     /// Its index in the request body.
     pub index: usize,
     /// Its summary id, when it decoded that far.
-    pub id: Option<String>,
+    pub id: Option<RunId>,
     /// Why, for a person.
     pub reason: String,
 }
@@ -54,7 +55,7 @@ fn full_kind() -> String {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunView {
     /// The summary id, 32 lowercase hex digits.
-    pub id: String,
+    pub id: RunId,
     /// The group of the token that uploaded it.
     pub group: String,
     /// `full` (a trace) or `light` (a light record: no syscalls); servers
@@ -84,11 +85,11 @@ pub struct RunView {
     /// The device's id, 32 lowercase hex digits; `None` when the summary did
     /// not carry one (format version 1).
     #[serde(default)]
-    pub device: Option<String>,
+    pub device: Option<DeviceId>,
     /// The stream (the traced run its windows share), 32 lowercase hex
     /// digits; `None` when not known.
     #[serde(default)]
-    pub stream: Option<String>,
+    pub stream: Option<StreamId>,
     /// The window length, ns; 0 for a whole run.
     #[serde(default)]
     pub window_ns: u64,
@@ -124,7 +125,7 @@ pub struct DeviceList {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DeviceView {
     /// The device's id, 32 lowercase hex digits.
-    pub device: String,
+    pub device: DeviceId,
     /// The group its runs were uploaded to.
     pub group: String,
     /// When the service stored its first run, ns since the Unix epoch.
@@ -151,7 +152,7 @@ mod tests {
     #[test]
     fn ack_round_trips_and_rejected_may_be_absent() {
         let ack = Ack {
-            accepted: vec!["ab".repeat(16)],
+            accepted: vec![RunId([0xab; 16])],
             rejected: vec![Rejected {
                 index: 1,
                 id: None,
@@ -166,5 +167,79 @@ mod tests {
             serde_json::from_str::<Ack>("{}").is_err(),
             "accepted is required"
         );
+    }
+
+    #[test]
+    fn ids_are_the_same_hex_text_as_before_the_newtypes() {
+        // Before, the bodies held the ids as Strings of 32 lowercase hex
+        // digits: the JSON must not change.
+        let ack = Ack {
+            accepted: vec![RunId([0xab; 16])],
+            rejected: vec![Rejected {
+                index: 0,
+                id: Some(RunId([0x01; 16])),
+                reason: "r".into(),
+            }],
+        };
+        let before = AckAsText {
+            accepted: vec!["ab".repeat(16)],
+            rejected: vec![RejectedAsText {
+                index: 0,
+                id: Some("01".repeat(16)),
+                reason: "r".into(),
+            }],
+        };
+        let text = serde_json::to_string(&ack).unwrap();
+        assert_eq!(text, serde_json::to_string(&before).unwrap());
+        assert_eq!(
+            text,
+            r#"{"accepted":["abababababababababababababababab"],"rejected":[{"index":0,"id":"01010101010101010101010101010101","reason":"r"}]}"#
+        );
+        let device = serde_json::to_value(Some(DeviceId([0xd1; 16]))).unwrap();
+        assert_eq!(device, serde_json::json!("d1".repeat(16)));
+        let stream: Option<StreamId> = None;
+        assert_eq!(
+            serde_json::to_value(stream).unwrap(),
+            serde_json::Value::Null
+        );
+        // Upper case is read as the service reads ids in its URLs.
+        let upper: RunId = serde_json::from_str(&format!("\"{}\"", "AB".repeat(16))).unwrap();
+        assert_eq!(upper, RunId([0xab; 16]));
+    }
+
+    #[test]
+    fn a_malformed_id_is_refused_naming_what_was_wrong() {
+        for (json, why) in [
+            (
+                r#"{"accepted": ["abab"]}"#,
+                "4 characters instead of 32 hex digits",
+            ),
+            (
+                r#"{"accepted": ["zbabababababababababababababababab"]}"#,
+                "34 characters",
+            ),
+            (
+                r#"{"accepted": ["abababababababababababababababaz"]}"#,
+                "not a hex digit at position 31",
+            ),
+            (r#"{"accepted": [17]}"#, "a run id"),
+        ] {
+            let err = serde_json::from_str::<Ack>(json).unwrap_err().to_string();
+            assert!(err.contains(why), "{json}: {err}");
+        }
+    }
+
+    /// `Ack` as it was, with ids as text.
+    #[derive(Serialize)]
+    struct AckAsText {
+        accepted: Vec<String>,
+        rejected: Vec<RejectedAsText>,
+    }
+
+    #[derive(Serialize)]
+    struct RejectedAsText {
+        index: usize,
+        id: Option<String>,
+        reason: String,
     }
 }

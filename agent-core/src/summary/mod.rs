@@ -27,7 +27,7 @@ pub use observe::{
 };
 
 use crate::histogram::Histogram;
-use crate::{Arch, Facts, Key, SyscallId};
+use crate::{Arch, Facts, Key, RunId, SyscallId};
 
 /// The version written first in every summary; decoders refuse versions they
 /// do not know. Bumped for any change of layout (docs/summary-format.md,
@@ -220,7 +220,7 @@ pub struct Transition {
 pub struct Summary {
     /// Unique id (128 random bits from the device); the service deduplicates
     /// by it.
-    pub id: [u8; 16],
+    pub id: RunId,
     /// The run.
     pub run: RunRecord,
     /// Facts about the run.
@@ -333,7 +333,7 @@ impl Summary {
     /// [`Summary::decode_into`]).
     pub fn empty() -> Summary {
         Summary {
-            id: [0; 16],
+            id: RunId::ZERO,
             run: RunRecord {
                 processes: 0,
                 threads: 0,
@@ -356,7 +356,7 @@ impl Summary {
     /// A light record of a run noticed without tracing it: the run (its
     /// `events` must be 0), facts, CPU time and I/O bytes, and nothing else.
     pub fn light(
-        id: [u8; 16],
+        id: RunId,
         run: RunRecord,
         facts: Facts,
         origin: Origin,

@@ -7,7 +7,7 @@ use heapless::Vec;
 use serde::{Deserialize, Serialize};
 
 use crate::event::PeerAddr;
-use crate::{FdKind, SyscallId};
+use crate::{DeviceId, FdKind, StreamId, SyscallId};
 
 /// Most in-flight calls described one by one (the oldest ones).
 pub const MAX_IN_FLIGHT: usize = 4;
@@ -21,10 +21,10 @@ pub struct Origin {
     /// The device's random 128-bit id (made on first use, kept in the
     /// agent's state folder; never derived from hardware). All zero: not
     /// known (a version 1 summary).
-    pub device: [u8; 16],
+    pub device: DeviceId,
     /// Shared by every window of one traced run (random, 128 bits). All
     /// zero: not known (a version 1 summary).
-    pub stream: [u8; 16],
+    pub stream: StreamId,
     /// The window length the run was cut into, ns; 0 for a whole run. The
     /// window's index is `RunRecord::window`.
     pub window_ns: u64,

@@ -232,6 +232,7 @@ fn merge_peers(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agent_core::RunId;
     use agent_core::{Arch, Exit, Facts, RunRecord, SyscallEvent};
 
     fn agg(values: &[(usize, u64)]) -> [u8; AGG_LEN] {
@@ -350,8 +351,8 @@ mod tests {
         recorded.record(&event(0, 64, 6000, 7500));
         recorded.record(&event(0, -11, 8000, 8500));
         let run = || RunRecord::new(0, 1, Exit::Code(0), Arch::X86_64);
-        let m = merged.summarize([0; 16], run(), Facts::new());
-        let r = recorded.summarize([0; 16], run(), Facts::new());
+        let m = merged.summarize(RunId([0; 16]), run(), Facts::new());
+        let r = recorded.summarize(RunId([0; 16]), run(), Facts::new());
         assert_eq!(m, r);
         assert_eq!(m.syscalls[0].count, 2);
     }
@@ -414,8 +415,8 @@ mod tests {
             recorded.record(&event(*nr, -38, entry(i), entry(i) + 100));
         }
         let run = || RunRecord::new(0, 1, Exit::Code(0), Arch::X86_64);
-        let m = merged.summarize([0; 16], run(), Facts::new());
-        let r = recorded.summarize([0; 16], run(), Facts::new());
+        let m = merged.summarize(RunId([0; 16]), run(), Facts::new());
+        let r = recorded.summarize(RunId([0; 16]), run(), Facts::new());
         assert_eq!(m, r);
         let names: Vec<String> = m.syscalls.iter().map(|s| s.key.id.to_string()).collect();
         assert_eq!(
@@ -434,6 +435,7 @@ mod tests {
 #[cfg(test)]
 mod peer_tests {
     use super::*;
+    use agent_core::RunId;
     use agent_core::{Arch, Exit, Facts, PeerIp, RunRecord, SyscallEvent};
 
     /// A `struct peer_key`: 127.0.0.1:`port` over TCP (`mapped`: as the
@@ -520,8 +522,8 @@ mod peer_tests {
         recorded.record(&event(1, -32, 2_450, 2_500));
         recorded.record(&event(3, 0, 2_990, 3_000));
         let run = || RunRecord::new(0, 1, Exit::Code(0), Arch::X86_64);
-        let m = merged.summarize([0; 16], run(), Facts::new());
-        let r = recorded.summarize([0; 16], run(), Facts::new());
+        let m = merged.summarize(RunId([0; 16]), run(), Facts::new());
+        let r = recorded.summarize(RunId([0; 16]), run(), Facts::new());
         assert_eq!(m.peers, r.peers);
         let p = &m.peers.list[0];
         assert_eq!((p.calls, p.bytes, p.errors), (4, 96, 1));

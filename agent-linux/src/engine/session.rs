@@ -255,16 +255,17 @@ impl Session {
     }
 }
 
-/// 128 random bits (summary and stream ids). Without an entropy source:
-/// the time and the agent's pid, still unique enough on one device.
-pub fn random_id() -> [u8; 16] {
+/// 128 random bits (a summary's `RunId` or a `StreamId`). Without an
+/// entropy source: the time and the agent's pid, still unique enough on
+/// one device.
+pub fn random_id<Id: From<[u8; 16]>>() -> Id {
     let mut id = [0u8; 16];
     if getrandom::fill(&mut id).is_err() {
         id[..8].copy_from_slice(&unix_now_ns().to_le_bytes());
         id[8..12].copy_from_slice(&(sys::getpid() as u32).to_le_bytes());
         id[12..].copy_from_slice(&sys::monotonic_ns().to_le_bytes()[..4]);
     }
-    id
+    Id::from(id)
 }
 
 /// Nanoseconds since the Unix epoch.

@@ -8,7 +8,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 
-use agent_core::{Arch, CpuTime, Exit, Facts, RunRecord, Summary, SyscallId};
+use agent_core::{Arch, CpuTime, Exit, Facts, RunId, RunRecord, Summary, SyscallId};
 
 use super::{Engine, Observer, Session};
 use crate::backend::{Control, RawCall, Requests, Resume, StopBackend, SyscallRead};
@@ -258,7 +258,9 @@ fn run(e: &mut Engine<Fake>) -> Vec<Session> {
 
 fn counts(session: &Session) -> HashMap<String, u64> {
     let run = RunRecord::new(0, 1, session.exit(), Arch::X86_64);
-    let summary = session.collector.summarize([0; 16], run, Facts::default());
+    let summary = session
+        .collector
+        .summarize(RunId([0; 16]), run, Facts::default());
     summary
         .syscalls
         .iter()

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 
-use agent_core::{Facts, PeerIp, Summary};
+use agent_core::{DeviceId, Facts, PeerIp, RunId, Summary};
 
 use super::metrics::{Calls, Classifier, Group, Service, RAW_METRICS};
 use super::phase::Phase;
@@ -67,7 +67,7 @@ type ProgramName = heapless::String<40>;
 #[derive(Debug, Clone)]
 pub struct Device {
     /// Its id (`Summary::origin.device`).
-    pub id: [u8; 16],
+    pub id: DeviceId,
     /// The facts of its latest window (of this program).
     pub facts: Facts,
     /// Start of that window (which facts are kept).
@@ -167,8 +167,8 @@ pub struct Fleet {
     training: Range,
     diagnosis: Range,
     /// (device id, program) → index into `devices`.
-    index_of: HashMap<([u8; 16], ProgramName), usize>,
-    seen: HashSet<[u8; 16]>,
+    index_of: HashMap<(DeviceId, ProgramName), usize>,
+    seen: HashSet<RunId>,
     classifier: Classifier,
 }
 

@@ -203,7 +203,7 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
                     out.notes.push(format!(
                         "median: {} of device {}: no training window: not judged",
                         metric.name(),
-                        hex::encode(fleet.devices[*d].id)
+                        fleet.devices[*d].id
                     ));
                 }
                 continue;

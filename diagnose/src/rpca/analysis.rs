@@ -418,7 +418,7 @@ pub fn analyse(
         .par_iter()
         .map(|s| run_methods(s, &options.mapping))
         .collect();
-    let run_ids: Vec<String> = summaries.iter().map(|s| hex::encode(s.id)).collect();
+    let run_ids: Vec<String> = summaries.iter().map(|s| s.id.to_string()).collect();
     let min_runs = options.min_runs.max(2);
     let categories = categories::categorise(&runs)
         .into_par_iter()

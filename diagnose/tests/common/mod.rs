@@ -3,7 +3,8 @@
 #![allow(dead_code)]
 
 use agent_core::{
-    Arch, Collector, Exit, Facts, FdKind, Overflow, RunRecord, Summary, SyscallEvent, SyscallId,
+    Arch, Collector, Exit, Facts, FdKind, Overflow, RunId, RunRecord, Summary, SyscallEvent,
+    SyscallId,
 };
 
 /// Builds one run's events and turns them into a summary.
@@ -74,7 +75,7 @@ impl RunBuilder {
             window: 0,
             spool_dropped: 0,
         };
-        self.collector.summarize(id, run, facts)
+        self.collector.summarize(RunId(id), run, facts)
     }
 }
 

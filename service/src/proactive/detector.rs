@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use agent_core::Exit;
+use agent_core::{DeviceId, Exit};
 use diagnose::label::two_means;
 
 use super::reports::{TRIGGER_FAILING, TRIGGER_SLOW};
@@ -95,7 +95,7 @@ impl Thresholds {
 /// One light run, as the detector needs it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LightRun {
-    pub device: [u8; 16],
+    pub device: DeviceId,
     pub duration_ns: u64,
     pub exit: Exit,
 }
@@ -107,10 +107,10 @@ pub struct Finding {
     pub trigger: &'static str,
     /// Devices of the anomalous cluster, worst first (at most
     /// [`Thresholds::devices`]).
-    pub bad: Vec<[u8; 16]>,
+    pub bad: Vec<DeviceId>,
     /// Devices of the good cluster, most runs first (at most
     /// [`Thresholds::devices`]).
-    pub good: Vec<[u8; 16]>,
+    pub good: Vec<DeviceId>,
     /// The clusters in words, for the log and the report.
     pub description: String,
 }
@@ -148,8 +148,8 @@ pub fn find(runs: &[LightRun], t: &Thresholds) -> Vec<Finding> {
 }
 
 /// Per device: (runs in the bad class, runs in all).
-fn tally(runs: &[LightRun], bad: impl Fn(&LightRun) -> bool) -> BTreeMap<[u8; 16], (usize, usize)> {
-    let mut by_device: BTreeMap<[u8; 16], (usize, usize)> = BTreeMap::new();
+fn tally(runs: &[LightRun], bad: impl Fn(&LightRun) -> bool) -> BTreeMap<DeviceId, (usize, usize)> {
+    let mut by_device: BTreeMap<DeviceId, (usize, usize)> = BTreeMap::new();
     for r in runs {
         let e = by_device.entry(r.device).or_default();
         e.0 += usize::from(bad(r));
@@ -161,16 +161,16 @@ fn tally(runs: &[LightRun], bad: impl Fn(&LightRun) -> bool) -> BTreeMap<[u8; 16
 /// The sides' devices: bad ones (most of their runs bad) worst share
 /// first, good ones (none of their runs bad) most runs first; ties by id.
 fn pick(
-    by_device: &BTreeMap<[u8; 16], (usize, usize)>,
+    by_device: &BTreeMap<DeviceId, (usize, usize)>,
     n: usize,
-) -> (Vec<[u8; 16]>, Vec<[u8; 16]>) {
-    let mut bad: Vec<([u8; 16], f64)> = by_device
+) -> (Vec<DeviceId>, Vec<DeviceId>) {
+    let mut bad: Vec<(DeviceId, f64)> = by_device
         .iter()
         .filter(|(_, (b, all))| 2 * b > *all)
         .map(|(d, (b, all))| (*d, *b as f64 / *all as f64))
         .collect();
     bad.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let mut good: Vec<([u8; 16], usize)> = by_device
+    let mut good: Vec<(DeviceId, usize)> = by_device
         .iter()
         .filter(|(_, (b, _))| *b == 0)
         .map(|(d, (_, all))| (*d, *all))
@@ -331,7 +331,7 @@ mod tests {
 
     fn run(device: u8, secs: f64, exit: Exit) -> LightRun {
         LightRun {
-            device: [device; 16],
+            device: DeviceId([device; 16]),
             duration_ns: (secs * 1e9) as u64,
             exit,
         }
@@ -363,7 +363,7 @@ mod tests {
         bad.sort();
         assert_eq!(bad, vec![[5; 16], [6; 16]]);
         assert_eq!(f.good.len(), 2);
-        assert!(f.good.iter().all(|d| d[0] <= 4), "{:?}", f.good);
+        assert!(f.good.iter().all(|d| d.0[0] <= 4), "{:?}", f.good);
     }
 
     #[test]
@@ -419,7 +419,7 @@ mod tests {
         bad.sort();
         assert_eq!(bad, vec![[7; 16], [8; 16]]);
         assert!(
-            !found[0].good.contains(&[9; 16]),
+            !found[0].good.contains(&DeviceId([9; 16])),
             "detached runs are no outcome"
         );
     }

@@ -5,6 +5,7 @@
 //! when `runs` full summaries from that device carry the fact
 //! `directive=<id>`.
 
+use agent_core::DeviceId;
 use anyhow::bail;
 use serde_json::{json, Value};
 
@@ -22,7 +23,7 @@ impl DeviceDirective {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         group: &str,
-        device: [u8; 16],
+        device: DeviceId,
         program: Option<&str>,
         match_text: Option<&str>,
         runs: u32,
@@ -36,7 +37,7 @@ impl DeviceDirective {
                 crate::tokens::GROUP_RULE
             );
         }
-        if device == [0; 16] {
+        if device.is_zero() {
             bail!("--device must be a device id (32 hex digits, not all zero)");
         }
         for (name, text, max) in [
@@ -103,7 +104,7 @@ impl DeviceDirective {
         json!({
             "id": self.id.to_string(),
             "group": self.group,
-            "device": summary_view::id_hex(&self.device),
+            "device": self.device.to_string(),
             "program": self.program,
             "match": self.match_text,
             "runs": self.runs,
@@ -121,8 +122,17 @@ mod tests {
 
     #[test]
     fn validates_and_reports_activity() {
-        let d =
-            DeviceDirective::new("g", [7; 16], Some("wget"), None, 2, 10, 20, "operator").unwrap();
+        let d = DeviceDirective::new(
+            "g",
+            DeviceId([7; 16]),
+            Some("wget"),
+            None,
+            2,
+            10,
+            20,
+            "operator",
+        )
+        .unwrap();
         assert!(d.is_active(15));
         assert!(!d.is_active(20), "expired at its expiry");
         let done = DeviceDirective {
@@ -134,22 +144,53 @@ mod tests {
         assert_eq!(view["program"], "wget");
         assert_eq!(view["match"], Value::Null);
         let err = |r: anyhow::Result<DeviceDirective>| format!("{:#}", r.unwrap_err());
-        assert!(
-            err(DeviceDirective::new("g", [0; 16], None, None, 1, 1, 2, "o")).contains("device")
-        );
-        assert!(
-            err(DeviceDirective::new("g", [1; 16], None, None, 0, 1, 2, "o")).contains("--runs")
-        );
-        assert!(
-            err(DeviceDirective::new("g", [1; 16], None, None, 1, 2, 2, "o")).contains("future")
-        );
         assert!(err(DeviceDirective::new(
-            "a b", [1; 16], None, None, 1, 1, 2, "o"
+            "g",
+            DeviceId::ZERO,
+            None,
+            None,
+            1,
+            1,
+            2,
+            "o"
+        ))
+        .contains("device"));
+        assert!(err(DeviceDirective::new(
+            "g",
+            DeviceId([1; 16]),
+            None,
+            None,
+            0,
+            1,
+            2,
+            "o"
+        ))
+        .contains("--runs"));
+        assert!(err(DeviceDirective::new(
+            "g",
+            DeviceId([1; 16]),
+            None,
+            None,
+            1,
+            2,
+            2,
+            "o"
+        ))
+        .contains("future"));
+        assert!(err(DeviceDirective::new(
+            "a b",
+            DeviceId([1; 16]),
+            None,
+            None,
+            1,
+            1,
+            2,
+            "o"
         ))
         .contains("group"));
         assert!(err(DeviceDirective::new(
             "g",
-            [1; 16],
+            DeviceId([1; 16]),
             Some(""),
             None,
             1,

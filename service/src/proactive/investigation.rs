@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use agent_core::Summary;
+use agent_core::{DeviceId, Summary};
 use anyhow::{bail, Context};
 use diagnose::analysis::{self, LabelBy, Options};
 use diagnose::label::ClusterBy;
@@ -32,7 +32,7 @@ pub struct Investigation {
     /// When the directives' runs are no longer waited for.
     pub deadline_unix_ns: u64,
     /// Each device traced: (device, its cluster's name, its directive).
-    pub devices: Vec<([u8; 16], &'static str, i64)>,
+    pub devices: Vec<(DeviceId, &'static str, i64)>,
 }
 
 fn ns(d: Duration) -> u64 {

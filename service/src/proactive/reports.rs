@@ -49,11 +49,12 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agent_core::DeviceId;
 
     #[test]
     fn devices_round_trip_through_json() {
         let devices = vec![ReportDevice {
-            device: [3; 16],
+            device: DeviceId([3; 16]),
             cluster: "slow".into(),
             directive: 12,
             runs: 2,

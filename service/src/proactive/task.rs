@@ -8,6 +8,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use agent_core::DeviceId;
+
 use super::detector::{find, LightRun, Thresholds};
 use super::investigation::Investigation;
 use crate::store::{RunFilter, Store, StoreOpener};
@@ -32,8 +34,8 @@ fn log(message: &str) {
     eprintln!("edge-service: detector: {message}");
 }
 
-fn short(device: &[u8; 16]) -> String {
-    summary_view::id_hex(device)
+fn short(device: &DeviceId) -> String {
+    device.to_string()
 }
 
 fn ns(d: Duration) -> u64 {

@@ -5,6 +5,8 @@
 //! `tokio_postgres::Row`), in its own error type, so a mapper is used as
 //! each driver expects.
 
+use std::str::FromStr;
+
 use agent_core::Exit;
 
 use super::{DeviceDirective, DeviceRow, Report, RunRow};
@@ -84,17 +86,16 @@ fn exit_from_columns(kind: &str, value: Option<i32>) -> Exit {
     }
 }
 
-fn id_column<R: Columns>(row: &R, i: usize) -> Result<[u8; 16], R::Error> {
+/// An id column (32 hex digits: a run, device or stream id).
+fn id_column<R: Columns, Id: FromStr>(row: &R, i: usize) -> Result<Id, R::Error> {
     let text = row.text(i)?;
-    summary_view::id_from_hex(&text).ok_or_else(|| R::bad_id(i, &text))
+    text.parse().map_err(|_| R::bad_id(i, &text))
 }
 
-fn optional_id_column<R: Columns>(row: &R, i: usize) -> Result<Option<[u8; 16]>, R::Error> {
+fn optional_id_column<R: Columns, Id: FromStr>(row: &R, i: usize) -> Result<Option<Id>, R::Error> {
     match row.opt_text(i)? {
         None => Ok(None),
-        Some(text) => summary_view::id_from_hex(&text)
-            .map(Some)
-            .ok_or_else(|| R::bad_id(i, &text)),
+        Some(text) => text.parse().map(Some).map_err(|_| R::bad_id(i, &text)),
     }
 }
 

@@ -30,6 +30,8 @@ pub use sqlite::SqliteStore;
 /// a newer one is refused.
 pub const SCHEMA_VERSION: i64 = 7;
 
+use agent_core::{DeviceId, RunId};
+
 use crate::directive::Directive;
 use crate::operators::{Credential, OperatorRow};
 
@@ -72,7 +74,7 @@ pub trait Store: Send {
     /// recently seen first.
     fn devices(&mut self, filter: &DeviceFilter) -> Result<Vec<DeviceRow>, StoreError>;
     /// One run by id.
-    fn run(&mut self, id: &[u8; 16]) -> Result<Option<StoredRun>, StoreError>;
+    fn run(&mut self, id: &RunId) -> Result<Option<StoredRun>, StoreError>;
     /// The directive of `group`, if one was set.
     fn directive(&mut self, group: &str) -> Result<Option<Directive>, StoreError>;
     /// Every directive, by group.
@@ -90,14 +92,14 @@ pub trait Store: Send {
     fn device_directives(
         &mut self,
         group: Option<&str>,
-        device: Option<&[u8; 16]>,
+        device: Option<&DeviceId>,
     ) -> Result<Vec<DeviceDirective>, StoreError>;
     /// Deletes the per-device directives of `group`, only `device`'s when
     /// given, only directive `id` when given; returns how many.
     fn clear_device_directives(
         &mut self,
         group: &str,
-        device: Option<&[u8; 16]>,
+        device: Option<&DeviceId>,
         id: Option<i64>,
     ) -> Result<u64, StoreError>;
     /// Stores a detector report (its `id` is ignored); returns its new id.

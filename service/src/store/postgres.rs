@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use agent_core::{DeviceId, RunId};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, Row, Statement};
@@ -315,12 +316,12 @@ impl PgStore {
             texts.push(super::kind_name(kind).to_string());
             text_conditions.push("kind".into());
         }
-        for (column, id) in [("device", &filter.device), ("stream", &filter.stream)] {
+        for (column, id) in filter.id_texts() {
             match id {
                 // All zero: the runs that carry no such id (stored as NULL).
-                Some(id) if *id == [0; 16] => sql.push_str(&format!(" AND {column} IS NULL")),
-                Some(id) => {
-                    texts.push(summary_view::id_hex(id));
+                Some(None) => sql.push_str(&format!(" AND {column} IS NULL")),
+                Some(Some(id)) => {
+                    texts.push(id);
                     text_conditions.push(column.into());
                 }
                 None => {}
@@ -758,7 +759,7 @@ struct Batch {
 
 impl Batch {
     fn new(runs: &[NewRun]) -> Batch {
-        let ids: Vec<String> = runs.iter().map(|r| summary_view::id_hex(&r.id)).collect();
+        let ids: Vec<String> = runs.iter().map(|r| r.id.to_string()).collect();
         let mut order: Vec<usize> = (0..runs.len()).collect();
         order.sort_by(|a, b| ids[*a].cmp(&ids[*b]).then(a.cmp(b)));
         order.dedup_by(|later, first| ids[*later] == ids[*first]);
@@ -839,7 +840,7 @@ impl RunColumns {
         let mut c = RunColumns::default();
         for run in order.iter().map(|&i| &runs[i]) {
             let (exit_kind, exit_value) = exit_columns(run.exit);
-            c.id.push(summary_view::id_hex(&run.id));
+            c.id.push(run.id.to_string());
             c.group.push(run.group.clone());
             c.program.push(run.program.clone());
             c.start.push(sql_int(run.start_unix_ns));
@@ -856,8 +857,8 @@ impl RunColumns {
             c.facts.push(run.facts_json.clone());
             c.received.push(sql_int(run.received_unix_ns));
             c.raw.push(run.raw.clone());
-            c.device.push(run.device.as_ref().map(summary_view::id_hex));
-            c.stream.push(run.stream.as_ref().map(summary_view::id_hex));
+            c.device.push(run.device.as_ref().map(ToString::to_string));
+            c.stream.push(run.stream.as_ref().map(ToString::to_string));
             c.window_ns.push(sql_int(run.window_ns));
             c.cpu_user.push(run.cpu.map(|t| sql_int(t.user_ns)));
             c.cpu_system.push(run.cpu.map(|t| sql_int(t.system_ns)));
@@ -913,10 +914,10 @@ impl DirectiveCounts {
         let mut c = DirectiveCounts::default();
         for run in order.iter().map(|&i| &runs[i]) {
             if let (Some(id), Some(device)) = (run.directive, &run.device) {
-                if seqs.contains_key(&summary_view::id_hex(&run.id)) {
+                if seqs.contains_key(&run.id.to_string()) {
                     c.ids.push(id);
                     c.groups.push(run.group.clone());
-                    c.devices.push(summary_view::id_hex(device));
+                    c.devices.push(device.to_string());
                 }
             }
         }
@@ -962,7 +963,7 @@ impl ChildRows {
     fn of(runs: &[NewRun], order: &[usize], seqs: &HashMap<String, i64>) -> ChildRows {
         let mut c = ChildRows::default();
         for run in order.iter().map(|&i| &runs[i]) {
-            let Some(&seq) = seqs.get(&summary_view::id_hex(&run.id)) else {
+            let Some(&seq) = seqs.get(&run.id.to_string()) else {
                 continue;
             };
             for s in &run.syscalls {
@@ -1053,7 +1054,7 @@ impl DeviceUpdates {
         let mut inserted: Vec<usize> = order
             .iter()
             .copied()
-            .filter(|&i| seqs.contains_key(&summary_view::id_hex(&runs[i].id)))
+            .filter(|&i| seqs.contains_key(&runs[i].id.to_string()))
             .collect();
         inserted.sort_unstable();
         let mut folded = std::collections::BTreeMap::<(String, String), Fold>::new();
@@ -1064,7 +1065,7 @@ impl DeviceUpdates {
             let received = sql_int(run.received_unix_ns);
             let start = sql_int(run.start_unix_ns);
             let f = folded
-                .entry((run.group.clone(), summary_view::id_hex(device)))
+                .entry((run.group.clone(), device.to_string()))
                 .or_insert(Fold {
                     first_seen: received,
                     last_seen: received,
@@ -1284,10 +1285,10 @@ impl Store for PgStore {
         rows.iter().map(device_row).collect()
     }
 
-    fn run(&mut self, id: &[u8; 16]) -> Result<Option<StoredRun>, StoreError> {
+    fn run(&mut self, id: &RunId) -> Result<Option<StoredRun>, StoreError> {
         self.query(
             "SELECT group_name, raw FROM runs WHERE id = $1",
-            &[&summary_view::id_hex(id)],
+            &[&id.to_string()],
         )?
         .first()
         .map(stored_run)
@@ -1515,7 +1516,7 @@ impl Store for PgStore {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
             &[
                 &d.group,
-                &summary_view::id_hex(&d.device),
+                &d.device.to_string(),
                 &d.program,
                 &d.match_text,
                 &i64::from(d.runs),
@@ -1530,9 +1531,9 @@ impl Store for PgStore {
     fn device_directives(
         &mut self,
         group: Option<&str>,
-        device: Option<&[u8; 16]>,
+        device: Option<&DeviceId>,
     ) -> Result<Vec<DeviceDirective>, StoreError> {
-        let device = device.map(summary_view::id_hex);
+        let device = device.map(ToString::to_string);
         // A NULL parameter matches every row of its column.
         self.query(
             &format!(
@@ -1550,10 +1551,10 @@ impl Store for PgStore {
     fn clear_device_directives(
         &mut self,
         group: &str,
-        device: Option<&[u8; 16]>,
+        device: Option<&DeviceId>,
         id: Option<i64>,
     ) -> Result<u64, StoreError> {
-        let device = device.map(summary_view::id_hex);
+        let device = device.map(ToString::to_string);
         self.execute(
             "DELETE FROM device_directives WHERE group_name = $1 \
              AND ($2::text IS NULL OR device = $2) AND ($3::int8 IS NULL OR id = $3)",

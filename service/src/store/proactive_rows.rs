@@ -3,6 +3,7 @@
 //! the device's and the API's views) is `proactive`'s; the store only
 //! needs their shape, so it does not depend on the loop.
 
+use agent_core::DeviceId;
 use serde_json::{json, Value};
 
 /// The free fact a fully traced run carries to say which directive asked
@@ -22,7 +23,7 @@ pub struct DeviceDirective {
     /// Its id (the store's, from 1); 0 before it is stored.
     pub id: i64,
     pub group: String,
-    pub device: [u8; 16],
+    pub device: DeviceId,
     /// Only runs of this program (the `program` fact); `None`: any.
     pub program: Option<String>,
     /// Only runs whose command line contains this text; `None`: any.
@@ -40,7 +41,7 @@ pub struct DeviceDirective {
 /// One device an investigation traced.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReportDevice {
-    pub device: [u8; 16],
+    pub device: DeviceId,
     /// `slow`, `failing` or `good`: the cluster it was picked from.
     pub cluster: String,
     /// The directive issued to it.
@@ -85,7 +86,7 @@ impl Report {
                 .iter()
                 .map(|d| {
                     json!({
-                        "device": summary_view::id_hex(&d.device),
+                        "device": d.device.to_string(),
                         "cluster": d.cluster,
                         "directive": d.directive.to_string(),
                         "runs": d.runs,
@@ -104,7 +105,7 @@ impl Report {
                 list.iter()
                     .filter_map(|d| {
                         Some(ReportDevice {
-                            device: summary_view::id_from_hex(d["device"].as_str()?)?,
+                            device: d["device"].as_str()?.parse().ok()?,
                             cluster: d["cluster"].as_str()?.to_string(),
                             directive: d["directive"].as_str()?.parse().ok()?,
                             runs: u32::try_from(d["runs"].as_u64()?).ok()?,

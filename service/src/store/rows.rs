@@ -1,6 +1,6 @@
 //! The shapes runs take on their way into and out of a store.
 
-use agent_core::{CpuTime, Exit, Kind, Summary};
+use agent_core::{CpuTime, DeviceId, Exit, Kind, RunId, StreamId, Summary};
 use serde_json::Value;
 
 /// A decoded, validated summary ready to be written: the columns of its run
@@ -8,7 +8,7 @@ use serde_json::Value;
 /// request's task so the writer thread only writes.
 #[derive(Clone, Debug)]
 pub struct NewRun {
-    pub id: [u8; 16],
+    pub id: RunId,
     pub group: String,
     /// A full trace or a light record.
     pub kind: Kind,
@@ -31,9 +31,9 @@ pub struct NewRun {
     pub syscalls: Vec<SyscallRow>,
     /// The device's id; `None` when the summary carries none (all zero:
     /// format version 1).
-    pub device: Option<[u8; 16]>,
+    pub device: Option<DeviceId>,
     /// The stream its windows share; `None` when not known.
-    pub stream: Option<[u8; 16]>,
+    pub stream: Option<StreamId>,
     /// The window length, ns (0: a whole run).
     pub window_ns: u64,
     pub cpu: Option<CpuTime>,
@@ -129,8 +129,8 @@ impl NewRun {
                     param_mean: s.param_mean(),
                 })
                 .collect(),
-            device: summary_view::observe::known_id(&summary.origin.device),
-            stream: summary_view::observe::known_id(&summary.origin.stream),
+            device: summary.origin.device.nonzero(),
+            stream: summary.origin.stream.nonzero(),
             window_ns: summary.origin.window_ns,
             cpu: summary.cpu,
             in_flight: summary.in_flight.count,
@@ -174,9 +174,9 @@ pub struct RunFilter {
     pub since_unix_ns: Option<u64>,
     pub until_unix_ns: Option<u64>,
     /// Only this device's runs; all zero: only runs without a device id.
-    pub device: Option<[u8; 16]>,
+    pub device: Option<DeviceId>,
     /// Only this stream's windows; all zero: only runs without a stream id.
-    pub stream: Option<[u8; 16]>,
+    pub stream: Option<StreamId>,
     /// Only full traces or only light records; `None`: both.
     pub kind: Option<Kind>,
     /// At most this many (the oldest first, or the newest with
@@ -184,6 +184,24 @@ pub struct RunFilter {
     pub limit: Option<u64>,
     /// Newest start first (the web UI's run list) instead of oldest.
     pub newest_first: bool,
+}
+
+impl RunFilter {
+    /// The id conditions as the `device` and `stream` columns hold them:
+    /// `None`, no condition; `Some(None)`, the runs without such an id
+    /// (all zero; stored as NULL); `Some(Some(hex))`, that id's runs.
+    pub fn id_texts(&self) -> [(&'static str, Option<Option<String>>); 2] {
+        [
+            (
+                "device",
+                self.device.map(|d| d.nonzero().map(|d| d.to_string())),
+            ),
+            (
+                "stream",
+                self.stream.map(|s| s.nonzero().map(|s| s.to_string())),
+            ),
+        ]
+    }
 }
 
 /// The `kind` column's text.
@@ -216,7 +234,7 @@ pub struct DeviceFilter {
 /// stored run that carries a device id.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DeviceRow {
-    pub device: [u8; 16],
+    pub device: DeviceId,
     pub group: String,
     pub first_seen_unix_ns: u64,
     pub last_seen_unix_ns: u64,
@@ -231,7 +249,7 @@ impl DeviceRow {
     /// One entry of `GET /v1/devices`.
     pub fn view(&self) -> wire::DeviceView {
         wire::DeviceView {
-            device: summary_view::id_hex(&self.device),
+            device: self.device,
             group: self.group.clone(),
             first_seen_unix_ns: self.first_seen_unix_ns,
             last_seen_unix_ns: self.last_seen_unix_ns,
@@ -247,7 +265,7 @@ impl DeviceRow {
 /// A run as listed by `GET /v1/runs`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunRow {
-    pub id: [u8; 16],
+    pub id: RunId,
     pub group: String,
     pub kind: Kind,
     pub program: String,
@@ -263,8 +281,8 @@ pub struct RunRow {
     pub truncated: bool,
     pub facts: Value,
     pub received_unix_ns: u64,
-    pub device: Option<[u8; 16]>,
-    pub stream: Option<[u8; 16]>,
+    pub device: Option<DeviceId>,
+    pub stream: Option<StreamId>,
     pub window_ns: u64,
     pub cpu_user_ns: Option<u64>,
     pub cpu_system_ns: Option<u64>,
@@ -275,7 +293,7 @@ impl RunRow {
     /// One entry of `GET /v1/runs`.
     pub fn view(&self) -> wire::RunView {
         wire::RunView {
-            id: summary_view::id_hex(&self.id),
+            id: self.id,
             group: self.group.clone(),
             kind: kind_name(self.kind).to_string(),
             program: self.program.clone(),
@@ -287,8 +305,8 @@ impl RunRow {
             threads: self.threads,
             events: self.events,
             window: self.window,
-            device: self.device.as_ref().map(summary_view::id_hex),
-            stream: self.stream.as_ref().map(summary_view::id_hex),
+            device: self.device,
+            stream: self.stream,
             window_ns: self.window_ns,
             cpu_user_ns: self.cpu_user_ns,
             cpu_system_ns: self.cpu_system_ns,

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use agent_core::{DeviceId, RunId};
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Row};
 
 use super::columns::{
@@ -175,7 +176,7 @@ impl SqliteStore {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             )?;
             for run in runs {
-                let id = summary_view::id_hex(&run.id);
+                let id = run.id.to_string();
                 let (exit_kind, exit_value) = exit_columns(run.exit);
                 let changed = insert_run.execute(params![
                     id,
@@ -195,8 +196,8 @@ impl SqliteStore {
                     run.facts_json,
                     sql_int(run.received_unix_ns),
                     run.raw,
-                    run.device.as_ref().map(summary_view::id_hex),
-                    run.stream.as_ref().map(summary_view::id_hex),
+                    run.device.as_ref().map(ToString::to_string),
+                    run.stream.as_ref().map(ToString::to_string),
                     sql_int(run.window_ns),
                     run.cpu.map(|c| sql_int(c.user_ns)),
                     run.cpu.map(|c| sql_int(c.system_ns)),
@@ -247,17 +248,13 @@ impl SqliteStore {
                     ])?;
                 }
                 if let (Some(directive), Some(device)) = (run.directive, &run.device) {
-                    count_directive.execute(params![
-                        directive,
-                        run.group,
-                        summary_view::id_hex(device)
-                    ])?;
+                    count_directive.execute(params![directive, run.group, device.to_string()])?;
                 }
                 if let Some(device) = &run.device {
                     let whole = i64::from(run.window == 0);
                     upsert_device.execute(params![
                         run.group,
-                        summary_view::id_hex(device),
+                        device.to_string(),
                         sql_int(run.received_unix_ns),
                         sql_int(run.start_unix_ns),
                         run.program,
@@ -345,12 +342,12 @@ impl SqliteStore {
             args.push(sql_int(t).into());
             sql.push_str(&format!(" AND start_unix_ns < ?{}", args.len()));
         }
-        for (column, id) in [("device", &filter.device), ("stream", &filter.stream)] {
+        for (column, id) in filter.id_texts() {
             match id {
                 // All zero: the runs that carry no such id (stored as NULL).
-                Some(id) if *id == [0; 16] => sql.push_str(&format!(" AND {column} IS NULL")),
-                Some(id) => {
-                    args.push(summary_view::id_hex(id).into());
+                Some(None) => sql.push_str(&format!(" AND {column} IS NULL")),
+                Some(Some(id)) => {
+                    args.push(id.into());
                     sql.push_str(&format!(" AND {column} = ?{}", args.len()));
                 }
                 None => {}
@@ -509,11 +506,11 @@ impl Store for SqliteStore {
         .map_err(store_error)
     }
 
-    fn run(&mut self, id: &[u8; 16]) -> Result<Option<StoredRun>, StoreError> {
+    fn run(&mut self, id: &RunId) -> Result<Option<StoredRun>, StoreError> {
         self.conn
             .prepare_cached("SELECT group_name, raw FROM runs WHERE id = ?1")
             .and_then(|mut s| {
-                s.query_row([summary_view::id_hex(id)], |r| {
+                s.query_row([id.to_string()], |r| {
                     Ok(StoredRun {
                         group: r.get(0)?,
                         raw: r.get(1)?,
@@ -743,7 +740,7 @@ impl Store for SqliteStore {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![
                     d.group,
-                    summary_view::id_hex(&d.device),
+                    d.device.to_string(),
                     d.program,
                     d.match_text,
                     d.runs,
@@ -759,7 +756,7 @@ impl Store for SqliteStore {
     fn device_directives(
         &mut self,
         group: Option<&str>,
-        device: Option<&[u8; 16]>,
+        device: Option<&DeviceId>,
     ) -> Result<Vec<DeviceDirective>, StoreError> {
         let mut sql = format!("SELECT {DIRECTIVE_COLUMNS} FROM device_directives WHERE 1 = 1");
         let mut args: Vec<rusqlite::types::Value> = Vec::new();
@@ -768,7 +765,7 @@ impl Store for SqliteStore {
             sql.push_str(&format!(" AND group_name = ?{}", args.len()));
         }
         if let Some(d) = device {
-            args.push(summary_view::id_hex(d).into());
+            args.push(d.to_string().into());
             sql.push_str(&format!(" AND device = ?{}", args.len()));
         }
         sql.push_str(" ORDER BY id");
@@ -786,13 +783,13 @@ impl Store for SqliteStore {
     fn clear_device_directives(
         &mut self,
         group: &str,
-        device: Option<&[u8; 16]>,
+        device: Option<&DeviceId>,
         id: Option<i64>,
     ) -> Result<u64, StoreError> {
         let mut sql = "DELETE FROM device_directives WHERE group_name = ?1".to_string();
         let mut args: Vec<rusqlite::types::Value> = vec![group.to_string().into()];
         if let Some(d) = device {
-            args.push(summary_view::id_hex(d).into());
+            args.push(d.to_string().into());
             sql.push_str(&format!(" AND device = ?{}", args.len()));
         }
         if let Some(id) = id {

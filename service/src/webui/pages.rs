@@ -27,7 +27,7 @@ use crate::operators::{
 };
 use crate::store::{DeviceFilter, RunFilter, RunRow, Store, StoreError};
 use crate::tokens::valid_group;
-use agent_core::Summary;
+use agent_core::{DeviceId, RunId, Summary};
 use diagnose::input::Cancel;
 use summary_view::observe::time_text;
 
@@ -413,7 +413,7 @@ pub(super) async fn devices(State(web): State<Arc<WebUi>>, headers: HeaderMap) -
     let rows: Vec<DeviceView> = devices
         .iter()
         .map(|d| DeviceView {
-            device: summary_view::id_hex(&d.device),
+            device: d.device.to_string(),
             last_seen: time_text(d.last_seen_unix_ns),
             first_seen: time_text(d.first_seen_unix_ns),
             last_program: d.last_program.clone(),
@@ -461,13 +461,13 @@ struct RunView {
 
 fn run_view(r: &RunRow) -> RunView {
     RunView {
-        id: summary_view::id_hex(&r.id),
+        id: r.id.to_string(),
         start: time_text(r.start_unix_ns),
         program: r.program.clone(),
         device: r
             .device
             .as_ref()
-            .map(summary_view::id_hex)
+            .map(ToString::to_string)
             .unwrap_or_default(),
         duration: format!("{:.3} s", r.duration_ns as f64 / 1e9),
         exit: summary_view::exit_text(r.exit),
@@ -491,14 +491,14 @@ fn runs_filter(group: &str, q: &RunsQuery, now: u64) -> Result<RunFilter, PageEr
             .map_err(|e| bad_request(format!("{name}: {e}")))
     };
     let device = q.device.trim();
-    let device = if device.is_empty() {
-        None
-    } else {
-        Some(
-            summary_view::id_from_hex(&device.to_ascii_lowercase())
-                .ok_or_else(|| bad_request(format!("device `{device}` is not 32 hex digits")))?,
-        )
-    };
+    let device =
+        if device.is_empty() {
+            None
+        } else {
+            Some(device.parse::<DeviceId>().map_err(|e| {
+                bad_request(format!("device `{device}` is not 32 hex digits ({e})"))
+            })?)
+        };
     let limit = q.limit.unwrap_or(RUNS_PAGE);
     if limit == 0 || limit > RUNS_PAGE_MAX {
         return Err(bad_request(format!("limit must be 1..={RUNS_PAGE_MAX}")));
@@ -590,8 +590,9 @@ pub(super) async fn run(
     Path(id_text): Path<String>,
 ) -> Page {
     let session = session_or_login!(web, headers);
-    let id = summary_view::id_from_hex(&id_text.to_ascii_lowercase())
-        .ok_or_else(|| bad_request(format!("`{id_text}` is not a 32-hex-digit run id")))?;
+    let id = id_text
+        .parse::<RunId>()
+        .map_err(|e| bad_request(format!("`{id_text}` is not a 32-hex-digit run id ({e})")))?;
     let group = session.group.clone();
     let found = web
         .read(move |store| {
@@ -604,7 +605,7 @@ pub(super) async fn run(
             }
             let summary = Summary::decode(&stored.raw)
                 .map_err(|e| StoreError::Failed(format!("stored run no longer decodes: {e}")))?;
-            let windows = match summary_view::observe::known_id(&summary.origin.stream) {
+            let windows = match summary.origin.stream.nonzero() {
                 Some(stream) if summary.origin.window_ns > 0 => store.load(&RunFilter {
                     group: Some(group),
                     stream: Some(stream),
@@ -638,14 +639,14 @@ pub(super) async fn run(
     };
     let window_links: Vec<(u32, String)> = windows
         .iter()
-        .map(|w| (w.run.window, summary_view::id_hex(&w.id)))
+        .map(|w| (w.run.window, w.id.to_string()))
         .collect();
     web.page(
         "run.html",
         &session,
         "runs",
         context! {
-            id => summary_view::id_hex(&summary.id),
+            id => summary.id.to_string(),
             program => summary.facts.program.as_str(),
             table => summary_view::table(&summary),
             window => summary.run.window,

@@ -231,7 +231,7 @@ fn filter(group: &str, program: &Option<String>, r: Range) -> DiagnoseFilter {
 
 fn finding_view(d: &peers::PeerDiagnosis, f: &peers::Finding, by: Option<usize>) -> FindingView {
     FindingView {
-        device: summary_view::id_hex(&d.devices[f.device].id),
+        device: d.devices[f.device].id.to_string(),
         program: d.devices[f.device].program().to_string(),
         method: f.method.name().to_string(),
         cause: f.cause.name().to_string(),
@@ -240,9 +240,7 @@ fn finding_view(d: &peers::PeerDiagnosis, f: &peers::Finding, by: Option<usize>)
         last: time_text(f.last_window_unix_ns),
         score: format!("{:.2}", f.score),
         evidence: f.evidence.clone(),
-        explained_by: by
-            .map(|b| summary_view::id_hex(&d.devices[b].id))
-            .unwrap_or_default(),
+        explained_by: by.map(|b| d.devices[b].id.to_string()).unwrap_or_default(),
     }
 }
 

@@ -53,14 +53,7 @@ fn row(r: &Report) -> ReportRow {
         devices: r
             .devices
             .iter()
-            .map(|d| {
-                format!(
-                    "{} ({}, {} run(s))",
-                    summary_view::id_hex(&d.device),
-                    d.cluster,
-                    d.runs
-                )
-            })
+            .map(|d| format!("{} ({}, {} run(s))", d.device, d.cluster, d.runs))
             .collect(),
         headline: r.headline.clone(),
         cluster: r.cluster.clone(),

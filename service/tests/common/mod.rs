@@ -240,8 +240,9 @@ pub fn get(url: &str, path: &str, token: Option<&str>) -> (u16, serde_json::Valu
     )
 }
 
-pub fn hex(id: &[u8; 16]) -> String {
-    summary_view::id_hex(id)
+/// An id's 32 hex digits.
+pub fn hex(id: &impl std::fmt::Display) -> String {
+    id.to_string()
 }
 
 pub fn id_of(encoded: &[u8]) -> String {

@@ -4,7 +4,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use agent_core::Summary;
+use agent_core::{DeviceId, Summary};
 use fixtures::sample;
 
 use super::{accepted, body, post, CONTENT_TYPE, OTHER_TOKEN, TOKEN};
@@ -62,8 +62,8 @@ pub fn upload_demo(url: &str) -> Uploaded {
         // attributes, the first rule is about the client, not num_read.
         device[0] = ((i / 3) % 6) as u8 + 1;
         device[15] = 0xde;
-        let run = sample::demo_run(i, bad, device, now - hour + i * 60_000_000_000);
-        let id = summary_view::id_hex(&run.id);
+        let run = sample::demo_run(i, bad, DeviceId(device), now - hour + i * 60_000_000_000);
+        let id = run.id.to_string();
         if bad {
             bad_run = id;
         } else {
@@ -71,12 +71,12 @@ pub fn upload_demo(url: &str) -> Uploaded {
         }
         phones.push(run);
     }
-    let windows = sample::windowed_run(7, "wget", [1; 16], now - 2 * hour, WINDOWS);
-    let windowed = summary_view::id_hex(&windows[0].id);
+    let windows = sample::windowed_run(7, "wget", DeviceId([1; 16]), now - 2 * hour, WINDOWS);
+    let windowed = windows[0].id.to_string();
     phones.extend(windows);
     upload(url, TOKEN, &phones);
     // Laptops: the same program, so a leak would show on phones' pages.
-    let laptops_device = [0x1a; 16];
+    let laptops_device = DeviceId([0x1a; 16]);
     let laptops: Vec<Summary> = (0..6u64)
         .map(|i| sample::demo_run(1000 + i, i % 2 == 0, laptops_device, now - hour / 2 + i))
         .collect();
@@ -85,10 +85,7 @@ pub fn upload_demo(url: &str) -> Uploaded {
         windowed,
         good_run,
         bad_run,
-        laptops_runs: laptops
-            .iter()
-            .map(|s| summary_view::id_hex(&s.id))
-            .collect(),
-        laptops_device: summary_view::id_hex(&laptops_device),
+        laptops_runs: laptops.iter().map(|s| s.id.to_string()).collect(),
+        laptops_device: laptops_device.to_string(),
     }
 }

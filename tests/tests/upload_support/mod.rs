@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use agent_core::RunId;
 use fixtures::summaries::{random_id, sample_summary};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, SanType};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -101,7 +102,7 @@ impl Service {
     }
 
     /// Asserts the service holds each of `ids` exactly once, and nothing else.
-    pub fn assert_stored_exactly_once(&self, ids: &[[u8; 16]]) {
+    pub fn assert_stored_exactly_once(&self, ids: &[RunId]) {
         let stored = self.stored_ids();
         let unique: HashSet<&String> = stored.iter().collect();
         assert_eq!(unique.len(), stored.len(), "a summary is stored twice");
@@ -118,8 +119,8 @@ impl Drop for Service {
     }
 }
 
-pub fn hex_id(id: &[u8; 16]) -> String {
-    hex::encode(id)
+pub fn hex_id(id: &RunId) -> String {
+    id.to_string()
 }
 
 /// A plain-HTTP GET with `token`; the body when the status is 200.
@@ -185,7 +186,7 @@ impl Pki {
     }
 
     pub fn write_ca(&self, dir: &Path) -> PathBuf {
-        let path = dir.join(format!("ca-{}.pem", random_id()[0]));
+        let path = dir.join(format!("ca-{}.pem", random_id().0[0]));
         std::fs::write(&path, &self.ca_pem).unwrap();
         path
     }
@@ -484,7 +485,7 @@ impl Device {
     }
 
     /// Spools `n` small summaries; returns their ids.
-    pub fn spool(&self, n: usize) -> Vec<[u8; 16]> {
+    pub fn spool(&self, n: usize) -> Vec<RunId> {
         let spool = Spool::open(&self.spool_dir()).unwrap();
         (0..n)
             .map(|_| {

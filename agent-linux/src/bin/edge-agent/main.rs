@@ -323,7 +323,7 @@ fn directive_changes(
     agent_linux::steering::start(agent_linux::steering::Steering {
         client: uploader::transport::Client::new(endpoint)?,
         every: std::time::Duration::from_secs(a.directives_every),
-        device_hex: agent_linux::device_id::to_hex(device),
+        device: *device,
         pattern: pattern.to_string(),
         shims,
     })

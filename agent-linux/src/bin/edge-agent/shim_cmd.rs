@@ -142,6 +142,6 @@ pub(crate) fn show_device_id(a: DeviceIdArgs) -> anyhow::Result<ExitCode> {
     } else {
         device_id::load_or_create(&path)?
     };
-    println!("{}", device_id::to_hex(&id));
+    println!("{id}");
     Ok(ExitCode::SUCCESS)
 }

@@ -87,7 +87,7 @@ impl Sink {
                 Ok(path.clone())
             }
             Sink::Dir(dir) => {
-                let path = dir.join(format!("{}.summary", summary_view::id_hex(&summary.id)));
+                let path = dir.join(format!("{}.summary", summary.id));
                 write_summary(&path, summary)?;
                 Ok(path)
             }

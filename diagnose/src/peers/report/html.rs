@@ -170,7 +170,7 @@ pub fn html(d: &PeerDiagnosis) -> String {
                 "<tr class=\"f\"><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td>\
                  <td>{}</td><td>{}</td><td>{:.2}</td></tr><tr><td colspan=\"7\" \
                  class=\"ev\">{}</td></tr>",
-                hex::encode(d.devices[f.device].id),
+                d.devices[f.device].id,
                 f.cause.name(),
                 f.method.name(),
                 esc(&f.metric),

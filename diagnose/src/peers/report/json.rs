@@ -21,7 +21,7 @@ pub fn json(d: &PeerDiagnosis) -> Value {
                 .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
                 .collect();
             j!({
-                "device": hex::encode(dev.id),
+                "device": dev.id.to_string(),
                 "facts": facts,
                 "role": if dev.is_server() { "server" } else { "client" },
                 "training_windows": dev.windows[0],
@@ -31,7 +31,7 @@ pub fn json(d: &PeerDiagnosis) -> Value {
         .collect();
     let finding = |f: &Finding| {
         j!({
-            "device": hex::encode(d.devices[f.device].id),
+            "device": d.devices[f.device].id.to_string(),
             "method": f.method.name(),
             "cause": f.cause.name(),
             "metric": f.metric,
@@ -48,7 +48,7 @@ pub fn json(d: &PeerDiagnosis) -> Value {
         .iter()
         .map(|e| {
             let mut v = finding(&e.finding);
-            v["explained_by"] = Value::String(hex::encode(d.devices[e.by].id));
+            v["explained_by"] = Value::String(d.devices[e.by].id.to_string());
             v
         })
         .collect();

@@ -52,7 +52,7 @@ pub fn text(d: &PeerDiagnosis) -> String {
                 "{}. device {} ({}): cause {} ({} method, {}), {} flagged, {} .. {} UTC, \
                  score {:.2}",
                 n + 1,
-                hex::encode(dev.id),
+                dev.id,
                 dev.program(),
                 f.cause.name(),
                 f.method.name(),
@@ -81,12 +81,12 @@ pub fn text(d: &PeerDiagnosis) -> String {
             let _ = writeln!(
                 o,
                 "  - device {} ({}): {} by {} ({}), explained by device {} ({}): {}",
-                hex::encode(d.devices[f.device].id),
+                d.devices[f.device].id,
                 d.devices[f.device].program(),
                 f.cause.name(),
                 f.method.name(),
                 f.metric,
-                hex::encode(d.devices[e.by].id),
+                d.devices[e.by].id,
                 d.devices[e.by].program(),
                 f.evidence
             );

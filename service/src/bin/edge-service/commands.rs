@@ -15,8 +15,9 @@ use crate::analyses;
 use crate::args::{Cli, Command, DbArg, DirectiveCommand, OperatorCommand, TlsCommand};
 
 /// A `--device` argument: 32 hex digits (any case).
-fn device_arg(text: &str) -> anyhow::Result<[u8; 16]> {
-    summary_view::id_from_hex(&text.to_ascii_lowercase())
+fn device_arg(text: &str) -> anyhow::Result<agent_core::DeviceId> {
+    text.parse::<agent_core::DeviceId>()
+        .ok()
         .with_context(|| format!("--device `{text}` is not 32 hex digits"))
 }
 
