@@ -30,9 +30,9 @@ use diagnose::label::{self, ClusterBy};
 use diagnose::report;
 use diagnose::rpca::{self, RpcaOptions};
 
-use crate::args::DemoArgs;
 use crate::http::{FileServer, FILE_PATH, HTTP_PORT};
 use crate::netns::{Namespaces, SERVER_IP};
+use crate::options::DemoOptions;
 use crate::procs::{find_agent, find_service, is_root, Service};
 
 /// The ingest token of the demo's local service.
@@ -46,7 +46,7 @@ struct Fetch {
 }
 
 /// Runs `edge-demo`.
-pub fn demo(args: DemoArgs) -> anyhow::Result<ExitCode> {
+pub fn demo(args: DemoOptions) -> anyhow::Result<ExitCode> {
     if !is_root() {
         bail!(
             "edge-demo needs root: it creates network namespaces (ip netns) and sets \
@@ -332,7 +332,7 @@ fn run_labels(json: &serde_json::Value) -> BTreeMap<String, String> {
 
 /// Per client: its tcp_rmem, mean fetch time, and how its runs were labelled.
 fn print_clients(
-    args: &DemoArgs,
+    args: &DemoOptions,
     fetches: &[Fetch],
     client_of: &BTreeMap<String, usize>,
     labels: &BTreeMap<String, String>,

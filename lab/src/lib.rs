@@ -2,7 +2,8 @@
 //! the end-to-end tests. Nothing here is diagnosis; it drives the agent, the
 //! service and the diagnosis from outside, as a user would.
 //!
-//! - [`args`]: the options of `edge-demo` (the binary `src/main.rs`);
+//! - [`DemoOptions`]: what `edge-demo` runs (its command line is the
+//!   binary's, `src/bin/edge-demo/`);
 //! - [`demo`]: `edge-demo`, the research's first case study (TCP
 //!   memory misconfiguration) end to end;
 //! - [`proactive`]: `edge-demo --proactive`, the same clients
@@ -12,12 +13,12 @@
 //! - [`procs`]: child processes (commands run to completion, the local
 //!   service killed on drop, finding the `edge-agent` binary).
 
-pub mod args;
 pub mod demo;
 pub mod http;
 pub mod netns;
+mod options;
 pub mod proactive;
 pub mod procs;
 
-pub use args::DemoArgs;
 pub use demo::demo;
+pub use options::DemoOptions;

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde_json::Value;
 
-use crate::args::DemoArgs;
 use crate::http::{FILE_PATH, HTTP_PORT};
 use crate::netns::{Namespaces, SERVER_IP};
+use crate::options::DemoOptions;
 use crate::procs::Service;
 
 /// The ingest token of the demo's local service.
@@ -102,7 +102,7 @@ fn wait_for_line(log: &Path, what: &str, service: &mut Service) -> anyhow::Resul
 /// Runs the proactive loop; `ns` holds the clients (the last `args.bad`
 /// misconfigured) and the file server already runs.
 pub fn run(
-    args: &DemoArgs,
+    args: &DemoOptions,
     agent: &Path,
     service: &Path,
     work: &Path,

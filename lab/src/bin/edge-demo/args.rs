@@ -1,7 +1,9 @@
-//! The options of `edge-demo`, shared by the case study
-//! ([`crate::demo`]) and its proactive variant ([`crate::proactive`]).
+//! `edge-demo`'s command line: clap's definitions of [`lab::DemoOptions`]
+//! (the library takes typed options, not a command line).
 
 use std::path::PathBuf;
+
+use lab::DemoOptions;
 
 /// `edge-demo`: the TCP-memory case study end to end (needs root).
 #[derive(clap::Args, Debug, Clone)]
@@ -52,4 +54,24 @@ pub struct DemoArgs {
     /// round (--runs is not used) until the report is stored.
     #[arg(long, conflicts_with_all = ["no_service", "json", "html"])]
     pub proactive: bool,
+}
+
+impl From<DemoArgs> for DemoOptions {
+    fn from(a: DemoArgs) -> DemoOptions {
+        DemoOptions {
+            clients: a.clients,
+            bad: a.bad,
+            runs: a.runs,
+            size_mib: a.size_mib,
+            good_rmem: a.good_rmem,
+            bad_rmem: a.bad_rmem,
+            agent: a.agent,
+            service: a.service,
+            no_service: a.no_service,
+            work: a.work,
+            json: a.json,
+            html: a.html,
+            proactive: a.proactive,
+        }
+    }
 }

@@ -5,16 +5,18 @@
 
 use clap::Parser;
 
+mod args;
+
 /// The TCP-memory case study end to end (needs root).
 #[derive(Parser, Debug)]
 #[command(name = "edge-demo", version, about)]
 struct Cli {
     #[command(flatten)]
-    demo: lab::DemoArgs,
+    demo: args::DemoArgs,
 }
 
 fn main() -> std::process::ExitCode {
-    match lab::demo(Cli::parse().demo) {
+    match lab::demo(Cli::parse().demo.into()) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("edge-demo: {e:#}");
