@@ -15,15 +15,15 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
-pub mod arch;
+mod arch;
 pub mod collector;
 pub mod duration;
-pub mod event;
+mod event;
 pub mod facts;
 pub mod framing;
 pub mod histogram;
-pub mod id;
-pub mod program;
+mod id;
+mod program;
 pub mod stats;
 pub mod summary;
 pub mod syscall;

@@ -14,10 +14,10 @@
 //!   service killed on drop, finding the `edge-agent` binary).
 
 pub mod demo;
-pub mod http;
-pub mod netns;
+mod http;
+mod netns;
 mod options;
-pub mod proactive;
+mod proactive;
 pub mod procs;
 
 pub use demo::demo;

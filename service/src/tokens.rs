@@ -10,7 +10,7 @@
 //! upload summaries and read directives (operators are
 //! [`crate::operators`]). [`TokenFile`] re-reads the file without a
 //! restart: on SIGHUP, and when its modification time or size changed
-//! (looked at, at most, every [`RECHECK_EVERY`]).
+//! (looked at, at most, once per `ServeOptions::tokens_recheck`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -103,10 +103,6 @@ impl Tokens {
         self.entries.is_empty()
     }
 }
-
-/// How often a request may make [`TokenFile`] look at the file's
-/// modification time.
-pub const RECHECK_EVERY: Duration = Duration::from_secs(2);
 
 /// The tokens of a file, re-read when it changes; a new file that does not
 /// parse keeps the old tokens (and says why on stderr).

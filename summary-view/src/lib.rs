@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 pub mod file;
 pub mod observe;
-pub mod scope;
+mod scope;
 
 use agent_core::summary::MAX_ERRNOS;
 use agent_core::{Exit, Summary, SyscallSummary, Transition};

@@ -11,12 +11,12 @@
 //! - [`session`]: an upload session (`edge-agent upload`'s options as
 //!   typed values, the `--once` run and the daemon loop).
 
-pub mod cert_errors;
+mod cert_errors;
 pub mod conditions;
-pub mod retry;
+mod retry;
 pub mod session;
 pub mod spool;
 pub mod tls;
 pub mod transport;
-pub mod upload;
+mod upload;
 pub mod window;
