@@ -188,7 +188,7 @@ impl App {
                 }
                 token.to_string()
             }
-            None => crate::webui::session::cookie_value(headers, crate::webui::session::COOKIE)
+            None => crate::webui::cookie::cookie_value(headers, crate::webui::cookie::COOKIE)
                 .map(str::to_string)
                 .ok_or_else(|| {
                     ApiError::new(

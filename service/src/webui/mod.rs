@@ -8,6 +8,7 @@
 //! [`peers`]). What one analysis may read and how many run at once:
 //! [`limits`]. The proactive loop's reports are listed by [`reports`].
 
+pub mod cookie;
 pub mod diagnosis;
 pub mod limits;
 mod pages;

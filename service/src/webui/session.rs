@@ -20,9 +20,7 @@ use crate::login_limit::{LoginLimiter, LoginLimits};
 use crate::operators::CredentialKind;
 use crate::server::{App, Auth};
 use crate::tokens::valid_group;
-
-/// The session cookie's name.
-pub const COOKIE: &str = "edge_session";
+use crate::webui::cookie::{cookie_value, COOKIE};
 
 /// How long a session lasts from its login (absolute).
 pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
@@ -181,18 +179,6 @@ pub fn same_origin(headers: &HeaderMap) -> bool {
     };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     authority.eq_ignore_ascii_case(host.trim())
-}
-
-/// The value of cookie `name` in the request's `Cookie` headers.
-pub fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.trim())
 }
 
 #[cfg(test)]
