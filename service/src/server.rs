@@ -679,6 +679,7 @@ async fn get_runs(
         device: id_param("device", q.device)?,
         stream: id_param("stream", q.stream)?,
         kind: kind_param(q.kind)?,
+        whole_runs: false,
         limit: Some(limit),
         newest_first: false,
     };

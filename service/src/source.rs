@@ -24,6 +24,7 @@ fn store_filter(filter: &DiagnoseFilter) -> RunFilter {
         // Light records have no syscalls: nothing for a diagnosis or the
         // peer analysis to explain (the detector reads them itself).
         kind: Some(agent_core::Kind::Full),
+        whole_runs: false,
         limit: None,
         newest_first: false,
     }

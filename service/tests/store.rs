@@ -131,6 +131,7 @@ macro_rules! on_both_backends {
 on_both_backends!(
     inserts_are_idempotent_per_group_and_queryable_with_sql,
     filters_and_the_diagnose_source_agree,
+    whole_runs_leave_the_windows_out,
     origin_cpu_in_flight_peers_and_devices_are_stored,
     connections_inserting_the_same_ids_at_once_store_each_once,
     directives_are_set_replaced_and_cleared,
@@ -613,6 +614,40 @@ fn a_version_5_store_keeps_its_directives_and_gains_programs(backend: &Backend) 
 }
 
 /// A run with a device, a stream, CPU time, a call in flight and two peers.
+/// `whole_runs` keeps the runs a diagnosis uses (window 0) and leaves
+/// windows out, in the count and under a limit alike.
+fn whole_runs_leave_the_windows_out(backend: &Backend) {
+    let mut store = backend.open();
+    let mut batch: Vec<NewRun> = (50..53).map(|seed| new_run(seed, "g").1).collect();
+    for (i, seed) in (60..66).enumerate() {
+        let (_, mut w) = windowed_run(seed, 0xab, 1 + i as u32);
+        w.group = "g".into();
+        batch.push(w);
+    }
+    store.insert_runs(&batch).unwrap();
+    let all = RunFilter {
+        group: Some("g".into()),
+        ..RunFilter::default()
+    };
+    assert_eq!(store.count_runs(&all).unwrap(), 9);
+    let whole = RunFilter {
+        whole_runs: true,
+        ..all.clone()
+    };
+    assert_eq!(store.count_runs(&whole).unwrap(), 3);
+    let newest_two = RunFilter {
+        limit: Some(2),
+        newest_first: true,
+        ..whole.clone()
+    };
+    let listed = store.load(&newest_two).unwrap();
+    assert_eq!(listed.len(), 2);
+    for run in &listed {
+        let s = agent_core::Summary::decode(&run.raw).unwrap();
+        assert_eq!(s.run.window, 0, "a window was read as a run");
+    }
+}
+
 fn windowed_run(seed: u64, device: u8, window: u32) -> (agent_core::Summary, NewRun) {
     use agent_core::{CpuTime, FdKind, InFlightCall, LastCall, Peer, PeerAddr, PeerIp, SyscallId};
     let mut s = sample::summary(seed, 300, None);

@@ -327,6 +327,9 @@ impl PgStore {
                 None => {}
             }
         }
+        if filter.whole_runs {
+            sql.push_str(" AND window_index = 0");
+        }
         if let Some(t) = filter.since_unix_ns {
             int_conditions.push(("start_unix_ns >=", sql_int(t)));
         }

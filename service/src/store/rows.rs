@@ -179,6 +179,10 @@ pub struct RunFilter {
     pub stream: Option<StreamId>,
     /// Only full traces or only light records; `None`: both.
     pub kind: Option<Kind>,
+    /// Only whole runs (window 0), not the windows of a windowed trace:
+    /// what a diagnosis that leaves windows out reads, so that a limit
+    /// counts runs it can use.
+    pub whole_runs: bool,
     /// At most this many (the oldest first, or the newest with
     /// `newest_first`); `None`: all.
     pub limit: Option<u64>,

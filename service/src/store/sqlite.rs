@@ -357,6 +357,9 @@ impl SqliteStore {
             args.push(super::kind_name(kind).to_string().into());
             sql.push_str(&format!(" AND kind = ?{}", args.len()));
         }
+        if filter.whole_runs {
+            sql.push_str(" AND window_index = 0");
+        }
         // A count has one row: nothing to order.
         if columns != super::rows::COUNT_COLUMN {
             sql.push_str(if filter.newest_first {

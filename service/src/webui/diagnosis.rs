@@ -101,6 +101,9 @@ pub(super) fn run(
     };
     let max_runs = budget.limits.max_runs;
     budget.chunk().map_err(|_| budget.cancelled())?;
+    // Windows are left out of the diagnosis unless merged into their
+    // runs: then they must not take the limit's places either.
+    filter.whole_runs = q.merge_windows.is_none();
     let matching = store.count_runs(&filter)?;
     // The newest runs: what an operator looking at a slow fleet now wants.
     filter.limit = Some(max_runs as u64);

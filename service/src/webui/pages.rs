@@ -512,6 +512,7 @@ fn runs_filter(group: &str, q: &RunsQuery, now: u64) -> Result<RunFilter, PageEr
         device,
         stream: None,
         kind: None,
+        whole_runs: false,
         limit: Some(limit),
         newest_first: true,
     })
