@@ -20,6 +20,10 @@ pub enum Location {
     Sqlite(PathBuf),
     /// A PostgreSQL connection URL (its password, if any, is never printed).
     Postgres(String),
+    /// libpq's other form, `host=... dbname=...`: refused when opened,
+    /// with the URL form to use instead, rather than read as the name of
+    /// a new SQLite file (and its `sslmode` left unread).
+    Conninfo(String),
 }
 
 impl std::fmt::Debug for Location {
@@ -34,14 +38,18 @@ impl std::fmt::Display for Location {
             // A key=value connection string given as `--db` is read as a
             // file name; its password is hidden all the same.
             Location::Sqlite(path) => f.write_str(&redact_passwords(&path.display().to_string())),
-            Location::Postgres(url) => f.write_str(&redact_passwords(url)),
+            Location::Postgres(url) | Location::Conninfo(url) => {
+                f.write_str(&redact_passwords(url))
+            }
         }
     }
 }
 
 impl Location {
-    /// Reads `--db`: a `postgres://` or `postgresql://` URL, else an SQLite
-    /// path (with or without `sqlite:` before it).
+    /// Reads `--db`: a `postgres://` or `postgresql://` URL; libpq's
+    /// `key=value ...` form (refused when opened); else an SQLite path
+    /// (with or without `sqlite:` before it: `sqlite:` makes any text a
+    /// file name).
     pub fn parse(db: &Path) -> Location {
         let Some(text) = db.to_str() else {
             return Location::Sqlite(db.to_path_buf());
@@ -50,6 +58,8 @@ impl Location {
             Location::Postgres(text.to_string())
         } else if let Some(path) = text.strip_prefix("sqlite:") {
             Location::Sqlite(PathBuf::from(path.strip_prefix("//").unwrap_or(path)))
+        } else if is_conninfo(text) {
+            Location::Conninfo(text.to_string())
         } else {
             Location::Sqlite(db.to_path_buf())
         }
@@ -71,6 +81,10 @@ impl Location {
                     .map(|s| Box::new(s) as Box<dyn Store>)
                     .map_err(|e| StoreError::Busy(format!("{e:#}")))
             }),
+            Location::Conninfo(text) => {
+                let refusal = conninfo_refusal(&text);
+                Arc::new(move || Err(StoreError::Failed(refusal.clone())))
+            }
         }
     }
 
@@ -79,7 +93,7 @@ impl Location {
     /// [`POSTGRES_WRITERS`], whose commits overlap.
     pub fn writers(&self) -> usize {
         match self {
-            Location::Sqlite(_) => 1,
+            Location::Sqlite(_) | Location::Conninfo(_) => 1,
             Location::Postgres(_) => POSTGRES_WRITERS,
         }
     }
@@ -99,8 +113,50 @@ impl Location {
                 Ok(Box::new(SqliteStore::open(db, Duration::from_secs(5))?))
             }
             Location::Postgres(url) => Ok(Box::new(PgStore::connect(url)?)),
+            Location::Conninfo(text) => anyhow::bail!("{}", conninfo_refusal(text)),
         }
     }
+}
+
+/// libpq's connection parameters (`libpq` documentation, "Parameter Key
+/// Words"): a `--db` made only of `KEY=VALUE` words with these keys is a
+/// connection string, not a file name.
+const CONNINFO_KEYS: &[&str] = &[
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "passfile",
+    "connect_timeout",
+    "options",
+    "application_name",
+    "sslmode",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+    "target_session_attrs",
+    "service",
+];
+
+/// Whether `text` is libpq's `key=value ...` form.
+fn is_conninfo(text: &str) -> bool {
+    let mut words = text.split_whitespace().peekable();
+    words.peek().is_some()
+        && words.all(|w| {
+            w.split_once('=')
+                .is_some_and(|(key, _)| CONNINFO_KEYS.contains(&key))
+        })
+}
+
+/// Why a key=value `--db` is refused, and what to give instead.
+fn conninfo_refusal(text: &str) -> String {
+    format!(
+        "--db {} is a PostgreSQL key=value connection string; give it as a URL \
+         (postgres://USER@HOST:PORT/DBNAME?sslmode=require), or sqlite:PATH for a file of that name",
+        redact_passwords(text)
+    )
 }
 
 #[cfg(test)]
@@ -129,6 +185,34 @@ mod tests {
         assert_eq!(
             Location::parse(Path::new("edge-service.db")),
             Location::Sqlite("edge-service.db".into())
+        );
+        assert_eq!(
+            Location::parse(Path::new("./a=b.db")),
+            Location::Sqlite("./a=b.db".into()),
+            "an = in a file name"
+        );
+    }
+
+    /// libpq's key=value form is not taken for a new SQLite file of that
+    /// name: opening it is refused, naming the URL form, its password
+    /// hidden.
+    #[test]
+    fn a_key_value_connection_string_is_refused_not_made_a_file() {
+        let text = "host=db.example dbname=fleet user=edge password=s3cret sslmode=require";
+        let location = Location::parse(Path::new(text));
+        assert_eq!(location, Location::Conninfo(text.into()));
+        let err = match location.opener(Duration::from_secs(1))() {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("opened"),
+        };
+        assert!(err.contains("postgres://USER@HOST"), "{err}");
+        assert!(!err.contains("s3cret"), "{err}");
+        let err = location.open_existing().err().unwrap().to_string();
+        assert!(err.contains("key=value"), "{err}");
+        assert!(!Path::new(text).exists(), "no file made");
+        assert_eq!(
+            Location::parse(Path::new(&format!("sqlite:{text}"))),
+            Location::Sqlite(text.into())
         );
     }
 
