@@ -27,11 +27,11 @@
 //! Discovery, matching, light runs and directives are the same for both:
 //! they hand a run to a [`RunTracer`].
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agent_core::Summary;
 
@@ -226,13 +226,50 @@ impl RunTracer for Seizer<'_> {
     }
 }
 
+/// A pid a scan looked at: when, and (a hash of) its command line then.
+#[derive(Clone, Copy, Debug)]
+struct Seen {
+    first: Instant,
+    cmdline: Option<u64>,
+}
+
+/// How long after a scan first met a process it still looks whether its
+/// command line changed (an exec): a process met between fork and exec (a
+/// `posix_spawn` child on a loaded machine, a shell that forks and execs
+/// later) shows its parent's command line, not the one it execs into.
+/// Without the connector nothing else says it exec'd.
+const EXEC_RECHECK: Duration = Duration::from_secs(2);
+
+impl Seen {
+    fn now(pid: Tid) -> Seen {
+        Seen {
+            first: Instant::now(),
+            cmdline: cmdline_hash(pid),
+        }
+    }
+}
+
+/// A hash of `pid`'s command line; `None` when it cannot be read.
+fn cmdline_hash(pid: Tid) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let cmdline = tracee_file::read(
+        Path::new(&format!("/proc/{pid}/cmdline")),
+        tracee_file::CMDLINE_BUDGET,
+    )
+    .ok()?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    cmdline.hash(&mut h);
+    Some(h.finish())
+}
+
 pub(crate) struct Watcher<'a> {
     pattern: Vec<u8>,
     extra: &'a [(String, String)],
     platform: PlatformFacts,
     device: DeviceId,
-    /// Pids already looked at (matching or not), pruned when they vanish.
-    seen: HashSet<Tid>,
+    /// Pids already looked at (matching or not), pruned when they vanish,
+    /// with what a scan needs to look again after an exec.
+    seen: HashMap<Tid, Seen>,
     window: Option<Duration>,
     /// The agent and the processes that started it (a shell, sudo, a test
     /// harness): their command lines often name the text, and tracing
@@ -373,18 +410,31 @@ impl Watcher<'_> {
             self.scan(engine);
         }
         for pid in pids {
-            self.seen.insert(pid);
+            self.seen.insert(pid, Seen::now(pid));
             self.consider(engine, pid);
         }
     }
 
+    /// Looks at the processes not looked at yet, and again at those met
+    /// lately that have exec'd since (see [`EXEC_RECHECK`]).
     fn scan(&mut self, engine: &mut dyn RunTracer) {
         let pids = list_pids();
         let now: HashSet<Tid> = pids.iter().copied().collect();
-        self.seen.retain(|p| now.contains(p));
+        self.seen.retain(|p, _| now.contains(p));
         for pid in pids {
-            if self.seen.insert(pid) {
-                self.consider(engine, pid);
+            match self.seen.get_mut(&pid) {
+                None => {
+                    self.seen.insert(pid, Seen::now(pid));
+                    self.consider(engine, pid);
+                }
+                Some(seen) if seen.first.elapsed() < EXEC_RECHECK => {
+                    let cmdline = cmdline_hash(pid);
+                    if cmdline != seen.cmdline {
+                        seen.cmdline = cmdline;
+                        self.consider(engine, pid);
+                    }
+                }
+                Some(_) => {}
             }
         }
     }
@@ -565,7 +615,7 @@ impl Watcher<'_> {
             return;
         };
         if let Some(pid) = feed.wait(wait) {
-            self.seen.insert(pid);
+            self.seen.insert(pid, Seen::now(pid));
             self.consider(engine, pid);
             self.take_execs(engine);
         }
@@ -629,7 +679,7 @@ pub(crate) fn new_watcher<'a>(
         platform,
         window: opts.window,
         device: opts.device,
-        seen: HashSet::new(),
+        seen: HashMap::new(),
         excluded: self_and_ancestors(sys::getpid()),
         own_binary: binary_of(sys::getpid()),
         changes,

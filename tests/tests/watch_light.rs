@@ -182,6 +182,39 @@ fn light_records_give_each_runs_exit_duration_and_bytes_without_tracing() {
     }
 }
 
+/// A process the /proc scan met before it exec'd into a matching command
+/// line (here a shell that execs 0.5 s in; on a loaded machine, any
+/// spawned child caught between fork and exec) is looked at again after
+/// the exec, not skipped as already seen.
+#[test]
+fn a_run_met_by_a_scan_before_its_exec_is_watched_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("edge-light-exec-{}", std::process::id());
+    let (watch, lines) = start_light_watch(&marker, dir.path(), &["--discover", "scan"]);
+    // The marker is in the environment, not in the first command line.
+    let mut child = Command::new("sh")
+        .env("EDGE_MARKER", &marker)
+        .args([
+            "-c",
+            "sleep 0.5; exec sh -c 'sleep 0.6; exit 7' \"$EDGE_MARKER\"",
+        ])
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !is_zombie(child.id()) {
+        assert!(Instant::now() < deadline, "the run never ended");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Reaped a little later, as `light_run` does: polling learns the exit
+    // from the zombie.
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(child.wait().unwrap().code(), Some(7));
+    let records = stop(watch, &lines, dir.path());
+    assert_eq!(records.len(), 1, "one light record: {}", lines.text());
+    assert_eq!(records[0].kind, Kind::Light);
+    assert_eq!(records[0].run.exit, Exit::Code(7), "{}", lines.text());
+}
+
 #[test]
 fn with_the_connector_light_records_know_every_exit_even_when_reaped_at_once() {
     let test = "with_the_connector_light_records_know_every_exit_even_when_reaped_at_once";
