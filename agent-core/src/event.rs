@@ -31,6 +31,34 @@ pub enum FdKind {
 impl FdKind {
     /// Number of kinds (the kinds are 0..COUNT).
     pub const COUNT: usize = 8;
+
+    /// The kind of a socket of `domain`, `ty` and `protocol` (`socket(2)`'s
+    /// arguments, or what `getsockopt` says of an open socket: the UAPI
+    /// values, the same on every architecture the agent supports). One
+    /// rule for every backend: ptrace reads the arguments of `socket`, the
+    /// in-process backend asks the socket.
+    pub fn of_socket(domain: u64, ty: u64, protocol: u64) -> FdKind {
+        const AF_UNIX: u64 = 1;
+        const AF_INET: u64 = 2;
+        const AF_INET6: u64 = 10;
+        const SOCK_STREAM: u64 = 1;
+        const SOCK_DGRAM: u64 = 2;
+        const IPPROTO_TCP: u64 = 6;
+        const IPPROTO_UDP: u64 = 17;
+        // The type's low bits; SOCK_NONBLOCK and SOCK_CLOEXEC sit above them.
+        const SOCK_TYPE_MASK: u64 = 0xf;
+        let (domain, ty, protocol) = (
+            domain as u32 as u64,
+            ty as u32 as u64,
+            protocol as u32 as u64,
+        );
+        match (domain, ty & SOCK_TYPE_MASK, protocol) {
+            (AF_UNIX, _, _) => FdKind::Unix,
+            (AF_INET | AF_INET6, SOCK_STREAM, 0 | IPPROTO_TCP) => FdKind::Tcp,
+            (AF_INET | AF_INET6, SOCK_DGRAM, 0 | IPPROTO_UDP) => FdKind::Udp,
+            _ => FdKind::Socket,
+        }
+    }
     /// Every kind, in numeric order.
     pub const ALL: [FdKind; 8] = [
         FdKind::None,

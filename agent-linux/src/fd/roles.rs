@@ -331,29 +331,10 @@ impl FdRole {
     }
 }
 
-/// The kind of a socket from `socket(domain, type, protocol)`'s arguments
-/// (the UAPI values, the same on every architecture the agent supports).
+/// The kind of a socket from `socket(domain, type, protocol)`'s arguments:
+/// agent-core's one rule for every backend.
 pub fn socket_kind_from_args(domain: u64, ty: u64, protocol: u64) -> FdKind {
-    const AF_UNIX: u64 = 1;
-    const AF_INET: u64 = 2;
-    const AF_INET6: u64 = 10;
-    const SOCK_STREAM: u64 = 1;
-    const SOCK_DGRAM: u64 = 2;
-    const IPPROTO_TCP: u64 = 6;
-    const IPPROTO_UDP: u64 = 17;
-    // The type's low bits; SOCK_NONBLOCK and SOCK_CLOEXEC sit above them.
-    const SOCK_TYPE_MASK: u64 = 0xf;
-    let (domain, ty, protocol) = (
-        domain as u32 as u64,
-        ty as u32 as u64,
-        protocol as u32 as u64,
-    );
-    match (domain, ty & SOCK_TYPE_MASK, protocol) {
-        (AF_UNIX, _, _) => FdKind::Unix,
-        (AF_INET | AF_INET6, SOCK_STREAM, 0 | IPPROTO_TCP) => FdKind::Tcp,
-        (AF_INET | AF_INET6, SOCK_DGRAM, 0 | IPPROTO_UDP) => FdKind::Udp,
-        _ => FdKind::Socket,
-    }
+    FdKind::of_socket(domain, ty, protocol)
 }
 
 #[cfg(test)]
