@@ -241,10 +241,21 @@ struct Seen {
 const EXEC_RECHECK: Duration = Duration::from_secs(2);
 
 impl Seen {
-    fn now(pid: Tid) -> Seen {
+    /// Met by a scan: its command line now, to compare at the next.
+    fn scanned(pid: Tid) -> Seen {
         Seen {
             first: Instant::now(),
             cmdline: cmdline_hash(pid),
+        }
+    }
+
+    /// Reported by the connector at its exec: nothing read here, so the
+    /// path from the exec to the seize stays as short as it was (a later
+    /// exec is reported too).
+    fn exec_reported() -> Seen {
+        Seen {
+            first: Instant::now(),
+            cmdline: None,
         }
     }
 }
@@ -410,7 +421,7 @@ impl Watcher<'_> {
             self.scan(engine);
         }
         for pid in pids {
-            self.seen.insert(pid, Seen::now(pid));
+            self.seen.insert(pid, Seen::exec_reported());
             self.consider(engine, pid);
         }
     }
@@ -424,7 +435,7 @@ impl Watcher<'_> {
         for pid in pids {
             match self.seen.get_mut(&pid) {
                 None => {
-                    self.seen.insert(pid, Seen::now(pid));
+                    self.seen.insert(pid, Seen::scanned(pid));
                     self.consider(engine, pid);
                 }
                 Some(seen) if seen.first.elapsed() < EXEC_RECHECK => {
@@ -615,7 +626,7 @@ impl Watcher<'_> {
             return;
         };
         if let Some(pid) = feed.wait(wait) {
-            self.seen.insert(pid, Seen::now(pid));
+            self.seen.insert(pid, Seen::exec_reported());
             self.consider(engine, pid);
             self.take_execs(engine);
         }
