@@ -661,9 +661,12 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		if (b < BUCKETS)
 			a->histogram[b] += 1;
 	}
-	if (t->last_id != ID_NONE) {
+	/* A call AGG could not hold (counted in LOST_MAPS) is not a
+	 * transition either: a window must never count more transitions
+	 * than calls (the summary would be refused as inconsistent). */
+	if (a && t->last_id != ID_NONE) {
 		__u64 gap = t->entry_ns > t->last_exit_ns ? t->entry_ns - t->last_exit_ns : 0;
-		if (a && t->last_id == id) {
+		if (t->last_id == id) {
 			a->consecutive += 1;
 			a->consecutive_gap_ns += gap;
 		}
