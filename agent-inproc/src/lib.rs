@@ -1,30 +1,59 @@
-//! The in-process backend's core (issue 32): what wrappers inside the
-//! observed program (an app that observes itself, or a program under
-//! `LD_PRELOAD`) do with each call they observed. The wrappers and their
-//! installation come on top of this crate; it holds the one part every
-//! way of installing them shares:
+//! The in-process backend (issue 32): wrappers of libc's functions inside
+//! the observed program (an app that observes itself, or a program under
+//! `LD_PRELOAD`), that time each call and record it into agent-core's
+//! `Collector`. This crate holds what every way of installing them
+//! shares:
 //!
-//! - [`FdKinds`] with [`fd_kind_of`]: what each fd is (file, pipe, TCP,
-//!   UDP, Unix, other socket, other), asked of the kernel once per fd as
-//!   the ptrace backend asks `/proc`, remembered in one atomic byte per fd.
-//! - [`Recorder`]: the process's statistics, one agent-core `Collector`
-//!   (the same implementation every backend feeds), recorded into from any
-//!   thread, from a signal handler, and from a handler that interrupted
-//!   another recording, with no lock that can deadlock, no allocation, and
-//!   nothing lost uncounted.
+//! - [`libc_wrappers!`]: the wrapper set, made by the crate that installs
+//!   it (`agent-preload` under libc's names; an app's library under its
+//!   own, for GOT patching), each filed as the system call libc makes
+//!   for it ([`calls`]).
+//! - [`RunTable`]: a run's statistics and settings, in memory the agent
+//!   can share with every process of the run (a SIGKILL takes nothing).
+//! - [`Recorder`]: the statistics, recorded into from any thread, from a
+//!   signal handler, and from a handler that interrupted another
+//!   recording, with no lock that can deadlock, no allocation, and nothing
+//!   lost uncounted.
+//! - [`FdKinds`] with [`fd_kind_of`]: what each fd is, asked of the kernel
+//!   once per fd as the ptrace backend asks `/proc`.
 //!
-//! The recorder calls nothing: the caller gives each event's times and
-//! thread id and a key of the calling thread, so the recording can be
-//! tested as it is. The few libc calls (the clock, `fstat`, `getsockopt`)
-//! are in `sys`, the only `unsafe` here.
+//! [`activate`] starts recording into a table, [`deactivate`] stops: the
+//! wrappers then pass straight through (one atomic load each).
 
 mod fd_kinds;
 mod recorder;
-// The one module of this crate that may use `unsafe` (workspace lint
-// `unsafe_code = "deny"`): the libc calls the backend makes itself.
+mod table;
+
+pub mod calls;
+#[doc(hidden)]
+pub mod observe;
+mod ret;
+mod wrappers;
+
+// The modules of this crate that may use `unsafe` (workspace lint
+// `unsafe_code = "deny"`): the calls the backend makes itself, the one
+// pointer to the active table, and the lookup of libc's functions.
+#[allow(unsafe_code)]
+mod active;
+#[allow(unsafe_code)]
+mod real;
 #[allow(unsafe_code)]
 mod sys;
 
+pub use active::{activate, deactivate, table as active_table};
 pub use fd_kinds::{FdKinds, CACHED_FDS};
+pub use real::Real;
 pub use recorder::{Recorder, RecorderStats, LOST_FACT, RING, SLOTS};
 pub use sys::{fd_kind_of, monotonic_ns};
+pub use table::{RunTable, EXEC_SLOTS};
+
+/// What [`libc_wrappers!`] expands to uses; not an API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::calls;
+    pub use crate::observe;
+    pub use crate::ret::{unresolved, CRet};
+    pub use crate::sys::{errno, peer_named, set_errno};
+    pub use agent_core::FdKind;
+    pub use libc;
+}

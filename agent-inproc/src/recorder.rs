@@ -67,6 +67,11 @@ pub struct RecorderStats {
 /// The statistics of one process's calls, recorded from any thread.
 pub struct Recorder {
     collector: Mutex<Collector>,
+    /// The key of the thread holding `collector`'s lock while it records
+    /// (0: none, or not yet said). Lets the run's owner tell a lock left
+    /// held by a process that was killed inside a recording (the table may
+    /// be shared by the processes of a run: `agent-preload`).
+    holder: AtomicUsize,
     slots: [Slot; SLOTS],
     /// Events waiting in rings (a hint: a recording that holds the lock
     /// drains only when it is not zero).
@@ -87,6 +92,7 @@ impl Recorder {
     pub fn new(start_ns: u64) -> Recorder {
         Recorder {
             collector: Mutex::new(Collector::new(start_ns)),
+            holder: AtomicUsize::new(0),
             slots: [const { Slot::new() }; SLOTS],
             pending: AtomicU64::new(0),
             direct: AtomicU64::new(0),
@@ -102,11 +108,13 @@ impl Recorder {
     /// signal handler, including one that interrupted a recording.
     pub fn record(&self, thread: usize, ev: &SyscallEvent) {
         if let Some(mut collector) = self.collector.try_lock() {
+            self.holder.store(thread.max(1), Ordering::Relaxed);
             collector.record(ev);
             self.direct.fetch_add(1, Ordering::Relaxed);
             if self.pending.load(Ordering::Acquire) > 0 {
                 self.drain_into(&mut collector);
             }
+            self.holder.store(0, Ordering::Relaxed);
             return;
         }
         if !self.defer(thread, ev) {
@@ -176,20 +184,63 @@ impl Recorder {
     /// handler. Events still in a ring being written at this moment go to
     /// the next window. Calls lost in the window are counted in the fact
     /// [`LOST_FACT`] when there were any.
-    pub fn cut(
-        &self,
-        id: RunId,
-        run: RunRecord,
-        mut facts: agent_core::Facts,
-        now_ns: u64,
-    ) -> Summary {
+    pub fn cut(&self, id: RunId, run: RunRecord, facts: agent_core::Facts, now_ns: u64) -> Summary {
         let mut collector = loop {
             if let Some(c) = self.collector.try_lock() {
                 break c;
             }
             core::hint::spin_loop();
         };
-        self.drain_into(&mut collector);
+        self.cut_locked(&mut collector, id, run, facts, now_ns)
+    }
+
+    /// [`Recorder::cut`] if the collector's lock is free now, else `None`
+    /// (a recording holds it; or a process that shared the recorder died
+    /// holding it: see [`Recorder::holder`]).
+    pub fn try_cut(
+        &self,
+        id: RunId,
+        run: RunRecord,
+        facts: agent_core::Facts,
+        now_ns: u64,
+    ) -> Option<Summary> {
+        let mut collector = self.collector.try_lock()?;
+        Some(self.cut_locked(&mut collector, id, run, facts, now_ns))
+    }
+
+    /// [`Recorder::cut`] by the recorder's only user: whatever state its
+    /// lock was left in by a recording that never finished (its process
+    /// was killed), the statistics are read as they are.
+    pub fn cut_exclusive(
+        &mut self,
+        id: RunId,
+        run: RunRecord,
+        facts: agent_core::Facts,
+        now_ns: u64,
+    ) -> Summary {
+        let mut collector = core::mem::replace(self.collector.get_mut(), Collector::new(0));
+        let summary = self.cut_locked(&mut collector, id, run, facts, now_ns);
+        *self.collector.get_mut() = collector;
+        summary
+    }
+
+    /// The key of the thread recording now, if one said so.
+    pub fn holder(&self) -> Option<usize> {
+        match self.holder.load(Ordering::Relaxed) {
+            0 => None,
+            key => Some(key),
+        }
+    }
+
+    fn cut_locked(
+        &self,
+        collector: &mut Collector,
+        id: RunId,
+        run: RunRecord,
+        mut facts: agent_core::Facts,
+        now_ns: u64,
+    ) -> Summary {
+        self.drain_into(collector);
         let lost = self.lost.load(Ordering::Relaxed);
         let lost_here = lost - self.lost_at_cut.swap(lost, Ordering::Relaxed);
         if lost_here > 0 {

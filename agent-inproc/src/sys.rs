@@ -1,8 +1,11 @@
-//! The only `unsafe` of the in-process backend: the few libc calls it
-//! makes itself, each wrapped safely. None allocates or takes a lock, so
-//! each may run inside a wrapper called from a signal handler.
+//! The only `unsafe` of the in-process backend's recording path: the few
+//! calls it makes itself, each wrapped safely. None allocates or takes a
+//! lock, so each may run inside a wrapper called from a signal handler.
+//! The fd questions are raw system calls (`syscall(2)`), not libc's
+//! functions: under `LD_PRELOAD` libc's `fstat` is our own wrapper, which
+//! would ask again.
 
-use agent_core::FdKind;
+use agent_core::{FdKind, PeerAddr, PeerIp};
 
 /// Filesystems whose files are not paths: what `/proc` shows as
 /// `anon_inode:[...]` (eventfd, epoll, timerfd, ...), pidfds, namespace
@@ -41,59 +44,200 @@ pub fn fd_kind_of(fd: i32) -> FdKind {
     kind
 }
 
-fn classify(fd: i32) -> FdKind {
-    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
-    let mut st: libc::stat = unsafe { core::mem::zeroed() };
-    // SAFETY: `st` is valid and writable; fstat writes only into it and
-    // fails harmlessly (EBADF) on an fd that is not open.
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return FdKind::None;
+/// `fstat(2)` of `fd`'s file mode, asked of the kernel directly.
+fn file_mode(fd: i32) -> Option<u32> {
+    #[cfg(target_pointer_width = "64")]
+    {
+        // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
+        let mut st: libc::stat = unsafe { core::mem::zeroed() };
+        // SAFETY: `st` is valid and writable and is the kernel's `struct
+        // stat` on this ABI; the call writes only into it and fails
+        // harmlessly (EBADF) on an fd that is not open.
+        let ok = unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st as *mut libc::stat) } == 0;
+        #[allow(clippy::unnecessary_cast)] // st_mode's width differs by ABI
+        ok.then_some(st.st_mode as u32)
     }
-    #[allow(clippy::unnecessary_cast)] // st_mode's width differs by ABI
-    let mode = st.st_mode as u32;
+    #[cfg(target_pointer_width = "32")]
+    {
+        // SAFETY: as above, for the 32-bit ABIs' `struct stat64`.
+        let mut st: libc::stat64 = unsafe { core::mem::zeroed() };
+        // SAFETY: `st` is valid, writable, the kernel's `stat64` here.
+        let ok = unsafe { libc::syscall(libc::SYS_fstat64, fd, &mut st as *mut libc::stat64) } == 0;
+        #[allow(clippy::unnecessary_cast)] // st_mode's width differs by ABI
+        ok.then_some(st.st_mode as u32)
+    }
+}
+
+/// The magic number of the filesystem `fd` is on.
+fn fs_magic(fd: i32) -> Option<i64> {
+    #[cfg(target_pointer_width = "64")]
+    {
+        // SAFETY: a plain C struct, written by the kernel.
+        let mut fs: libc::statfs = unsafe { core::mem::zeroed() };
+        // SAFETY: `fs` is valid and writable for the call.
+        let ok = unsafe { libc::syscall(libc::SYS_fstatfs, fd, &mut fs as *mut libc::statfs) } == 0;
+        #[allow(clippy::unnecessary_cast)] // f_type's width differs by ABI
+        ok.then_some(fs.f_type as i64)
+    }
+    #[cfg(target_pointer_width = "32")]
+    {
+        // SAFETY: a plain C struct, written by the kernel.
+        let mut fs: libc::statfs64 = unsafe { core::mem::zeroed() };
+        let size = core::mem::size_of::<libc::statfs64>();
+        // SAFETY: `fs` is valid and writable, `size` its size.
+        let ok = unsafe {
+            libc::syscall(
+                libc::SYS_fstatfs64,
+                fd,
+                size,
+                &mut fs as *mut libc::statfs64,
+            )
+        } == 0;
+        #[allow(clippy::unnecessary_cast)] // f_type's width differs by ABI
+        ok.then_some(fs.f_type as i64)
+    }
+}
+
+/// An `int` socket option of `fd`, asked of the kernel directly.
+fn socket_option(fd: i32, name: libc::c_int) -> Option<u64> {
+    let mut value: libc::c_int = 0;
+    let mut len = core::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `value` and `len` are valid and writable, `len` is `value`'s
+    // size; the kernel writes at most `len` bytes.
+    let ok = unsafe {
+        libc::syscall(
+            libc::SYS_getsockopt,
+            fd,
+            libc::SOL_SOCKET,
+            name,
+            &mut value as *mut libc::c_int,
+            &mut len as *mut libc::socklen_t,
+        )
+    } == 0;
+    ok.then_some(value as u32 as u64)
+}
+
+fn classify(fd: i32) -> FdKind {
+    let Some(mode) = file_mode(fd) else {
+        return FdKind::None;
+    };
     match mode & S_IFMT {
-        S_IFSOCK => {
-            let option = |name| {
-                let mut value: libc::c_int = 0;
-                let mut len = core::mem::size_of::<libc::c_int>() as libc::socklen_t;
-                // SAFETY: `value` and `len` are valid and writable, `len`
-                // is `value`'s size; getsockopt writes at most `len` bytes.
-                let ok = unsafe {
-                    libc::getsockopt(
-                        fd,
-                        libc::SOL_SOCKET,
-                        name,
-                        (&mut value as *mut libc::c_int).cast(),
-                        &mut len,
-                    )
-                } == 0;
-                ok.then_some(value as u32 as u64)
-            };
-            match (
-                option(libc::SO_DOMAIN),
-                option(libc::SO_TYPE),
-                option(libc::SO_PROTOCOL),
-            ) {
-                (Some(domain), Some(ty), Some(protocol)) => FdKind::of_socket(domain, ty, protocol),
-                _ => FdKind::Socket,
-            }
-        }
+        S_IFSOCK => match (
+            socket_option(fd, libc::SO_DOMAIN),
+            socket_option(fd, libc::SO_TYPE),
+            socket_option(fd, libc::SO_PROTOCOL),
+        ) {
+            (Some(domain), Some(ty), Some(protocol)) => FdKind::of_socket(domain, ty, protocol),
+            _ => FdKind::Socket,
+        },
         S_IFIFO => FdKind::Pipe,
         0 => FdKind::Other,
-        _ => {
-            // SAFETY: as for `stat`: a plain C struct, written by fstatfs.
-            let mut fs: libc::statfs = unsafe { core::mem::zeroed() };
-            // SAFETY: `fs` is valid and writable for the call.
-            let known = unsafe { libc::fstatfs(fd, &mut fs) } == 0;
-            #[allow(clippy::unnecessary_cast)] // f_type's width differs by ABI
-            let magic = fs.f_type as i64;
-            if known && [ANON_INODE_FS_MAGIC, PIDFS_MAGIC, NSFS_MAGIC].contains(&magic) {
+        _ => match fs_magic(fd) {
+            Some(magic) if [ANON_INODE_FS_MAGIC, PIDFS_MAGIC, NSFS_MAGIC].contains(&magic) => {
                 FdKind::Other
-            } else {
-                FdKind::File
             }
-        }
+            _ => FdKind::File,
+        },
     }
+}
+
+/// The remote end of socket `fd` (TCP or UDP, `transport`), when it has
+/// one. Leaves `errno` as it found it.
+pub fn peer_of(fd: i32, transport: FdKind) -> Option<PeerAddr> {
+    let saved = errno();
+    // SAFETY: an all-zero sockaddr_storage is a valid value.
+    let mut addr: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
+    let mut len = core::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: `addr` and `len` are valid and writable, `len` is `addr`'s
+    // size; the kernel writes at most `len` bytes.
+    let ok = unsafe {
+        libc::syscall(
+            libc::SYS_getpeername,
+            fd,
+            &mut addr as *mut libc::sockaddr_storage,
+            &mut len as *mut libc::socklen_t,
+        )
+    } == 0;
+    set_errno(saved);
+    if !ok {
+        return None;
+    }
+    let (ip, port) = match addr.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: the kernel wrote a sockaddr_in (family AF_INET) into
+            // storage large and aligned enough for any address.
+            let a =
+                unsafe { &*(&addr as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            // s_addr is in network order in memory already.
+            (
+                PeerIp::V4(a.sin_addr.s_addr.to_ne_bytes()),
+                u16::from_be(a.sin_port),
+            )
+        }
+        libc::AF_INET6 => {
+            // SAFETY: as above, a sockaddr_in6 (family AF_INET6).
+            let a =
+                unsafe { &*(&addr as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            (PeerIp::V6(a.sin6_addr.s6_addr), u16::from_be(a.sin6_port))
+        }
+        _ => return None,
+    };
+    Some(PeerAddr {
+        transport,
+        ip,
+        port,
+    })
+}
+
+/// The socket address at `addr` (`len` bytes, as given to `connect`) as
+/// the peer of a `transport` socket (TCP or UDP; other kinds have none).
+///
+/// # Safety
+/// `addr` must be readable for `len` bytes (the kernel read them).
+pub unsafe fn peer_named(transport: FdKind, addr: *const u8, len: usize) -> Option<PeerAddr> {
+    if !matches!(transport, FdKind::Tcp | FdKind::Udp) || addr.is_null() || len < 2 {
+        return None;
+    }
+    // SAFETY: readable for `len` bytes (the caller's promise), which is
+    // at least the family's two; unaligned reads, as the program's buffer
+    // may be anywhere.
+    let family = unsafe { addr.cast::<libc::sa_family_t>().read_unaligned() } as libc::c_int;
+    let (ip, port) = match family {
+        libc::AF_INET if len >= core::mem::size_of::<libc::sockaddr_in>() => {
+            // SAFETY: as above, a whole sockaddr_in is readable.
+            let a = unsafe { addr.cast::<libc::sockaddr_in>().read_unaligned() };
+            (
+                PeerIp::V4(a.sin_addr.s_addr.to_ne_bytes()),
+                u16::from_be(a.sin_port),
+            )
+        }
+        libc::AF_INET6 if len >= core::mem::size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: as above, a whole sockaddr_in6 is readable.
+            let a = unsafe { addr.cast::<libc::sockaddr_in6>().read_unaligned() };
+            (PeerIp::V6(a.sin6_addr.s6_addr), u16::from_be(a.sin6_port))
+        }
+        // AF_UNSPEC: a UDP socket's peer removed.
+        _ => return None,
+    };
+    Some(PeerAddr {
+        transport,
+        ip,
+        port,
+    })
+}
+
+/// The calling thread's id (a raw `gettid`: one call per thread, then
+/// remembered by the caller).
+pub fn gettid() -> u32 {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
+/// The calling process's id, asked of the kernel (libc may cache it
+/// across a `clone` it did not make).
+pub fn getpid() -> u32 {
+    // SAFETY: getpid takes no arguments and cannot fail.
+    unsafe { libc::syscall(libc::SYS_getpid) as u32 }
 }
 
 /// This thread's `errno` (glibc and musl: `__errno_location`; bionic:
@@ -107,12 +251,12 @@ fn errno_place() -> *mut libc::c_int {
     return unsafe { libc::__errno_location() };
 }
 
-fn errno() -> i32 {
+pub fn errno() -> i32 {
     // SAFETY: `errno_place` is this thread's errno, valid for its life.
     unsafe { *errno_place() }
 }
 
-fn set_errno(value: i32) {
+pub fn set_errno(value: i32) {
     // SAFETY: as in `errno`.
     unsafe { *errno_place() = value };
 }

@@ -108,6 +108,7 @@ mod floor {
             path: &cpath,
             argv: &argv,
             filter: None,
+            envp: None,
             error_fd: write_fd,
         };
         let pid = sys::fork_stopped_exec(&setup).context("fork")?;

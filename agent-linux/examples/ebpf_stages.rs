@@ -89,6 +89,7 @@ mod stages {
             path: &cpath,
             argv: &argv,
             filter: None,
+            envp: None,
             error_fd: write_fd,
         };
         let pid = sys::fork_stopped_exec(&setup).context("fork")?;

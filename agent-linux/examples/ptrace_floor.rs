@@ -48,6 +48,7 @@ fn main() {
         path: &cpath,
         argv: &argv,
         filter: None,
+        envp: None,
         error_fd: write_fd,
     };
     let pid = sys::fork_stopped_exec(&setup).expect("fork");

@@ -29,6 +29,7 @@ mod execs;
 pub mod facts;
 mod fd;
 mod light;
+pub mod preload;
 mod procevents;
 pub mod relay;
 mod seccomp;

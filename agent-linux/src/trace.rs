@@ -2,7 +2,7 @@
 //! turning a finished session into a summary.
 
 use std::ffi::{CString, OsString};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -146,7 +146,7 @@ impl Started {
             error_fd: read_fd,
             session,
             given,
-        } = fork_stopped(opts, filter.as_deref())?;
+        } = fork_stopped(opts, filter.as_deref(), &[])?;
         let mut engine = Engine::new(opts.only.as_deref(), opts.only.is_some());
         engine.set_wait_policy(opts.wait);
         let windowed = opts.window.is_some();
@@ -285,10 +285,12 @@ pub(crate) struct StoppedCommand {
 }
 
 /// Checks `opts`, forks `opts.command` stopped before its exec (with the
-/// seccomp `filter` installed, if any) and waits for that stop.
+/// seccomp `filter` installed, if any, and the variables of `env` set in
+/// its environment) and waits for that stop.
 pub(crate) fn fork_stopped(
     opts: &TraceOptions,
     filter: Option<&[sys::SockFilter]>,
+    env: &[(&str, &std::ffi::OsStr)],
 ) -> anyhow::Result<StoppedCommand> {
     let Some(arg0) = opts.command.first() else {
         bail!("no command given");
@@ -308,11 +310,34 @@ pub(crate) fn fork_stopped(
         .context("an argument contains a NUL byte")?;
     let mut argv: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
     argv.push(std::ptr::null());
+    let cenv = if env.is_empty() {
+        None
+    } else {
+        let mut vars: Vec<CString> = std::env::vars_os()
+            .filter(|(k, _)| !env.iter().any(|(name, _)| k.as_bytes() == name.as_bytes()))
+            .chain(env.iter().map(|(k, v)| (k.into(), v.to_os_string())))
+            .filter_map(|(k, v)| {
+                let mut kv = k.into_vec();
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                CString::new(kv).ok()
+            })
+            .collect();
+        vars.shrink_to_fit();
+        Some(vars)
+    };
+    let envp: Option<Vec<*const libc::c_char>> = cenv.as_ref().map(|vars| {
+        vars.iter()
+            .map(|c| c.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect()
+    });
     let (read_fd, write_fd) = sys::cloexec_pipe().context("cannot create a pipe")?;
     let setup = sys::ChildSetup {
         path: &cpath,
         argv: &argv,
         filter,
+        envp: envp.as_deref(),
         error_fd: write_fd,
     };
     let pid = sys::fork_stopped_exec(&setup).context("cannot fork")?;

@@ -2,17 +2,19 @@
 //! backend once ([`Tracer::choose`]) and drive it through the same calls
 //! ([`Tracer::start`], [`Tracer::attach`], [`Tracer::watch`]); neither
 //! `edge-agent` nor the watch daemon branches on the backend. A backend is
-//! a variant here (ptrace's engine, the eBPF runner; the in-process
-//! wrappers come next), as ripgrep's matcher is chosen once and used
-//! through one type.
+//! a variant here (ptrace's engine, the eBPF runner, the in-process
+//! wrappers under `LD_PRELOAD`), as ripgrep's matcher is chosen once and
+//! used through one type.
 
+use std::ffi::OsStr;
 use std::fmt;
 use std::process::ExitStatus;
 
 use agent_core::Summary;
 
 use crate::ebpf::runner::{EbpfStarted, RunnerStats};
-use crate::ebpf::{self, Chosen, Probe};
+use crate::ebpf::{self, Choice, Chosen, Probe};
+use crate::preload::{self, PreloadStarted, PreloadStats};
 use crate::sys;
 use crate::trace::{self, AttachOptions, Started, TraceOptions};
 use crate::watch::{WatchOptions, Watcher};
@@ -25,6 +27,9 @@ pub enum Tracer {
     Ptrace,
     /// The BPF program, loaded and attached: never stops the program.
     Ebpf(Box<Probe>),
+    /// The in-process wrappers, put in the command's `LD_PRELOAD`: never
+    /// stops the program, any user; sees libc's calls only.
+    Preload,
 }
 
 impl Tracer {
@@ -38,11 +43,48 @@ impl Tracer {
         })
     }
 
+    /// The backend for running `command` (`run`): as [`Tracer::choose`],
+    /// and `preload` when asked and the command can take it; `auto`, when
+    /// eBPF does not load, takes the in-process wrappers if the command
+    /// can take them (dynamically linked, not set-ID), else ptrace, and
+    /// says why on stderr.
+    pub fn choose_for_command(
+        choice: Choice,
+        needs_ptrace: Option<&str>,
+        command: &OsStr,
+    ) -> anyhow::Result<Tracer> {
+        let preload_ready = || {
+            preload::check_command(command)?;
+            preload::library().map(|_| ())
+        };
+        match (choice, needs_ptrace) {
+            (Choice::Preload, _) => preload_ready().map(|()| Tracer::Preload),
+            (Choice::Auto, None) => match Probe::load(ebpf::RING_BYTES) {
+                Ok(probe) => {
+                    eprintln!("edge-agent: backend ebpf (BPF programs load here)");
+                    Ok(Tracer::Ebpf(Box::new(probe)))
+                }
+                Err(e) => match preload_ready() {
+                    Ok(()) => {
+                        eprintln!("edge-agent: backend preload (eBPF unavailable: {e:#})");
+                        Ok(Tracer::Preload)
+                    }
+                    Err(why) => {
+                        eprintln!("edge-agent: backend ptrace (eBPF unavailable: {e:#}; {why:#})");
+                        Ok(Tracer::Ptrace)
+                    }
+                },
+            },
+            _ => Tracer::choose(choice, needs_ptrace),
+        }
+    }
+
     /// Starts `opts.command` traced.
     pub fn start(self, opts: &TraceOptions) -> anyhow::Result<Traced> {
         Ok(match self {
             Tracer::Ptrace => Traced::Ptrace(Box::new(Started::start(opts)?)),
             Tracer::Ebpf(probe) => Traced::Ebpf(Box::new(EbpfStarted::start(opts, *probe)?)),
+            Tracer::Preload => Traced::Preload(Box::new(PreloadStarted::start(opts)?)),
         })
     }
 
@@ -65,6 +107,9 @@ impl Tracer {
                 let (summary, stats) = ebpf::runner::attach(opts, *probe, on_window)?;
                 Ok((summary, Stats::Ebpf(stats)))
             }
+            Tracer::Preload => anyhow::bail!(
+                "--backend preload cannot attach: the wrappers are loaded by a program the agent starts (`run`)"
+            ),
         }
     }
 
@@ -75,6 +120,9 @@ impl Tracer {
         match self {
             Tracer::Ptrace => crate::watch::run_ptrace(watcher, opts),
             Tracer::Ebpf(probe) => crate::watch_ebpf::watch(watcher, *probe, opts),
+            Tracer::Preload => anyhow::bail!(
+                "--backend preload cannot watch: the wrappers are loaded by a program the agent starts (`run`)"
+            ),
         }
     }
 }
@@ -85,6 +133,8 @@ pub enum Traced {
     Ptrace(Box<Started>),
     /// Under the BPF program.
     Ebpf(Box<EbpfStarted>),
+    /// With the in-process wrappers.
+    Preload(Box<PreloadStarted>),
 }
 
 /// The backend and the command's pid (the engine and the runner hold
@@ -94,6 +144,7 @@ impl fmt::Debug for Traced {
         let (backend, pid) = match self {
             Traced::Ptrace(started) => ("ptrace", started.pid()),
             Traced::Ebpf(started) => ("ebpf", started.pid()),
+            Traced::Preload(started) => ("preload", started.pid()),
         };
         f.debug_struct("Traced")
             .field("backend", &backend)
@@ -110,6 +161,7 @@ impl Traced {
         match self {
             Traced::Ptrace(started) => started.trace(on_window),
             Traced::Ebpf(started) => started.trace(on_window),
+            Traced::Preload(started) => started.trace(on_window),
         }
     }
 
@@ -118,7 +170,7 @@ impl Traced {
     pub fn is_serving(&self) -> bool {
         match self {
             Traced::Ptrace(started) => started.is_serving(),
-            Traced::Ebpf(_) => false,
+            Traced::Ebpf(_) | Traced::Preload(_) => false,
         }
     }
 
@@ -133,6 +185,7 @@ impl Traced {
                 }
             }
             Traced::Ebpf(started) => Stats::Ebpf(started.stats()),
+            Traced::Preload(started) => Stats::Preload(started.stats()),
         }
     }
 
@@ -142,6 +195,7 @@ impl Traced {
         match self {
             Traced::Ptrace(started) => started.wait(),
             Traced::Ebpf(started) => started.wait(),
+            Traced::Preload(started) => started.wait(),
         }
     }
 }
@@ -158,6 +212,8 @@ pub enum Stats {
     },
     /// The BPF program's and the runner's counters.
     Ebpf(RunnerStats),
+    /// The run table's counters.
+    Preload(PreloadStats),
 }
 
 /// The `--stats` line: the backend's counters with the agent's own memory
@@ -194,6 +250,17 @@ impl fmt::Display for Stats {
                 s.uncounted,
                 s.unreadable,
                 s.polls,
+                sys::max_rss_kib(),
+                sys::self_cpu_us() / 1000
+            ),
+            Stats::Preload(s) => write!(
+                f,
+                "edge-agent stats: backend=preload processes={} threads={} direct={} deferred={} lost={} max_rss_kib={} cpu_ms={}",
+                s.processes,
+                s.threads,
+                s.direct,
+                s.deferred,
+                s.lost,
                 sys::max_rss_kib(),
                 sys::self_cpu_us() / 1000
             ),

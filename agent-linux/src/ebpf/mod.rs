@@ -84,8 +84,11 @@ pub enum Choice {
     Ptrace,
     /// eBPF, or an error saying why not.
     Ebpf,
-    /// eBPF when it loads here, else ptrace, with one line saying why.
+    /// eBPF when it loads here, else ptrace, with one line saying why
+    /// (`run`: else the in-process wrappers when the command can take them).
     Auto,
+    /// The in-process wrappers under `LD_PRELOAD` (`run` only).
+    Preload,
 }
 
 /// The backend to use.
@@ -102,6 +105,9 @@ pub enum Chosen {
 pub fn choose(choice: Choice, needs_ptrace: Option<&str>) -> anyhow::Result<Chosen> {
     match (choice, needs_ptrace) {
         (Choice::Ptrace, _) => Ok(Chosen::Ptrace),
+        (Choice::Preload, _) => {
+            anyhow::bail!("--backend preload observes a command the agent starts (`run`) only")
+        }
         (Choice::Ebpf, Some(why)) => anyhow::bail!("--backend ebpf: {why}"),
         (Choice::Auto, Some(why)) => {
             eprintln!("edge-agent: backend ptrace ({why})");

@@ -706,7 +706,7 @@ impl EbpfStarted {
             error_fd: read_fd,
             session,
             given,
-        } = trace::fork_stopped(opts, None)?;
+        } = trace::fork_stopped(opts, None, &[])?;
         let started = Runner::new(probe, session).and_then(|mut runner| {
             runner
                 .trace(pid, &[pid], CpuTime::default())

@@ -32,7 +32,7 @@ use crate::sys::Tid;
 use crate::wait::WaitPolicy;
 
 pub use crate::backend::ptrace::ptrace_options;
-pub use session::{unix_now_ns, EngineStats, Session};
+pub use session::{random_id, unix_now_ns, EngineStats, Session};
 use thread::Thread;
 
 /// What the caller does at the loop's turning points.

@@ -27,6 +27,7 @@ mod host;
 mod netlink;
 mod poll;
 mod ptrace;
+mod run_table;
 mod sched;
 mod signal;
 mod spawn;
@@ -46,6 +47,7 @@ pub use ptrace::{
     PTRACE_O_TRACESECCOMP, PTRACE_O_TRACESYSGOOD, PTRACE_O_TRACEVFORK, SYSCALL_INFO_ENTRY,
     SYSCALL_INFO_EXIT, SYSCALL_INFO_SECCOMP,
 };
+pub use run_table::RunTableFile;
 pub use sched::become_realtime;
 pub use signal::{
     alarm_thread, current_thread, die_of_signal, kill, pidfd_alive, pidfd_open, set_handler,

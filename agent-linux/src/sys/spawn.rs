@@ -92,6 +92,8 @@ pub struct ChildSetup<'a> {
     pub argv: &'a [*const libc::c_char],
     /// The seccomp prefilter, if any.
     pub filter: Option<&'a [SockFilter]>,
+    /// NULL-terminated environment; `None`: the agent's own.
+    pub envp: Option<&'a [*const libc::c_char]>,
     /// Write end of a close-on-exec pipe for reporting a failure (errno,
     /// preceded by a stage byte).
     pub error_fd: c_int,
@@ -138,9 +140,15 @@ pub fn fork_stopped_exec(setup: &ChildSetup<'_>) -> io::Result<Tid> {
             fail(b's', e);
         }
     }
-    // SAFETY: path and argv are NUL-terminated and outlive the call;
-    // execv is async-signal-safe.
-    unsafe { libc::execv(setup.path.as_ptr(), setup.argv.as_ptr()) };
+    match setup.envp {
+        // SAFETY: path, argv and envp are NUL-terminated and outlive the
+        // call; execve is async-signal-safe.
+        Some(envp) => unsafe {
+            libc::execve(setup.path.as_ptr(), setup.argv.as_ptr(), envp.as_ptr())
+        },
+        // SAFETY: as above; execv is async-signal-safe.
+        None => unsafe { libc::execv(setup.path.as_ptr(), setup.argv.as_ptr()) },
+    };
     fail(b'e', errno())
 }
 

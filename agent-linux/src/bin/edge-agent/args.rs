@@ -260,13 +260,20 @@ pub(crate) enum BackendName {
     Ebpf,
     /// eBPF when it loads here, else ptrace (one line on stderr says which).
     Auto,
+    /// Wrappers of libc's functions inside the program, through
+    /// LD_PRELOAD (`run` only; any user; a dynamically linked command).
+    Preload,
 }
 
 #[derive(Args, Debug)]
 pub(crate) struct BackendArgs {
-    /// The tracer: ptrace, ebpf, or auto (eBPF when the agent may load BPF
-    /// programs and the kernel has BTF, else ptrace; `--only` makes it
-    /// ptrace). One line on stderr says which auto chose and why.
+    /// The tracer: ptrace, ebpf, preload, or auto (eBPF when the agent may
+    /// load BPF programs and the kernel has BTF; for `run`, else preload
+    /// when the command is dynamically linked and not set-ID; else ptrace;
+    /// `--only` makes it ptrace). preload (`run` only) puts wrappers of
+    /// libc's functions in the command's LD_PRELOAD: no stops, any user,
+    /// but it sees only the calls made through libc's functions. One line
+    /// on stderr says which auto chose and why.
     #[arg(long, value_enum, default_value_t = BackendName::Auto)]
     pub(crate) backend: BackendName,
 }
@@ -277,6 +284,7 @@ impl BackendArgs {
             BackendName::Ptrace => ebpf::Choice::Ptrace,
             BackendName::Ebpf => ebpf::Choice::Ebpf,
             BackendName::Auto => ebpf::Choice::Auto,
+            BackendName::Preload => ebpf::Choice::Preload,
         }
     }
 }

@@ -121,8 +121,9 @@ fn run(a: RunArgs) -> anyhow::Result<ExitCode> {
         // killing the agent with the default action.
         signals::install().context("cannot install signal handlers")?;
     }
-    let tracer = Tracer::choose(a.backend.choice(), needs_ptrace)?;
-    if opts.only.is_some() {
+    let command = opts.command.first().cloned().unwrap_or_default();
+    let tracer = Tracer::choose_for_command(a.backend.choice(), needs_ptrace, &command)?;
+    if opts.only.is_some() && matches!(tracer, Tracer::Ptrace) {
         // A seccomp-filtered program needs its tracer until it ends: the
         // tracer runs in a process of its own, out of reach of a `kill -9`
         // of the PID the user sees (relay.rs).
