@@ -82,8 +82,9 @@ pub enum LabelBy {
 /// Diagnoses the runs among `summaries` that can be explained
 /// ([`selection::explained`]), labelled as `by` says: the one call for a
 /// caller that has runs but no labels yet (the service's detector, the
-/// command). Runs left out (light records, late traces, unknown outcome,
-/// no label fact) are counted in [`Diagnosis::left_out`].
+/// command). Runs left out (light records, late traces, runs of the
+/// minority source, unknown outcome, no label fact) are counted in
+/// [`Diagnosis::left_out`].
 pub fn diagnose_runs(
     summaries: Vec<Summary>,
     by: &LabelBy,
@@ -122,9 +123,9 @@ pub fn diagnose_runs(
 }
 
 /// Diagnoses `summaries`, labelled by `labelling` (one label per summary).
-/// Light records, and late traces unless `options.include_late`, are left
-/// out with their labels ([`selection`]) and counted in
-/// [`Diagnosis::left_out`].
+/// Light records, late traces unless `options.include_late`, and runs of
+/// another source than the majority's are left out with their labels
+/// ([`selection`]) and counted in [`Diagnosis::left_out`].
 pub fn diagnose(
     summaries: &[Summary],
     labelling: Labelling,
@@ -141,8 +142,9 @@ pub fn diagnose(
     let mut labelling = labelling;
     let mut labels = Vec::with_capacity(summaries.len());
     let mut kept: Vec<&Summary> = Vec::with_capacity(summaries.len());
-    for (s, l) in summaries.iter().zip(&labelling.labels) {
-        match selection::reason_left_out(s, options.include_late) {
+    let reasons = selection::reasons_left_out(summaries, options.include_late);
+    for ((s, l), reason) in summaries.iter().zip(&labelling.labels).zip(reasons) {
+        match reason {
             Some(reason) => left_out.count(reason),
             None => {
                 kept.push(s);
