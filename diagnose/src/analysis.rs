@@ -2,7 +2,7 @@
 //! profiles, intersection, attributes, the rules of Algorithm 1 and where
 //! the time went.
 
-use agent_core::Summary;
+use agent_core::{Source, Summary};
 use anyhow::bail;
 
 use crate::attributes::{self, Common};
@@ -56,6 +56,9 @@ pub struct Options {
     /// Keep runs whose trace began after the process started (left out by
     /// default: their first calls are missing).
     pub include_late: bool,
+    /// Keep the runs observed so (the others are left out); `None`: the
+    /// source of most runs ([`selection`]).
+    pub source: Option<Source>,
 }
 
 impl Default for Options {
@@ -66,6 +69,7 @@ impl Default for Options {
             tree: TreeParams::default(),
             top: 10,
             include_late: false,
+            source: None,
         }
     }
 }
@@ -91,7 +95,8 @@ pub fn diagnose_runs(
     options: &Options,
 ) -> anyhow::Result<Diagnosis> {
     let given = summaries.len();
-    let (mut runs, mut left_out) = selection::explained(summaries, options.include_late);
+    let (mut runs, mut left_out) =
+        selection::explained(summaries, options.include_late, options.source);
     if runs.is_empty() {
         bail!(
             "none of the {given} run(s) can be explained: left out {}",
@@ -142,7 +147,7 @@ pub fn diagnose(
     let mut labelling = labelling;
     let mut labels = Vec::with_capacity(summaries.len());
     let mut kept: Vec<&Summary> = Vec::with_capacity(summaries.len());
-    let reasons = selection::reasons_left_out(summaries, options.include_late);
+    let reasons = selection::reasons_left_out(summaries, options.include_late, options.source);
     for ((s, l), reason) in summaries.iter().zip(&labelling.labels).zip(reasons) {
         match reason {
             Some(reason) => left_out.count(reason),

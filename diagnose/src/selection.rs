@@ -17,7 +17,8 @@
 //! good and bad runs. Of the runs left after the rules above, those of the
 //! majority source are explained and the others left out and counted
 //! (a tie keeps the kernel's, the complete view; every summary older than
-//! format 4 is the kernel's). Rather than refuse the whole diagnosis when
+//! format 4 is the kernel's), unless the caller names the source to keep
+//! (`edge-service diagnose --source`). Rather than refuse the whole diagnosis when
 //! one run of the other source is among the ones asked for (the store has
 //! no filter by source), the comparable runs are diagnosed and the report
 //! says how many of the other source were set aside, as it does for late
@@ -99,8 +100,9 @@ impl LeftOut {
                 Source::InProcess => Source::Kernel,
             };
             out.push(format!(
-                "{} run(s) observed {}, not comparable with the runs kept, the majority, \
-                 observed {} (their counts of mmap, madvise, openat... differ by construction)",
+                "{} run(s) observed {}, not comparable with the runs kept, observed {} \
+                 (their counts of mmap, madvise, openat... differ by construction; \
+                 --source picks which are kept, the majority's by default)",
                 self.other_source,
                 observed(other),
                 observed(kept)
@@ -177,19 +179,26 @@ pub fn majority_source<'a>(runs: impl IntoIterator<Item = &'a Summary>) -> Sourc
 
 /// Why each of `summaries` is left out (`None`: explained): light records
 /// and late traces ([`reason_left_out`]), then, among the rest, the runs
-/// of another source than the majority's ([`majority_source`]).
-pub fn reasons_left_out(summaries: &[Summary], include_late: bool) -> Vec<Option<Reason>> {
+/// of another source than `source`, or without one than the majority's
+/// ([`majority_source`]).
+pub fn reasons_left_out(
+    summaries: &[Summary],
+    include_late: bool,
+    source: Option<Source>,
+) -> Vec<Option<Reason>> {
     let mut reasons: Vec<Option<Reason>> = summaries
         .iter()
         .map(|s| reason_left_out(s, include_late))
         .collect();
-    let kept = majority_source(
-        summaries
-            .iter()
-            .zip(&reasons)
-            .filter(|(_, r)| r.is_none())
-            .map(|(s, _)| s),
-    );
+    let kept = source.unwrap_or_else(|| {
+        majority_source(
+            summaries
+                .iter()
+                .zip(&reasons)
+                .filter(|(_, r)| r.is_none())
+                .map(|(s, _)| s),
+        )
+    });
     for (s, r) in summaries.iter().zip(reasons.iter_mut()) {
         if r.is_none() && s.coverage.source != kept {
             *r = Some(Reason::OtherSource { kept });
@@ -200,9 +209,13 @@ pub fn reasons_left_out(summaries: &[Summary], include_late: bool) -> Vec<Option
 
 /// The runs a diagnosis explains, in their order, and what was left out
 /// ([`reasons_left_out`]).
-pub fn explained(summaries: Vec<Summary>, include_late: bool) -> (Vec<Summary>, LeftOut) {
+pub fn explained(
+    summaries: Vec<Summary>,
+    include_late: bool,
+    source: Option<Source>,
+) -> (Vec<Summary>, LeftOut) {
     let mut left_out = LeftOut::default();
-    let reasons = reasons_left_out(&summaries, include_late);
+    let reasons = reasons_left_out(&summaries, include_late, source);
     let kept = summaries
         .into_iter()
         .zip(reasons)

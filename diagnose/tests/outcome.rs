@@ -310,6 +310,10 @@ fn in_process(mut s: Summary) -> Summary {
     s
 }
 
+fn all_in_process_of(runs: &[Summary]) -> Vec<Summary> {
+    runs.iter().cloned().map(in_process).collect()
+}
+
 fn row_ids(d: &diagnose::analysis::Diagnosis) -> Vec<u8> {
     d.run_ids
         .iter()
@@ -395,6 +399,33 @@ fn runs_of_another_source_than_the_majoritys_are_left_out_and_counted() {
         err.contains("2 run(s) observed in-process (libc calls)"),
         "{err}"
     );
+
+    // A source named keeps that one, even when fewer runs have it.
+    let kernel_only = Options {
+        source: Some(Source::Kernel),
+        ..Options::default()
+    };
+    let d = diagnose(&mostly, given(&[0, 0, 1, 1, 0, 0, 0]), &kernel_only).unwrap_err();
+    assert!(
+        format!("{d:#}").contains("4 run(s) observed in-process (libc calls)"),
+        "{d:#}"
+    );
+    let in_process_only = Options {
+        source: Some(Source::InProcess),
+        ..Options::default()
+    };
+    let d = diagnose(&runs, given(&[0, 0, 1, 1, 1]), &in_process_only).unwrap_err();
+    assert!(
+        format!("{d:#}").contains("4 run(s) observed by the kernel (every syscall)"),
+        "{d:#}"
+    );
+    let d = diagnose(
+        &all_in_process_of(&tie),
+        given(&[0, 0, 1, 1]),
+        &in_process_only,
+    )
+    .unwrap();
+    assert_eq!(d.left_out.total(), 0);
 
     // One source only: nothing left out.
     let all_in_process: Vec<Summary> = good_and_bad().into_iter().map(in_process).collect();

@@ -195,7 +195,7 @@ fn diagnose_summaries(
     // Runs the diagnosis would leave out (late traces, runs of the
     // minority source) are left out before the labels are found, as
     // `edge-service diagnose` does, so they take no part in the clusters.
-    let (mut runs, left_out) = diagnose::selection::explained(runs, false);
+    let (mut runs, left_out) = diagnose::selection::explained(runs, false, None);
     if runs.is_empty() {
         return Err(format!(
             "no run left to explain: left out {}",
