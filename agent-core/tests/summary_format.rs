@@ -47,8 +47,9 @@ fn worst_case() -> Summary {
     worst_case_with(false)
 }
 
-/// [`worst_case`] with every version 2 field at its largest too: 20 IPv6
-/// peers, four in-flight calls, the widest numbers.
+/// [`worst_case`] with every version 2 to 4 field at its largest too: 20
+/// IPv6 peers, four in-flight calls, the widest numbers, the in-process
+/// source.
 fn worst_observed() -> Summary {
     worst_case_with(true)
 }
@@ -284,7 +285,7 @@ fn a_typical_observed_window_keeps_every_peer() {
 
 /// A version 1 summary written by the version 1 encoder (commit a1b4c1b,
 /// before version 2) still decodes, with empty version 2 fields, and
-/// re-encodes as version 2.
+/// re-encodes as the current version.
 #[test]
 fn version_1_still_decodes() {
     let bytes = include_bytes!("fixtures/v1-wget.bin");
@@ -309,8 +310,8 @@ fn version_1_still_decodes() {
 
 /// A version 2 summary written by the version 2 encoder (commit 0fe543d,
 /// `edge-agent run --out` of a wget over loopback) still decodes, with a
-/// full kind, unknown coverage and no I/O figures, and re-encodes as
-/// version 3.
+/// full kind, unknown coverage (seen by the kernel) and no I/O figures,
+/// and re-encodes as the current version.
 #[test]
 fn version_2_still_decodes() {
     let bytes = include_bytes!("fixtures/v2-wget.bin");
@@ -323,6 +324,7 @@ fn version_2_still_decodes() {
     assert_eq!(d.kind, Kind::Full);
     assert_eq!(d.coverage, Coverage::default());
     assert_eq!(d.coverage.began_late(), None);
+    assert_eq!(d.coverage.source, Source::Kernel);
     assert_eq!(d.io, None);
     let again = encode(&mut d);
     assert_eq!(again[0], FORMAT_VERSION as u8);

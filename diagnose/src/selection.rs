@@ -18,11 +18,11 @@
 //! majority source are explained and the others left out and counted
 //! (a tie keeps the kernel's, the complete view; every summary older than
 //! format 4 is the kernel's), unless the caller names the source to keep
-//! (`edge-service diagnose --source`). Rather than refuse the whole diagnosis when
-//! one run of the other source is among the ones asked for (the store has
-//! no filter by source), the comparable runs are diagnosed and the report
-//! says how many of the other source were set aside, as it does for late
-//! runs.
+//! (`edge-service diagnose --source`). Rather than refuse the whole
+//! diagnosis when one run of the other source is among the ones asked for
+//! (the store has no filter by source), the comparable runs are diagnosed
+//! and the report says how many of the other source were set aside, as it
+//! does for late runs.
 
 use agent_core::{Kind, Source, Summary};
 
@@ -39,11 +39,11 @@ pub struct LeftOut {
     pub unknown_outcome: usize,
     /// Runs without the label fact, with labels by a fact.
     pub without_label_fact: usize,
-    /// Runs observed by another source than the majority's (not
-    /// comparable with the runs explained).
+    /// Runs observed by another source than the runs explained (not
+    /// comparable with them).
     pub other_source: usize,
-    /// The source of the runs explained (the majority's), when runs of the
-    /// other were left out.
+    /// The source of the runs explained (the majority's, or the one the
+    /// caller named), when runs of the other were left out.
     pub kept_source: Source,
 }
 
@@ -139,8 +139,8 @@ pub enum Reason {
     Light,
     /// Its trace began late.
     Late,
-    /// It was observed by another source than the runs kept (`kept`, the
-    /// majority's).
+    /// It was observed by another source than the runs kept (`kept`: the
+    /// majority's, or the one the caller named).
     OtherSource {
         /// The source of the runs kept.
         kept: Source,
