@@ -37,8 +37,8 @@ pub use id::{DeviceId, ParseIdError, RunId, StreamId};
 pub use program::{valid_program_name, MAX_PROGRAM_NAME_LEN, PROGRAM_NAME_RULE};
 pub use summary::{
     Coverage, CpuTime, DecodeError, EncodeError, Exit, InFlight, InFlightCall, IoBytes, Kind,
-    LastCall, Origin, Overflow, Peer, PeerAddr, PeerIp, PeerRest, Peers, RunRecord, Summary,
-    SyscallSummary, Transition, FORMAT_VERSION, MAX_ENCODED_LEN, OLDEST_FORMAT_VERSION,
+    LastCall, Origin, Overflow, Peer, PeerAddr, PeerIp, PeerRest, Peers, RunRecord, Source,
+    Summary, SyscallSummary, Transition, FORMAT_VERSION, MAX_ENCODED_LEN, OLDEST_FORMAT_VERSION,
 };
 pub use syscall::{only_list_ids, validate_only_list, Key, OnlyListError, SyscallId};
 

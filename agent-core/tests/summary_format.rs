@@ -47,8 +47,9 @@ fn worst_case() -> Summary {
     worst_case_with(false)
 }
 
-/// [`worst_case`] with every version 2 field at its largest too: 20 IPv6
-/// peers, four in-flight calls, the widest numbers.
+/// [`worst_case`] with every version 2 to 4 field at its largest too: 20
+/// IPv6 peers, four in-flight calls, the widest numbers, the in-process
+/// source.
 fn worst_observed() -> Summary {
     worst_case_with(true)
 }
@@ -113,6 +114,7 @@ fn worst_case_with(observed: bool) -> Summary {
     s.coverage = Coverage {
         late_ns: Some(u64::MAX),
         from_start: false,
+        source: Source::InProcess,
     };
     s.io = Some(IoBytes {
         read: u64::MAX,
@@ -283,7 +285,7 @@ fn a_typical_observed_window_keeps_every_peer() {
 
 /// A version 1 summary written by the version 1 encoder (commit a1b4c1b,
 /// before version 2) still decodes, with empty version 2 fields, and
-/// re-encodes as version 2.
+/// re-encodes as the current version.
 #[test]
 fn version_1_still_decodes() {
     let bytes = include_bytes!("fixtures/v1-wget.bin");
@@ -308,8 +310,8 @@ fn version_1_still_decodes() {
 
 /// A version 2 summary written by the version 2 encoder (commit 0fe543d,
 /// `edge-agent run --out` of a wget over loopback) still decodes, with a
-/// full kind, unknown coverage and no I/O figures, and re-encodes as
-/// version 3.
+/// full kind, unknown coverage (seen by the kernel) and no I/O figures,
+/// and re-encodes as the current version.
 #[test]
 fn version_2_still_decodes() {
     let bytes = include_bytes!("fixtures/v2-wget.bin");
@@ -322,6 +324,7 @@ fn version_2_still_decodes() {
     assert_eq!(d.kind, Kind::Full);
     assert_eq!(d.coverage, Coverage::default());
     assert_eq!(d.coverage.began_late(), None);
+    assert_eq!(d.coverage.source, Source::Kernel);
     assert_eq!(d.io, None);
     let again = encode(&mut d);
     assert_eq!(again[0], FORMAT_VERSION as u8);
@@ -329,6 +332,82 @@ fn version_2_still_decodes() {
     let mut relabelled = bytes.to_vec();
     relabelled[0] = 3;
     assert_eq!(Summary::decode(&relabelled), Err(DecodeError::Truncated));
+}
+
+/// A version 3 summary written by the version 3 encoder (commit 4c41724,
+/// `edge-agent run --out` of a wget over loopback, eBPF backend) still
+/// decodes, with the kernel as its source (every summary before version 4
+/// was made by ptrace or eBPF: the kernel's view is true of it, not
+/// "unknown"), and re-encodes as version 4.
+#[test]
+fn version_3_still_decodes_as_seen_by_the_kernel() {
+    let bytes = include_bytes!("fixtures/v3-wget.bin");
+    assert_eq!(bytes[0], 3);
+    let mut d = Summary::decode(bytes).unwrap();
+    assert_eq!(d.facts.program.as_str(), "wget");
+    assert_eq!(d.run.events, 280);
+    assert_eq!(d.kind, Kind::Full);
+    assert_eq!(d.coverage, Coverage::FROM_START);
+    assert_eq!(d.coverage.source, Source::Kernel);
+    let again = encode(&mut d);
+    assert_eq!(again[0], FORMAT_VERSION as u8);
+    assert_eq!(FORMAT_VERSION, 4);
+    assert_eq!(Summary::decode(&again).unwrap(), d);
+    // Version 4 appends one byte, the source, at the very end: the version
+    // 3 bytes are a prefix of the version 4 ones.
+    assert_eq!(again.len(), bytes.len() + 1);
+    assert_eq!(&again[1..bytes.len()], &bytes[1..]);
+    assert_eq!(again[bytes.len()], 0, "Source::Kernel is tag 0");
+    let mut relabelled = bytes.to_vec();
+    relabelled[0] = 4;
+    assert_eq!(Summary::decode(&relabelled), Err(DecodeError::Truncated));
+}
+
+/// Version 4 round-trips both sources, with every coverage; the source is
+/// the last byte, and a source this decoder does not know is refused.
+#[test]
+fn version_4_round_trips_both_sources() {
+    let coverages = [
+        Coverage::default(),
+        Coverage::FROM_START,
+        Coverage::attached(7_000_000),
+        Coverage::in_process_from_start(),
+        Coverage::in_process_attached(u64::MAX),
+    ];
+    for coverage in coverages {
+        let mut s = worst_observed();
+        s.coverage = coverage;
+        let bytes = encode(&mut s);
+        assert!(bytes.len() <= MAX_ENCODED_LEN, "{} bytes", bytes.len());
+        let d = Summary::decode(&bytes).unwrap();
+        assert_eq!(d.coverage, coverage);
+        assert_eq!(d, s);
+        let tag = *bytes.last().unwrap();
+        assert_eq!(tag, coverage.source as u8, "{coverage:?}");
+    }
+    assert_eq!(Coverage::in_process_from_start().source, Source::InProcess);
+    assert_eq!(Coverage::in_process_from_start().began_late(), Some(false));
+    assert_eq!(Coverage::in_process_attached(5).began_late(), Some(true));
+    let mut s = worst_case();
+    s.coverage = Coverage::in_process_from_start();
+    let mut bytes = encode(&mut s);
+    *bytes.last_mut().unwrap() = 2;
+    assert!(
+        matches!(Summary::decode(&bytes), Err(DecodeError::Malformed(_))),
+        "{:?}",
+        Summary::decode(&bytes)
+    );
+}
+
+/// Two sources merged (the windows of one stream): in-process if any part
+/// is, whatever the order.
+#[test]
+fn sources_combine_to_in_process_if_any_part_is() {
+    use Source::*;
+    assert_eq!(Kernel.combined(Kernel), Kernel);
+    assert_eq!(Kernel.combined(InProcess), InProcess);
+    assert_eq!(InProcess.combined(Kernel), InProcess);
+    assert_eq!(InProcess.combined(InProcess), InProcess);
 }
 
 /// A light record round-trips with its kind, coverage and I/O bytes; one
@@ -391,6 +470,7 @@ fn coverage_is_checked() {
         s.coverage = Coverage {
             late_ns: None,
             from_start: true,
+            source: Source::Kernel,
         }
     });
     assert!(e.to_string().contains("coverage"), "{e}");

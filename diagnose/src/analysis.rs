@@ -2,7 +2,7 @@
 //! profiles, intersection, attributes, the rules of Algorithm 1 and where
 //! the time went.
 
-use agent_core::Summary;
+use agent_core::{Source, Summary};
 use anyhow::bail;
 
 use crate::attributes::{self, Common};
@@ -56,6 +56,9 @@ pub struct Options {
     /// Keep runs whose trace began after the process started (left out by
     /// default: their first calls are missing).
     pub include_late: bool,
+    /// Keep the runs observed so (the others are left out); `None`: the
+    /// source of most runs ([`selection`]).
+    pub source: Option<Source>,
 }
 
 impl Default for Options {
@@ -66,6 +69,7 @@ impl Default for Options {
             tree: TreeParams::default(),
             top: 10,
             include_late: false,
+            source: None,
         }
     }
 }
@@ -82,15 +86,17 @@ pub enum LabelBy {
 /// Diagnoses the runs among `summaries` that can be explained
 /// ([`selection::explained`]), labelled as `by` says: the one call for a
 /// caller that has runs but no labels yet (the service's detector, the
-/// command). Runs left out (light records, late traces, unknown outcome,
-/// no label fact) are counted in [`Diagnosis::left_out`].
+/// command). Runs left out (light records, late traces, runs of the
+/// minority source, unknown outcome, no label fact) are counted in
+/// [`Diagnosis::left_out`].
 pub fn diagnose_runs(
     summaries: Vec<Summary>,
     by: &LabelBy,
     options: &Options,
 ) -> anyhow::Result<Diagnosis> {
     let given = summaries.len();
-    let (mut runs, mut left_out) = selection::explained(summaries, options.include_late);
+    let (mut runs, mut left_out) =
+        selection::explained(summaries, options.include_late, options.source);
     if runs.is_empty() {
         bail!(
             "none of the {given} run(s) can be explained: left out {}",
@@ -122,9 +128,9 @@ pub fn diagnose_runs(
 }
 
 /// Diagnoses `summaries`, labelled by `labelling` (one label per summary).
-/// Light records, and late traces unless `options.include_late`, are left
-/// out with their labels ([`selection`]) and counted in
-/// [`Diagnosis::left_out`].
+/// Light records, late traces unless `options.include_late`, and runs of
+/// another source than the majority's are left out with their labels
+/// ([`selection`]) and counted in [`Diagnosis::left_out`].
 pub fn diagnose(
     summaries: &[Summary],
     labelling: Labelling,
@@ -141,8 +147,9 @@ pub fn diagnose(
     let mut labelling = labelling;
     let mut labels = Vec::with_capacity(summaries.len());
     let mut kept: Vec<&Summary> = Vec::with_capacity(summaries.len());
-    for (s, l) in summaries.iter().zip(&labelling.labels) {
-        match selection::reason_left_out(s, options.include_late) {
+    let reasons = selection::reasons_left_out(summaries, options.include_late, options.source);
+    for ((s, l), reason) in summaries.iter().zip(&labelling.labels).zip(reasons) {
+        match reason {
             Some(reason) => left_out.count(reason),
             None => {
                 kept.push(s);

@@ -28,7 +28,7 @@ pub mod report;
 pub mod request;
 pub mod rpca;
 pub mod rules;
-mod selection;
+pub mod selection;
 pub mod time;
 mod time_gap;
 pub mod tree;

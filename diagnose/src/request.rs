@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use agent_core::Summary;
+use agent_core::{Source, Summary};
 use anyhow::{bail, Context};
 
 use crate::analysis::{self, Diagnosis, LabelBy, Options};
@@ -41,6 +41,9 @@ pub struct DiagnoseRequest {
     pub labels: Option<Labels>,
     /// Keep runs whose trace began after the process started.
     pub include_late: bool,
+    /// Keep only the runs observed so (kernel or in-process); `None`: the
+    /// source of most runs (the others are left out with a note).
+    pub source: Option<Source>,
     /// A syscall mapping (TOML file) replacing the shipped default.
     pub map: Option<PathBuf>,
     /// Leave out files that are not summaries (each named in a note)
@@ -284,6 +287,7 @@ impl Reader<'_> {
             },
             top: settings.top,
             include_late: r.include_late,
+            source: r.source,
         };
         let by = match &r.labels {
             Some(Labels::Given { good, bad }) => {
@@ -311,7 +315,7 @@ impl Reader<'_> {
         note: &mut dyn FnMut(String),
     ) -> anyhow::Result<RpcaDiagnosis> {
         let r = self.request;
-        let (mut runs, left_out) = selection::explained(self.runs(note)?, r.include_late);
+        let (mut runs, left_out) = selection::explained(self.runs(note)?, r.include_late, r.source);
         if left_out.total() > 0 {
             note(format!("left out {}", left_out.phrases().join("; ")));
         }

@@ -150,8 +150,9 @@ pub fn whole_runs(summaries: Vec<Summary>, merge: bool) -> (Vec<Summary>, Option
 /// and its calls in flight). Events, overflow and dropped summaries are
 /// summed; processes and threads are the largest of any window (a process
 /// alive in several windows is counted in each, so a sum would overcount);
-/// the CPU time is summed when every window measured it. The id and the
-/// facts are the first window's. The result is a whole run (`window` 0,
+/// the CPU time is summed when every window measured it. The id, the
+/// facts and the coverage are the first window's, except its source: in
+/// process if any window's is (`Source::combined`). The result is a whole run (`window` 0,
 /// `window_ns` 0).
 ///
 /// Exact as long as no window folded entries: a key or transition a window
@@ -204,6 +205,12 @@ pub fn merge_stream(windows: &[Summary]) -> Summary {
     out.transitions = transitions;
     out.truncated = windows.iter().any(|w| w.truncated) || folded_keys || folded_pairs;
     out.peers = merged_peers(windows);
+    // Lateness is the same in every window of a stream (the first's is
+    // kept); the source is in-process if any window's is: the merged
+    // counts lack libc's own calls as soon as one part lacks them.
+    out.coverage.source = windows
+        .iter()
+        .fold(first.coverage.source, |s, w| s.combined(w.coverage.source));
     out
 }
 

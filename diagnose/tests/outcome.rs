@@ -1,11 +1,12 @@
 //! Labels by outcome (`--cluster outcome`), categorical facts in rules
 //! with only three runs (the research's VirtualBox case), and the runs a
-//! diagnosis leaves out (light records, late traces, unknown outcomes).
+//! diagnosis leaves out (light records, late traces, runs of another
+//! source than the majority's, unknown outcomes).
 
 mod common;
 
 use agent_core::{
-    Arch, Coverage, Exit, FdKind, IoBytes, Origin, Overflow, RunId, RunRecord, Summary,
+    Arch, Coverage, Exit, FdKind, IoBytes, Origin, Overflow, RunId, RunRecord, Source, Summary,
 };
 use common::{download, facts, RunBuilder};
 use diagnose::analysis::{diagnose, diagnose_runs, LabelBy, Options};
@@ -302,6 +303,134 @@ fn light_and_late_runs_are_left_out_and_counted() {
     )
     .unwrap_err();
     assert!(format!("{err:#}").contains("2 light record(s)"), "{err:#}");
+}
+
+fn in_process(mut s: Summary) -> Summary {
+    s.coverage = Coverage::in_process_from_start();
+    s
+}
+
+fn all_in_process_of(runs: &[Summary]) -> Vec<Summary> {
+    runs.iter().cloned().map(in_process).collect()
+}
+
+fn row_ids(d: &diagnose::analysis::Diagnosis) -> Vec<u8> {
+    d.run_ids
+        .iter()
+        .map(|h| u8::from_str_radix(&h[..2], 16).unwrap())
+        .collect()
+}
+
+/// Runs observed in-process (libc calls only) are not compared with runs
+/// the kernel observed: the majority's source is kept, the others are
+/// left out and counted with their source named; a tie keeps the kernel's.
+#[test]
+fn runs_of_another_source_than_the_majoritys_are_left_out_and_counted() {
+    // Four kernel-observed runs (two good, two bad) and one in-process run,
+    // far slower: compared as if alike it would be a bad run of its own.
+    let mut runs = good_and_bad();
+    runs.push(in_process(download(
+        20,
+        1024 * 1024,
+        1024,
+        400_000,
+        facts("wget", &[]),
+    )));
+    let d = diagnose(&runs, given(&[0, 0, 1, 1, 1]), &Options::default()).unwrap();
+    assert_eq!(row_ids(&d), vec![0, 1, 2, 3]);
+    assert_eq!(d.left_out.other_source, 1);
+    assert_eq!(d.left_out.kept_source, Source::Kernel);
+    let text = report::text(&d);
+    assert!(
+        text.contains("1 run(s) observed in-process (libc calls), not comparable"),
+        "{text}"
+    );
+    assert!(
+        text.contains("observed by the kernel (every syscall) (their counts"),
+        "{text}"
+    );
+    let json = report::json(&d);
+    assert_eq!(json["left_out"]["other_source"], 1);
+    assert_eq!(json["left_out"]["kept_source"], "kernel");
+    let d = diagnose_runs(
+        runs.clone(),
+        &LabelBy::Cluster(ClusterBy::Duration),
+        &Options::default(),
+    )
+    .unwrap();
+    assert_eq!(d.left_out.other_source, 1);
+    assert_eq!(d.dataset.labels, vec![0, 0, 1, 1]);
+
+    // Most runs in-process: they are diagnosed, the kernel's run is left
+    // out (light and late runs do not count towards the majority).
+    let mut mostly: Vec<Summary> = good_and_bad().into_iter().map(in_process).collect();
+    mostly.push(download(21, 1024 * 1024, 8192, 20_000, facts("wget", &[])));
+    mostly.push(light(22, 1_000_000, Exit::Code(0)));
+    mostly.push(late(download(
+        23,
+        1024 * 1024,
+        8192,
+        20_000,
+        facts("wget", &[]),
+    )));
+    let d = diagnose(&mostly, given(&[0, 0, 1, 1, 0, 0, 0]), &Options::default()).unwrap();
+    assert_eq!(row_ids(&d), vec![0, 1, 2, 3]);
+    assert_eq!(
+        (d.left_out.other_source, d.left_out.light, d.left_out.late),
+        (1, 1, 1)
+    );
+    assert_eq!(d.left_out.kept_source, Source::InProcess);
+    assert!(
+        report::text(&d)
+            .contains("1 run(s) observed by the kernel (every syscall), not comparable"),
+        "{}",
+        report::text(&d)
+    );
+
+    // A tie keeps the kernel's runs; with only one class left, the error
+    // says which runs were left out and why.
+    let mut tie = good_and_bad();
+    tie[2] = in_process(tie[2].clone());
+    tie[3] = in_process(tie[3].clone());
+    let err = diagnose(&tie, given(&[0, 0, 1, 1]), &Options::default()).unwrap_err();
+    let err = format!("{err:#}");
+    assert!(err.contains("every run has the same label"), "{err}");
+    assert!(
+        err.contains("2 run(s) observed in-process (libc calls)"),
+        "{err}"
+    );
+
+    // A source named keeps that one, even when fewer runs have it.
+    let kernel_only = Options {
+        source: Some(Source::Kernel),
+        ..Options::default()
+    };
+    let d = diagnose(&mostly, given(&[0, 0, 1, 1, 0, 0, 0]), &kernel_only).unwrap_err();
+    assert!(
+        format!("{d:#}").contains("4 run(s) observed in-process (libc calls)"),
+        "{d:#}"
+    );
+    let in_process_only = Options {
+        source: Some(Source::InProcess),
+        ..Options::default()
+    };
+    let d = diagnose(&runs, given(&[0, 0, 1, 1, 1]), &in_process_only).unwrap_err();
+    assert!(
+        format!("{d:#}").contains("4 run(s) observed by the kernel (every syscall)"),
+        "{d:#}"
+    );
+    let d = diagnose(
+        &all_in_process_of(&tie),
+        given(&[0, 0, 1, 1]),
+        &in_process_only,
+    )
+    .unwrap();
+    assert_eq!(d.left_out.total(), 0);
+
+    // One source only: nothing left out.
+    let all_in_process: Vec<Summary> = good_and_bad().into_iter().map(in_process).collect();
+    let d = diagnose(&all_in_process, given(&[0, 0, 1, 1]), &Options::default()).unwrap();
+    assert_eq!(d.left_out.total(), 0);
 }
 
 struct FakeStore(Vec<Summary>);

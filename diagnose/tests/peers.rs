@@ -594,6 +594,40 @@ fn a_device_tracing_two_programs_is_a_peer_in_each_program() {
     }
 }
 
+/// A device observed in-process (libc calls: its times and counts differ
+/// from the kernel's view by construction, here as much as a slow disk)
+/// is not a peer of the devices the kernel observed: it forms a peer set
+/// of its own, too small to judge, and is not flagged.
+#[test]
+fn a_device_observed_in_process_is_not_compared_with_kernel_observed_ones() {
+    let spec = spec_with(vec![slow_disk(4)]);
+    let in_process = spec.device_id(4);
+    let (training, diagnosis) = ranges(&spec);
+    let mut fleet = Fleet::new(training, diagnosis, 10);
+    for mut s in spec.summaries() {
+        if s.origin.device == in_process {
+            s.coverage = agent_core::Coverage::in_process_from_start();
+        }
+        fleet.add(&s);
+    }
+    let d = analyse(&fleet, &median_only()).unwrap();
+    assert!(d.findings.is_empty(), "{}", report::text(&d));
+    assert_eq!(d.devices.len(), 5);
+    assert_eq!(d.sets.len(), 1, "only the kernel's set is judged");
+    assert_eq!(d.sets[0].devices.len(), 4);
+    assert_eq!(d.sets[0].source, agent_core::Source::Kernel);
+    assert!(
+        d.notes
+            .iter()
+            .any(|n| n.contains("1 device(s) tracing \"glusterfsd\" in-process: fewer than 3")),
+        "{:?}",
+        d.notes
+    );
+    // The same fleet seen by the kernel only flags the device.
+    let d = diagnose(&spec, &median_only());
+    assert_eq!(summary(&spec, &d).len(), 2, "{}", report::text(&d));
+}
+
 #[test]
 fn a_file_system_client_with_slow_file_calls_blames_its_network() {
     // Clients (role=client) of a networked file system: a slow link makes

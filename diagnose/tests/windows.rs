@@ -5,7 +5,7 @@
 
 use agent_core::{
     Arch, Collector, DeviceId, Exit, Facts, FdKind, Origin, PeerAddr, PeerIp, RunId, RunRecord,
-    StreamId, Summary, SyscallEvent, SyscallId,
+    Source, StreamId, Summary, SyscallEvent, SyscallId,
 };
 use diagnose::windows::{merge_stream, whole_runs};
 use rand::{Rng, SeedableRng};
@@ -172,6 +172,25 @@ fn merged_windows_equal_the_whole_run() {
         assert!(!merged.truncated);
         assert_eq!(merged.id, windows[0].id);
     }
+}
+
+/// Windows of two sources merged (a stream whose later windows were
+/// recorded in-process): the run is in-process, so the diagnosis keeps it
+/// away from kernel-observed runs; lateness stays the first window's.
+#[test]
+fn a_merged_run_is_in_process_if_any_window_is() {
+    let (_, mut windows) = whole_and_windows(3, 4);
+    for w in &mut windows {
+        w.coverage = agent_core::Coverage::attached(5_000);
+    }
+    assert_eq!(merge_stream(&windows).coverage.source, Source::Kernel);
+    windows[2].coverage.source = Source::InProcess;
+    let merged = merge_stream(&windows);
+    assert_eq!(merged.coverage.source, Source::InProcess);
+    assert_eq!(merged.coverage.late_ns, Some(5_000));
+    windows[2].coverage.source = Source::Kernel;
+    windows[0].coverage.source = Source::InProcess;
+    assert_eq!(merge_stream(&windows).coverage.source, Source::InProcess);
 }
 
 #[test]

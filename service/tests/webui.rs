@@ -6,7 +6,7 @@
 mod common;
 
 use agent_core::DeviceId;
-use common::webui::{upload_demo, BAD, GOOD, WINDOWS};
+use common::webui::{upload, upload_demo, BAD, GOOD, WINDOWS};
 use common::{start, Server, OPERATOR_PASSWORD, OTHER_TOKEN, TOKEN};
 use fixtures::synth::{Fault, FleetSpec};
 use service::proactive::reports::{self, Report, ReportDevice};
@@ -333,6 +333,59 @@ fn no_page_shows_another_groups_data() {
     assert!(r.body.contains("No runs match"), "{}", r.body);
     let r = get(url, "/runs?program=wget", Some(&laptops));
     assert!(!r.body.contains(&up.good_run[..12]));
+}
+
+/// Runs observed in-process (libc calls) among the kernel-observed demo
+/// runs: the run page says how its calls were seen, and the diagnosis
+/// leaves them out (fewer than the others), counts them and says why,
+/// with the demo's classes unchanged.
+#[test]
+fn in_process_runs_are_shown_so_and_left_out_of_the_diagnosis() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let url = &server.url;
+    let up = upload_demo(url);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let in_process: Vec<agent_core::Summary> = (0..3u64)
+        .map(|i| {
+            let mut s = fixtures::sample::demo_run(
+                3000 + i,
+                true,
+                DeviceId([0x1b; 16]),
+                now - 600_000_000_000 + i,
+            );
+            s.coverage = agent_core::Coverage::in_process_from_start();
+            s
+        })
+        .collect();
+    upload(url, TOKEN, &in_process);
+    let cookie = login(&server, TOKEN);
+
+    let run = get(url, &format!("/runs/{}", in_process[0].id), Some(&cookie)).body;
+    assert!(run.contains("calls seen: in-process (libc calls)"), "{run}");
+    let run = get(url, &format!("/runs/{}", up.good_run), Some(&cookie)).body;
+    assert!(run.contains("calls seen: kernel (every syscall)"), "{run}");
+
+    let d = get(url, "/diagnosis?program=wget&since=1d", Some(&cookie)).body;
+    assert!(
+        d.contains(&format!(
+            "id=\"class-good\"><strong>good</strong> <span class=\"count\">{GOOD}</span>"
+        )),
+        "{d}"
+    );
+    assert!(
+        d.contains(&format!(
+            "id=\"class-bad\"><strong>bad</strong> <span class=\"count\">{BAD}</span>"
+        )),
+        "{d}"
+    );
+    assert!(
+        d.contains("id=\"left-out\">Left out: 3 run(s) observed in-process (libc calls)"),
+        "{d}"
+    );
 }
 
 #[test]

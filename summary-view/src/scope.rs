@@ -1,10 +1,12 @@
-//! Views of what summary format version 3 adds: the kind (full trace or
-//! light record), how late the trace began, and the run's I/O bytes, as JSON
-//! (`docs/summary-json.md`) and as lines of `edge-agent show`.
+//! Views of what summary format versions 3 and 4 add: the kind (full trace
+//! or light record), how late the trace began and how its calls were
+//! observed (the coverage's source), and the run's I/O bytes, as JSON
+//! (`docs/summary-json.md`) and as lines of `edge-agent show` (and the web
+//! UI's run page, which shows the same table).
 
 use std::fmt::Write as _;
 
-use agent_core::{Coverage, IoBytes, Kind, Summary};
+use agent_core::{Coverage, IoBytes, Kind, Source, Summary};
 use serde_json::{json, Value};
 
 /// The `"kind"` of the JSON view.
@@ -21,7 +23,20 @@ pub fn coverage_json(c: &Coverage) -> Value {
         "late_ns": c.late_ns,
         "from_start": c.from_start,
         "began_late": c.began_late(),
+        "source": c.source.name(),
     })
+}
+
+/// The line saying how the calls were observed, and so which calls the
+/// summary can contain at all.
+pub fn source_line(source: Source) -> String {
+    match source {
+        Source::Kernel => format!("calls seen: {}", source.description()),
+        Source::InProcess => format!(
+            "calls seen: {}: no raw syscall(), no calls libc or the dynamic loader make themselves",
+            source.description()
+        ),
+    }
 }
 
 /// The `"io"` object of the JSON view (`null`: not measured).
@@ -51,6 +66,7 @@ pub fn scope_lines(out: &mut String, summary: &Summary) {
     };
     if summary.kind == Kind::Full {
         let _ = writeln!(out, "{line}");
+        let _ = writeln!(out, "{}", source_line(c.source));
     }
     if let Some(io) = summary.io {
         let _ = writeln!(

@@ -216,7 +216,7 @@ fn the_version_3_fields_are_shown() {
     assert_eq!(v["kind"], "full");
     assert_eq!(
         v["coverage"],
-        serde_json::json!({"late_ns": 1_250_000_000u64, "from_start": false, "began_late": true})
+        serde_json::json!({"late_ns": 1_250_000_000u64, "from_start": false, "began_late": true, "source": "kernel"})
     );
     assert_eq!(v["io"], serde_json::json!({"read": 4096, "written": 10}));
 
@@ -249,4 +249,43 @@ fn the_version_3_fields_are_shown() {
     let s = summary_view::file::read_summary(&path).unwrap();
     assert!(summary_view::table(&s).contains("trace start not known"));
     assert_eq!(summary_view::to_json(&s)["io"], serde_json::Value::Null);
+}
+
+/// Format version 4: how the calls were observed, in the table (so on the
+/// web UI's run page) and in the JSON; a version 2 summary was seen by the
+/// kernel.
+#[test]
+fn the_source_of_the_calls_is_shown() {
+    let mut inproc = window();
+    inproc.coverage = agent_core::Coverage::in_process_from_start();
+    let t = summary_view::table(&inproc);
+    assert!(
+        t.contains("calls seen: in-process (libc calls): no raw syscall()"),
+        "{t}"
+    );
+    assert!(
+        t.contains("trace began before the program's first syscall"),
+        "{t}"
+    );
+    assert_eq!(
+        summary_view::to_json(&inproc)["coverage"]["source"],
+        "in-process"
+    );
+
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../agent-core/tests/fixtures/v2-wget.bin");
+    let s = summary_view::file::read_summary(&path).unwrap();
+    let t = summary_view::table(&s);
+    assert!(t.contains("calls seen: kernel (every syscall)"), "{t}");
+    assert_eq!(summary_view::to_json(&s)["coverage"]["source"], "kernel");
+
+    let light = Summary::light(
+        RunId([4; 16]),
+        RunRecord::new(START, 1_000_000, Exit::Code(0), Arch::X86_64),
+        Facts::new(),
+        Origin::default(),
+        None,
+        None,
+    );
+    assert!(!summary_view::table(&light).contains("calls seen"));
 }

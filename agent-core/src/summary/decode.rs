@@ -7,8 +7,8 @@ use serde::de::{DeserializeSeed, Error as _, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::{
-    Coverage, InFlight, Kind, Origin, Peers, Summary, FORMAT_VERSION, MAX_ENCODED_LEN, MAX_ERRNOS,
-    OLDEST_FORMAT_VERSION,
+    Coverage, InFlight, Kind, Origin, Peers, Source, Summary, FORMAT_VERSION, MAX_ENCODED_LEN,
+    MAX_ERRNOS, OLDEST_FORMAT_VERSION,
 };
 use crate::histogram::BUCKETS;
 use crate::Key;
@@ -149,6 +149,14 @@ impl Summary {
             out.coverage = Coverage::default();
             out.io = None;
         }
+        // Written after `io`, not inside `coverage` (see `Summary`'s
+        // `Serialize`). Every summary before version 4 came from the ptrace
+        // or eBPF backend: the kernel's view is what they saw, not "unknown".
+        out.coverage.source = if version >= 4 {
+            Deserialize::deserialize(&mut de).map_err(map_postcard)?
+        } else {
+            Source::Kernel
+        };
         let rest = de.finalize().map_err(map_postcard)?;
         if !rest.is_empty() {
             return Err(DecodeError::TrailingBytes { extra: rest.len() });

@@ -1,8 +1,40 @@
 //! Encoding under the hard size cap, folding the smallest entries into
 //! "other" until the summary fits.
 
+use serde::ser::{Serialize, SerializeStruct, Serializer};
+
 use super::{Summary, SyscallSummary, Transition, FORMAT_VERSION, MAX_ENCODED_LEN};
 use crate::{Key, SyscallId};
+
+/// The summary's layout (after the format version): its fields in
+/// declaration order, as each version appended them, then the coverage's
+/// source, which version 4 appended at the end so that a version 3 summary
+/// stays a prefix of the same run's version 4 summary (a derived
+/// `Serialize` would write it inside `coverage`, in the middle of version
+/// 3's fields).
+impl Serialize for Summary {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut st = serializer.serialize_struct("Summary", 18)?;
+        st.serialize_field("id", &self.id)?;
+        st.serialize_field("run", &self.run)?;
+        st.serialize_field("facts", &self.facts)?;
+        st.serialize_field("truncated", &self.truncated)?;
+        st.serialize_field("syscalls", &self.syscalls)?;
+        st.serialize_field("transitions", &self.transitions)?;
+        // Version 2.
+        st.serialize_field("origin", &self.origin)?;
+        st.serialize_field("cpu", &self.cpu)?;
+        st.serialize_field("in_flight", &self.in_flight)?;
+        st.serialize_field("peers", &self.peers)?;
+        // Version 3 (`coverage` without its source).
+        st.serialize_field("kind", &self.kind)?;
+        st.serialize_field("coverage", &self.coverage)?;
+        st.serialize_field("io", &self.io)?;
+        // Version 4.
+        st.serialize_field("source", &self.coverage.source)?;
+        st.end()
+    }
+}
 
 /// Why a summary could not be encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

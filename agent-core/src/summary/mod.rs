@@ -15,7 +15,7 @@ use heapless::Vec;
 use serde::{Deserialize, Serialize};
 
 pub use crate::event::{PeerAddr, PeerIp};
-pub use coverage::Coverage;
+pub use coverage::{Coverage, Source};
 pub use decode::DecodeError;
 pub use encode::EncodeError;
 pub(crate) use encode::{merge_into_other_syscall, merge_into_other_transition};
@@ -43,7 +43,13 @@ use crate::{Arch, Facts, Key, RunId, SyscallId};
 /// Version 3 appended [`Summary::kind`], [`Summary::coverage`] and
 /// [`Summary::io`]; a version 1 or 2 summary decodes with a full kind,
 /// unknown coverage and no I/O figures.
-pub const FORMAT_VERSION: u16 = 3;
+///
+/// Version 4 appended the coverage's [`Source`] (how the calls were
+/// observed: the kernel's view or in-process wrappers) after
+/// [`Summary::io`]; a version 1 to 3 summary decodes with
+/// [`Source::Kernel`], which is true of every one of them (the ptrace and
+/// eBPF backends made them all).
+pub const FORMAT_VERSION: u16 = 4;
 /// The oldest version [`Summary::decode`] still reads.
 pub const OLDEST_FORMAT_VERSION: u16 = 1;
 /// Hard cap on an encoded summary, bytes.
@@ -216,7 +222,11 @@ pub struct Transition {
 }
 
 /// One run's summary.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Its `Serialize` (in `encode.rs`) writes the fields in declaration
+/// order, then `coverage.source` (version 4); [`Summary::decode`] is its
+/// one reader.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Summary {
     /// Unique id (128 random bits from the device); the service deduplicates
     /// by it.
@@ -244,10 +254,12 @@ pub struct Summary {
     // Version 3 from here on: a version 2 summary ends above.
     /// A full trace or a light record.
     pub kind: Kind,
-    /// How late the trace began.
+    /// How late the trace began, and (version 4, written after `io`) how
+    /// its calls were observed.
     pub coverage: Coverage,
     /// The run's I/O bytes (`None`: not measured).
     pub io: Option<IoBytes>,
+    // Version 4 from here on: `coverage.source`.
 }
 
 impl SyscallSummary {

@@ -13,7 +13,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 
-use agent_core::{DeviceId, Facts, PeerIp, RunId, Summary};
+use agent_core::{DeviceId, Facts, PeerIp, RunId, Source, Summary};
 
 use super::metrics::{Calls, Classifier, Group, Service, RAW_METRICS};
 use super::phase::Phase;
@@ -63,11 +63,16 @@ type ProgramName = heapless::String<40>;
 
 /// One peer: a device and the program it traces (a device tracing two
 /// programs, say a file system client and the workload using it, is two
-/// peers, each compared with the devices tracing the same program).
+/// peers, each compared with the devices tracing the same program), as
+/// observed one way (the coverage's source: a device whose windows of one
+/// program came from the kernel and, later, from in-process wrappers is
+/// two peers too, each compared only with peers observed the same way).
 #[derive(Debug, Clone)]
 pub struct Device {
     /// Its id (`Summary::origin.device`).
     pub id: DeviceId,
+    /// How its windows were observed.
+    pub source: Source,
     /// The facts of its latest window (of this program).
     pub facts: Facts,
     /// Start of that window (which facts are kept).
@@ -166,8 +171,8 @@ pub struct Fleet {
     pub tally: Tally,
     training: Range,
     diagnosis: Range,
-    /// (device id, program) → index into `devices`.
-    index_of: HashMap<(DeviceId, ProgramName), usize>,
+    /// (device id, program, source) → index into `devices`.
+    index_of: HashMap<(DeviceId, ProgramName, Source), usize>,
     seen: HashSet<RunId>,
     classifier: Classifier,
 }
@@ -234,12 +239,13 @@ impl Fleet {
             return;
         }
         self.tally.windows += 1;
-        let key = (s.origin.device, s.facts.program.clone());
+        let key = (s.origin.device, s.facts.program.clone(), s.coverage.source);
         let d = match self.index_of.get(&key) {
             Some(d) => *d,
             None => {
                 self.devices.push(Device {
                     id: s.origin.device,
+                    source: s.coverage.source,
                     facts: s.facts.clone(),
                     latest_start: s.run.start_unix_ns,
                     accepted: false,

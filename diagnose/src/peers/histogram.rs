@@ -197,7 +197,9 @@ pub fn histogram(fleet: &Fleet, set: &PeerSet, params: &HistogramParams) -> Hist
             }
             None => notes.push(format!(
                 "histogram: device {} ({}): no training slice of {} windows: not judged",
-                fleet.devices[*d].id, set.program, fleet.slice_windows
+                fleet.devices[*d].id,
+                set.name(),
+                fleet.slice_windows
             )),
         }
     }

@@ -169,7 +169,7 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
                     "median: {} of {}: no window where {MIN_DEVICES} or more devices made \
                      these calls ({with_calls} device(s) made them): not judged",
                     metric.name(),
-                    set.program
+                    set.name()
                 ));
             }
             continue;
@@ -179,7 +179,7 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
                 "median: {} of {}: no training window where {MIN_DEVICES} or more devices made \
                  these calls: not judged",
                 metric.name(),
-                set.program
+                set.name()
             ));
             continue;
         }
@@ -247,7 +247,7 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
                     format_duration_ns(value),
                     format_duration_ns(reference),
                     devices.len(),
-                    set.program,
+                    set.name(),
                     flagged.len(),
                     judged.len(),
                     format_duration_ns(threshold)
@@ -255,7 +255,7 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
             });
         }
         out.series.push(Series {
-            program: set.program.clone(),
+            program: set.name(),
             metric: metric.name().to_string(),
             devices: devices.clone(),
             windows: diag.windows,

@@ -31,6 +31,7 @@ pub mod trail;
 
 use std::collections::BTreeMap;
 
+use agent_core::Source;
 use anyhow::bail;
 
 use errno::ErrnoParams;
@@ -101,6 +102,10 @@ pub struct Finding {
 pub struct PeerSet {
     /// The program (the `program` fact).
     pub program: String,
+    /// How its devices' windows were observed: devices observed in-process
+    /// (libc calls only) are not compared with devices the kernel observed,
+    /// whose counts and times include calls theirs lack by construction.
+    pub source: Source,
     /// Indices into the fleet's devices.
     pub devices: Vec<usize>,
 }
@@ -108,7 +113,8 @@ pub struct PeerSet {
 /// One metric's diagnosis time series in one peer set (for plots).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series {
-    /// The peer set's program.
+    /// The peer set's name ([`PeerSet::name`]: its program, marked
+    /// ` in-process` when observed so).
     pub program: String,
     /// The metric.
     pub metric: String,
@@ -189,19 +195,41 @@ pub struct PeerDiagnosis {
     pub slice_windows: u64,
 }
 
-/// The devices of the fleet grouped by program, each group in order of
-/// first appearance.
+impl PeerSet {
+    /// The set's name in notes and reports: its program, followed by
+    /// [`Self::source_suffix`] (`wget`, `wget in-process`).
+    pub fn name(&self) -> String {
+        format!("{}{}", self.program, self.source_suffix())
+    }
+
+    /// What follows the program's name when the devices were observed
+    /// in-process (` in-process`); nothing for the kernel's view.
+    pub fn source_suffix(&self) -> &'static str {
+        match self.source {
+            Source::Kernel => "",
+            Source::InProcess => " in-process",
+        }
+    }
+}
+
+/// The devices of the fleet grouped by program and by how they were
+/// observed (the kernel's view first), each group in order of first
+/// appearance.
 pub fn peer_sets(fleet: &Fleet) -> Vec<PeerSet> {
-    let mut by_program: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    let mut by_program: BTreeMap<(String, Source), Vec<usize>> = BTreeMap::new();
     for (i, d) in fleet.devices.iter().enumerate() {
         by_program
-            .entry(d.program().to_string())
+            .entry((d.program().to_string(), d.source))
             .or_default()
             .push(i);
     }
     by_program
         .into_iter()
-        .map(|(program, devices)| PeerSet { program, devices })
+        .map(|((program, source), devices)| PeerSet {
+            program,
+            source,
+            devices,
+        })
         .collect()
 }
 
@@ -237,7 +265,14 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
     if sets.is_empty() && !fleet_wide {
         let what: Vec<String> = small
             .iter()
-            .map(|s| format!("{} device(s) tracing {:?}", s.devices.len(), s.program))
+            .map(|s| {
+                format!(
+                    "{} device(s) tracing {:?}{}",
+                    s.devices.len(),
+                    s.program,
+                    s.source_suffix()
+                )
+            })
             .collect();
         bail!(
             "fewer than {MIN_DEVICES} devices to compare ({}): a peer method needs at least \
@@ -251,9 +286,10 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
         .filter(|_| statistical)
         .map(|s| {
             format!(
-                "{} device(s) tracing {:?}: fewer than {MIN_DEVICES} devices, not judged by median and histogram",
+                "{} device(s) tracing {:?}{}: fewer than {MIN_DEVICES} devices, not judged by median and histogram",
                 s.devices.len(),
-                s.program
+                s.program,
+                s.source_suffix()
             )
         })
         .collect();

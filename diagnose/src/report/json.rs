@@ -96,6 +96,8 @@ pub fn json(d: &Diagnosis) -> Value {
             "late": left_out.late,
             "unknown_outcome": left_out.unknown_outcome,
             "without_label_fact": left_out.without_label_fact,
+            "other_source": left_out.other_source,
+            "kept_source": left_out.kept_source.name(),
         },
         "programs": d.programs.iter().map(|(p, n)| json!({"program": p, "runs": n})).collect::<Vec<_>>(),
         "labels": {

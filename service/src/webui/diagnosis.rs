@@ -81,6 +81,9 @@ pub struct DiagnosisView {
     pub windows_note: Option<String>,
     /// How many matching runs were left out by `--web-max-runs`, in words.
     pub limit_note: Option<String>,
+    /// The runs the diagnosis left out and why (late traces, runs observed
+    /// another way than most: `diagnose::selection`), in words.
+    pub left_note: Option<String>,
 }
 
 /// Diagnoses `group`'s runs as `q` asks: the newest `budget.limits.max_runs`
@@ -182,12 +185,22 @@ fn diagnose_summaries(
     labeller: &Labeller,
     merge_windows: bool,
 ) -> Result<DiagnosisView, String> {
-    let (mut runs, note) = diagnose::windows::whole_runs(summaries, merge_windows);
+    let (runs, note) = diagnose::windows::whole_runs(summaries, merge_windows);
     if runs.is_empty() {
         return Err(match note {
             Some(n) => format!("no whole runs to diagnose: {n} (tick “merge windows”)"),
             None => "no runs match".into(),
         });
+    }
+    // Runs the diagnosis would leave out (late traces, runs of the
+    // minority source) are left out before the labels are found, as
+    // `edge-service diagnose` does, so they take no part in the clusters.
+    let (mut runs, left_out) = diagnose::selection::explained(runs, false, None);
+    if runs.is_empty() {
+        return Err(format!(
+            "no run left to explain: left out {}",
+            left_out.phrases().join("; ")
+        ));
     }
     let err = |e: anyhow::Error| format!("{e:#}");
     let (labelling, skip_fact): (Labelling, Option<String>) = match labeller {
@@ -207,7 +220,12 @@ fn diagnose_summaries(
         .iter()
         .map(|s| s.run.duration_ns as f64 / 1e9)
         .collect();
-    let d = analysis::diagnose(&runs, labelling, &options).map_err(err)?;
+    let mut d =
+        analysis::diagnose(&runs, labelling, &options).map_err(|e| match left_out.total() {
+            0 => err(e),
+            _ => format!("{}; left out {}", err(e), left_out.phrases().join("; ")),
+        })?;
+    d.left_out.add(left_out);
     Ok(view(&d, &durations, note.map(|n| n.to_string())))
 }
 
@@ -271,5 +289,7 @@ fn view(d: &Diagnosis, durations: &[f64], windows_note: Option<String>) -> Diagn
             .collect(),
         windows_note,
         limit_note: None,
+        left_note: (d.left_out.total() > 0)
+            .then(|| format!("Left out: {}.", d.left_out.phrases().join("; "))),
     }
 }

@@ -247,11 +247,7 @@ fn finding_view(d: &peers::PeerDiagnosis, f: &peers::Finding, by: Option<usize>)
 fn view(d: &peers::PeerDiagnosis) -> PeersView {
     PeersView {
         devices: d.devices.len(),
-        sets: d
-            .sets
-            .iter()
-            .map(|s| (s.program.clone(), s.devices.len()))
-            .collect(),
+        sets: d.sets.iter().map(|s| (s.name(), s.devices.len())).collect(),
         findings: d
             .findings
             .iter()

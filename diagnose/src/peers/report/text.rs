@@ -38,7 +38,13 @@ pub fn text(d: &PeerDiagnosis) -> String {
         format_duration_ns(d.window_ns as f64)
     );
     for s in &d.sets {
-        let _ = writeln!(o, "  {:?}: {} devices", s.program, s.devices.len());
+        let _ = writeln!(
+            o,
+            "  {:?}{}: {} devices",
+            s.program,
+            s.source_suffix(),
+            s.devices.len()
+        );
     }
     let _ = writeln!(o, "  read: {}", tally_text(&d.tally));
     if d.findings.is_empty() {

@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+use agent_core::Source;
 use anyhow::Context;
 use diagnose::label::ClusterBy;
 use diagnose::peers::median::MedianParams;
@@ -74,6 +75,13 @@ pub struct DiagnoseArgs {
     /// unknown) are always kept.
     #[arg(long)]
     pub include_late: bool,
+    /// Keep only the runs observed so: `kernel` (every syscall: ptrace,
+    /// eBPF, and every summary older than format 4) or `in-process` (libc
+    /// calls recorded inside the process). The two count different calls
+    /// by construction and are never compared; by default the source of
+    /// most runs is kept and the others are left out with a note.
+    #[arg(long, value_enum, value_name = "SOURCE")]
+    pub source: Option<SourceArg>,
     /// Syscall mapping (TOML) replacing the shipped default
     /// (`diagnose/default-map.toml`).
     #[arg(long, value_name = "FILE")]
@@ -147,6 +155,24 @@ pub enum ClusterArg {
     /// or a kill by a signal is bad; a run the agent detached from or one
     /// still running has no known outcome and is left out.
     Outcome,
+}
+
+/// How the runs a diagnosis keeps were observed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SourceArg {
+    /// Every syscall the kernel saw (ptrace, eBPF).
+    Kernel,
+    /// Calls made through libc's functions, recorded inside the process.
+    InProcess,
+}
+
+impl From<SourceArg> for Source {
+    fn from(a: SourceArg) -> Source {
+        match a {
+            SourceArg::Kernel => Source::Kernel,
+            SourceArg::InProcess => Source::InProcess,
+        }
+    }
 }
 
 /// Which peer methods to run.
@@ -334,6 +360,7 @@ impl DiagnoseArgs {
                 .transpose()?,
             labels,
             include_late: self.include_late,
+            source: self.source.map(Source::from),
             map: self.map.clone(),
             skip_bad: self.skip_bad,
             merge_windows: self.merge_windows,
@@ -403,6 +430,16 @@ mod tests {
     }
 
     #[test]
+    fn source_picks_the_runs_kept() {
+        let r = diagnose(&["--db", "/x.db", "--source", "in-process"]).unwrap();
+        assert_eq!(r.source, Some(agent_core::Source::InProcess));
+        let r = diagnose(&["--db", "/x.db", "--source", "kernel"]).unwrap();
+        assert_eq!(r.source, Some(agent_core::Source::Kernel));
+        let err = diagnose(&["--db", "/x.db", "--source", "ebpf"]).unwrap_err();
+        assert!(err.to_string().contains("--source"), "{err}");
+    }
+
+    #[test]
     fn diagnose_options_become_the_request() {
         let r = diagnose(&[
             "--db",
@@ -419,6 +456,7 @@ mod tests {
         assert_eq!(r.db, Some(PathBuf::from("/x.db")));
         assert_eq!(r.labels, Some(Labels::Cluster(ClusterBy::Outcome)));
         assert!(r.include_late);
+        assert_eq!(r.source, None);
         assert_eq!(r.since, Some(Time::Unix(1_000_000_000)));
         match r.method {
             diagnose_request::Method::Rules(s) => assert_eq!(s.top, 2),
