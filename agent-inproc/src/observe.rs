@@ -105,10 +105,13 @@ fn this_thread(table: &RunTable) -> u32 {
     .unwrap_or_else(|_| sys::gettid())
 }
 
-/// The calling thread is a new process's only one (after `fork`): its id
-/// is asked again and it counts as a thread of the run.
-pub fn forked_child() {
+/// The calling process joined the run's `table` (at load, or as a child
+/// just forked, whose only thread is the caller): counted, with its
+/// thread, whose id is asked anew.
+pub fn process_joined(table: &RunTable) {
+    table.process_started();
     let _ = TID.try_with(|t| t.set(0));
+    this_thread(table);
 }
 
 /// What `fd` is (asked once, then remembered).

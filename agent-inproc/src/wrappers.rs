@@ -46,8 +46,6 @@ macro_rules! libc_wrappers {
         $crate::libc_wrappers!(@fd [$(#[$attr])*] sendfile64, calls::SENDFILE, (out_fd: c_int, in_fd: c_int, off: *mut i64, n: size_t) -> ssize_t);
         $crate::libc_wrappers!(@fd [$(#[$attr])*] fsync, calls::FSYNC, (fd: c_int) -> c_int);
         $crate::libc_wrappers!(@fd [$(#[$attr])*] fdatasync, calls::FDATASYNC, (fd: c_int) -> c_int);
-        $crate::libc_wrappers!(@fd [$(#[$attr])*] fstat, calls::FSTAT_AS, (fd: c_int, buf: *mut c_void) -> c_int);
-        $crate::libc_wrappers!(@fd [$(#[$attr])*] fstat64, calls::FSTAT_AS, (fd: c_int, buf: *mut c_void) -> c_int);
         $crate::libc_wrappers!(@fd [$(#[$attr])*] bind, calls::BIND, (fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int);
         $crate::libc_wrappers!(@fd [$(#[$attr])*] listen, calls::LISTEN, (fd: c_int, backlog: c_int) -> c_int);
         $crate::libc_wrappers!(@fd [$(#[$attr])*] shutdown, calls::SHUTDOWN, (fd: c_int, how: c_int) -> c_int);
@@ -73,6 +71,10 @@ macro_rules! libc_wrappers {
         $crate::libc_wrappers!(@plain [$(#[$attr])*] stat64, calls::STAT_AS, (path: *const c_char, buf: *mut c_void) -> c_int);
         $crate::libc_wrappers!(@plain [$(#[$attr])*] lstat, calls::STAT_AS, (path: *const c_char, buf: *mut c_void) -> c_int);
         $crate::libc_wrappers!(@plain [$(#[$attr])*] lstat64, calls::STAT_AS, (path: *const c_char, buf: *mut c_void) -> c_int);
+        // Filed without an fd kind on glibc, as the other backends file the
+        // `newfstatat` it makes (a path call); bionic's is `fstat` itself.
+        $crate::libc_wrappers!(@plain [$(#[$attr])*] fstat, calls::FSTAT_AS, (fd: c_int, buf: *mut c_void) -> c_int);
+        $crate::libc_wrappers!(@plain [$(#[$attr])*] fstat64, calls::FSTAT_AS, (fd: c_int, buf: *mut c_void) -> c_int);
         $crate::libc_wrappers!(@plain [$(#[$attr])*] fstatat, calls::STAT_AS, (dirfd: c_int, path: *const c_char, buf: *mut c_void, flags: c_int) -> c_int);
         $crate::libc_wrappers!(@plain [$(#[$attr])*] fstatat64, calls::STAT_AS, (dirfd: c_int, path: *const c_char, buf: *mut c_void, flags: c_int) -> c_int);
         // glibc before 2.33 exported the stat family under these names only.
@@ -163,6 +165,17 @@ macro_rules! libc_wrappers {
             let r = real(path, argv, envp);
             let errno = $crate::__private::errno();
             observe::exec_returned(pending, obs, [path as u64, argv as u64, envp as u64, 0, 0, 0], observe::kernel_ret(r as i64, errno));
+            $crate::__private::set_errno(errno);
+            r
+        });
+        $crate::libc_wrappers!(@real [$(#[$attr])*] execv, (path: *const c_char, argv: *const *const c_char) -> c_int, |real| {
+            let Some(obs) = observe::begin(calls::EXECVE) else {
+                return real(path, argv);
+            };
+            let pending = observe::exec_begins(&obs);
+            let r = real(path, argv);
+            let errno = $crate::__private::errno();
+            observe::exec_returned(pending, obs, [path as u64, argv as u64, 0, 0, 0, 0], observe::kernel_ret(r as i64, errno));
             $crate::__private::set_errno(errno);
             r
         });

@@ -31,7 +31,7 @@ extern "C" fn join_run() {
     // A new image of a process already in the run (after its `execve`) is
     // not a new process; anything else is.
     if !agent_inproc::observe::exec_arrived_counted(table) {
-        table.process_started();
+        agent_inproc::observe::process_joined(table);
     }
     // SAFETY: the handler is a plain function that only resets this
     // thread's cached id and counts the process; registering may allocate,
@@ -41,8 +41,7 @@ extern "C" fn join_run() {
 }
 
 extern "C" fn forked_child() {
-    agent_inproc::observe::forked_child();
     if let Some(table) = agent_inproc::active_table() {
-        table.process_started();
+        agent_inproc::observe::process_joined(table);
     }
 }

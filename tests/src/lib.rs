@@ -56,6 +56,28 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
+/// Path of the workspace's shared library `file` of `package` (a cdylib:
+/// `cargo test` builds none), (re)built first, once per test process.
+pub fn shared_library(package: &str, file: &str) -> PathBuf {
+    static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let dir = profile_dir();
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.iter().any(|b| b == package) {
+        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cmd.args(["build", "--quiet", "-p", package, "--lib"]);
+        if dir.file_name().is_some_and(|p| p == "release") {
+            cmd.arg("--release");
+        }
+        if let Some(target) = dir.parent() {
+            cmd.env("CARGO_TARGET_DIR", target);
+        }
+        let status = cmd.status().expect("run cargo build");
+        assert!(status.success(), "building {package} failed");
+        built.push(package.to_string());
+    }
+    dir.join(file)
+}
+
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

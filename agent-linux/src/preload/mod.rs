@@ -306,7 +306,7 @@ impl PreloadStarted {
     /// What every summary of the run carries besides the table's counts.
     fn finish(&self, summary: &mut Summary) {
         summary.origin = self.session.origin;
-        summary.coverage = Coverage::FROM_START;
+        summary.coverage = Coverage::in_process_from_start();
     }
 }
 
