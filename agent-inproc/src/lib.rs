@@ -13,12 +13,21 @@
 //!   another recording, with no lock that can deadlock, no allocation, and
 //!   nothing lost uncounted.
 //!
+//! - [`got`]: GOT/PLT patching, how an app (or any process that loads the
+//!   agent itself) routes the libc calls of its libraries, loaded already
+//!   or later, through the wrappers.
+//!
 //! The recorder calls nothing: the caller gives each event's times and
 //! thread id and a key of the calling thread, so the recording can be
 //! tested as it is. The few libc calls (the clock, `fstat`, `getsockopt`)
 //! are in `sys`, the only `unsafe` here.
 
 mod fd_kinds;
+// GOT/PLT patching (issue 32): an FFI layer like `sys` (the loader's
+// structures in memory, mprotect, the dlopen entries in assembly), so it
+// may use `unsafe`, each block with its SAFETY comment.
+#[allow(unsafe_code)]
+pub mod got;
 mod recorder;
 // The one module of this crate that may use `unsafe` (workspace lint
 // `unsafe_code = "deny"`): the libc calls the backend makes itself.
