@@ -175,13 +175,52 @@ pub fn install(hooks: &'static [Hook]) -> Result<Installed, PatchError> {
         }
         reals.push(real as usize);
     }
-    in_loader_lock(Job::Install { hooks, reals })
+    in_loader_lock(|| run(Job::Install { hooks, reals }))
 }
 
 /// After a `dlopen`: patches the objects not seen yet (a second call
 /// with nothing new loaded patches nothing).
 pub fn patch_new_objects() -> Result<PatchCount, PatchError> {
-    in_loader_lock(Job::NewObjects)
+    in_loader_lock(|| run(Job::NewObjects))
+}
+
+/// A GOT entry of a symbol, as [`entries_of`] found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The object's path (as the loader names it).
+    pub object: String,
+    pub address: usize,
+    /// What it holds now.
+    pub value: usize,
+    /// Whether it lies in PT_GNU_RELRO (read-only after relocation).
+    pub in_relro: bool,
+}
+
+/// The GOT entries (JUMP_SLOT, GLOB_DAT) of `symbol` in every loaded
+/// object but the skipped ones, without changing anything: to see what
+/// `install` would find (diagnostics, tests).
+pub fn entries_of(symbol: &'static CStr) -> Result<Vec<Entry>, PatchError> {
+    static UNUSED: AtomicUsize = AtomicUsize::new(0);
+    let hook = [Hook {
+        symbol,
+        wrapper: 0,
+        real: &UNUSED,
+    }];
+    in_loader_lock(|| {
+        let skip = Skip::of_this_process();
+        let mut entries = Vec::new();
+        for object in loaded_objects().iter().filter(|o| !skip.skips(o)) {
+            for slot in object.slots(&hook)?.unwrap_or_default() {
+                entries.push(Entry {
+                    object: object.name.clone(),
+                    address: slot.address,
+                    value: memory::load(slot.address),
+                    in_relro: slot.in_relro,
+                });
+            }
+        }
+        Ok(entries)
+    })
 }
 
 enum Job {
@@ -192,42 +231,46 @@ enum Job {
     NewObjects,
 }
 
-struct Walk {
-    job: Option<Job>,
-    result: Option<Result<PatchCount, PatchError>>,
+struct Walk<F, T> {
+    job: Option<F>,
+    result: Option<Result<T, PatchError>>,
 }
 
 /// Runs `job` inside the first callback of a `dl_iterate_phdr`.
-fn in_loader_lock(job: Job) -> Result<PatchCount, PatchError> {
+fn in_loader_lock<F, T>(job: F) -> Result<T, PatchError>
+where
+    F: FnOnce() -> Result<T, PatchError>,
+{
     let mut walk = Walk {
         job: Some(job),
         result: None,
     };
-    // SAFETY: `first_object` matches dl_iterate_phdr's callback type and
-    // `walk` outlives the call (the callback gets it back as `data`).
-    unsafe { libc::dl_iterate_phdr(Some(first_object), (&raw mut walk).cast()) };
+    // SAFETY: `first_object::<F, T>` matches dl_iterate_phdr's callback
+    // type and `walk` outlives the call (the callback gets it as `data`).
+    unsafe { libc::dl_iterate_phdr(Some(first_object::<F, T>), (&raw mut walk).cast()) };
     walk.result.unwrap_or(Err(PatchError::NoObjects))
 }
 
-unsafe extern "C" fn first_object(
+unsafe extern "C" fn first_object<F, T>(
     _info: *mut libc::dl_phdr_info,
     _size: libc::size_t,
     data: *mut c_void,
-) -> c_int {
-    // SAFETY: `data` is the `Walk` in_loader_lock passed, alive and not
-    // otherwise borrowed during dl_iterate_phdr.
-    let walk = unsafe { &mut *data.cast::<Walk>() };
+) -> c_int
+where
+    F: FnOnce() -> Result<T, PatchError>,
+{
+    // SAFETY: `data` is the `Walk<F, T>` in_loader_lock passed, alive and
+    // not otherwise borrowed during dl_iterate_phdr.
+    let walk = unsafe { &mut *data.cast::<Walk<F, T>>() };
     if let Some(job) = walk.job.take() {
         // A panic must not unwind through the C caller.
         walk.result = Some(
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(job))).unwrap_or_else(
-                |_| {
-                    Err(PatchError::BadObject {
-                        object: "?".to_owned(),
-                        what: "the GOT patcher panicked".to_owned(),
-                    })
-                },
-            ),
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).unwrap_or_else(|_| {
+                Err(PatchError::BadObject {
+                    object: "?".to_owned(),
+                    what: "the GOT patcher panicked".to_owned(),
+                })
+            }),
         );
     }
     1 // stop: the whole job ran in this first call
