@@ -400,3 +400,150 @@ impl Names<'_> {
         Ok((name.to_bytes(), sym.section != 0))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::sync::atomic::AtomicUsize;
+
+    static UNUSED: AtomicUsize = AtomicUsize::new(0);
+    const HOOKS: [Hook; 1] = [Hook {
+        symbol: c"write",
+        wrapper: 0,
+        real: &UNUSED,
+    }];
+    const PF_R: u32 = 4;
+
+    /// A fake object in memory: a dynamic section, a symbol table
+    /// (symbol 1 is `write`, undefined), its strings, and a DT_JMPREL
+    /// table of one relocation of `r_type` against `write` whose GOT
+    /// entry is the image's last word. `jmprel_outside` points DT_JMPREL
+    /// far away instead.
+    struct Image {
+        words: Vec<usize>,
+    }
+
+    const W: usize = size_of::<usize>();
+
+    impl Image {
+        fn new(r_type: u32, jmprel_outside: bool) -> Self {
+            let mut image = Self {
+                words: vec![0; 64],
+            };
+            let base = image.words.as_ptr() as usize;
+            let (dynamic, symtab, strtab, jmprel, got) = (0, 16 * W, 28 * W, 36 * W, 63 * W);
+            let strings = b"\0write\0";
+            let (pltrel, entry) = if W == 8 { (DT_RELA, RELA_SIZE) } else { (DT_REL, REL_SIZE) };
+            let jmprel_at = if jmprel_outside { 0x10 } else { base + jmprel };
+            let tags: [(i64, usize); 7] = [
+                (DT_STRTAB, base + strtab),
+                (DT_STRSZ, strings.len()),
+                (DT_SYMTAB, base + symtab),
+                (DT_JMPREL, jmprel_at),
+                (DT_PLTRELSZ, entry),
+                (DT_PLTREL, pltrel as usize),
+                (DT_NULL, 0),
+            ];
+            for (i, (tag, value)) in tags.into_iter().enumerate() {
+                image.put(dynamic + i * 2 * W, tag as usize);
+                image.put(dynamic + (i * 2 + 1) * W, value);
+            }
+            // Symbol 1: st_name 1 ("write"), everything else 0 (undefined).
+            image.put_bytes(symtab + size_of::<Sym>(), &1u32.to_ne_bytes());
+            image.put_bytes(strtab, strings);
+            let info = if W == 8 {
+                (1usize << 32) | r_type as usize
+            } else {
+                (1usize << 8) | r_type as usize
+            };
+            image.put(jmprel, base + got); // r_offset: the bias is 0
+            image.put(jmprel + W, info);
+            image
+        }
+
+        fn put(&mut self, offset: usize, value: usize) {
+            self.put_bytes(offset, &value.to_ne_bytes());
+        }
+
+        fn put_bytes(&mut self, offset: usize, bytes: &[u8]) {
+            assert!(offset + bytes.len() <= self.words.len() * W);
+            // SAFETY: inside the vector's buffer (asserted).
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    bytes.as_ptr(),
+                    self.words.as_mut_ptr().cast::<u8>().add(offset),
+                    bytes.len(),
+                )
+            };
+        }
+
+        fn object(&self) -> Object {
+            let start = self.words.as_ptr() as usize;
+            Object {
+                name: "fake".to_owned(),
+                bias: 0,
+                segments: vec![
+                    Segment {
+                        kind: PT_LOAD,
+                        flags: PF_R | PF_W,
+                        start,
+                        end: start + self.words.len() * W,
+                    },
+                    Segment {
+                        kind: PT_DYNAMIC,
+                        flags: PF_R | PF_W,
+                        start,
+                        end: start + 14 * W,
+                    },
+                ],
+            }
+        }
+    }
+
+    fn jump_slot() -> u32 {
+        (1..2000).find(|t| kind_of(*t) == Some(Kind::JumpSlot)).unwrap()
+    }
+
+    #[test]
+    fn a_jump_slot_of_a_hooked_symbol_is_found() {
+        let image = Image::new(jump_slot(), false);
+        let object = image.object();
+        let slots = object.slots(&HOOKS).unwrap().unwrap();
+        assert_eq!(slots.len(), 1);
+        assert_eq!(slots[0].address, image.words.as_ptr() as usize + 63 * W);
+        assert_eq!((slots[0].kind, slots[0].defined_here), (Kind::JumpSlot, false));
+    }
+
+    #[test]
+    fn an_unknown_relocation_type_is_refused_by_name() {
+        let image = Image::new(99, false);
+        let error = image.object().slots(&HOOKS).unwrap_err();
+        assert_eq!(
+            error,
+            PatchError::UnknownRelocation {
+                object: "fake".into(),
+                symbol: "write".into(),
+                r_type: 99
+            }
+        );
+        assert!(error.to_string().contains("relocation type 99"), "{error}");
+    }
+
+    #[test]
+    fn a_table_outside_the_object_is_an_error_not_a_fault() {
+        let image = Image::new(jump_slot(), true);
+        let error = image.object().slots(&HOOKS).unwrap_err();
+        assert!(
+            matches!(&error, PatchError::BadObject { what, .. } if what.contains("DT_JMPREL")),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn no_dynamic_section_is_nothing_to_patch() {
+        let image = Image::new(jump_slot(), false);
+        let mut object = image.object();
+        object.segments.retain(|s| s.kind != PT_DYNAMIC);
+        assert!(object.slots(&HOOKS).unwrap().is_none());
+    }
+}

@@ -165,3 +165,95 @@ fn protect(start: usize, len: usize, prot: libc::c_int) -> Result<(), i32> {
         Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+    use std::os::fd::AsRawFd;
+
+    fn prot_at(address: usize) -> libc::c_int {
+        regions()
+            .unwrap()
+            .into_iter()
+            .find(|r| r.start <= address && address < r.end)
+            .unwrap()
+            .prot
+    }
+
+    /// A failing mprotect (a read-only shared file mapping cannot be made
+    /// writable) leaves everything as it was: the page already made
+    /// writable is read-only again, and no entry is written.
+    #[test]
+    fn a_failing_mprotect_writes_nothing_and_restores_protection() {
+        let page = page_size().unwrap();
+        // SAFETY: a fresh anonymous mapping of one page, then made
+        // read-only; only this test uses it.
+        let anon = unsafe {
+            let p = libc::mmap(
+                core::ptr::null_mut(),
+                page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(p, libc::MAP_FAILED);
+            *p.cast::<usize>() = 7;
+            assert_eq!(libc::mprotect(p, page, libc::PROT_READ), 0);
+            p as usize
+        };
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&vec![0u8; page]).unwrap();
+        let read_only = std::fs::File::open(format!("/proc/self/fd/{}", file.as_raw_fd())).unwrap();
+        // SAFETY: a shared read-only mapping of the test's own file.
+        let shared = unsafe {
+            let p = libc::mmap(
+                core::ptr::null_mut(),
+                page,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                read_only.as_raw_fd(),
+                0,
+            );
+            assert_ne!(p, libc::MAP_FAILED);
+            p as usize
+        };
+        let writes = [
+            Write {
+                address: anon,
+                expected: 7,
+                value: 8,
+                object: 0,
+            },
+            Write {
+                address: shared,
+                expected: 0,
+                value: 8,
+                object: 1,
+            },
+        ];
+        let error = apply(&writes, &|i| format!("object {i}")).unwrap_err();
+        assert_eq!(
+            error,
+            PatchError::Mprotect {
+                object: "object 1".into(),
+                address: shared,
+                errno: libc::EACCES
+            }
+        );
+        assert_eq!(load(anon), 7, "nothing written");
+        assert_eq!(prot_at(anon), libc::PROT_READ, "read-only again");
+        // And without the failing page, the write is done and the page
+        // read-only again.
+        let applied = apply(&writes[..1], &|i| format!("object {i}")).unwrap();
+        assert_eq!((applied.written, applied.pages_left_writable), (1, 0));
+        assert_eq!(load(anon), 8);
+        assert_eq!(prot_at(anon), libc::PROT_READ);
+        // SAFETY: the test's own mappings, unused from here.
+        unsafe {
+            libc::munmap(anon as *mut libc::c_void, page);
+            libc::munmap(shared as *mut libc::c_void, page);
+        }
+    }
+}
