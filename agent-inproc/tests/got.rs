@@ -123,12 +123,22 @@ fn other_hooker_patches(object_part: &str) {
     // entry is an aligned word.
     unsafe {
         if entry.in_relro {
-            assert_eq!(libc::mprotect(start as *mut c_void, page, libc::PROT_READ | libc::PROT_WRITE), 0);
+            assert_eq!(
+                libc::mprotect(
+                    start as *mut c_void,
+                    page,
+                    libc::PROT_READ | libc::PROT_WRITE
+                ),
+                0
+            );
         }
         AtomicUsize::from_ptr(entry.address as *mut usize)
             .store(other_write as *const () as usize, Ordering::Release);
         if entry.in_relro {
-            assert_eq!(libc::mprotect(start as *mut c_void, page, libc::PROT_READ), 0);
+            assert_eq!(
+                libc::mprotect(start as *mut c_void, page, libc::PROT_READ),
+                0
+            );
         }
     }
 }
@@ -174,7 +184,12 @@ impl Library {
         // SAFETY: a NUL-terminated path; the library's constructors are
         // the test's own C code (none).
         let handle = unsafe { libc::dlopen(name.as_ptr(), flags) };
-        assert!(!handle.is_null(), "dlopen {}: {}", path.display(), dlerror());
+        assert!(
+            !handle.is_null(),
+            "dlopen {}: {}",
+            path.display(),
+            dlerror()
+        );
         Self { handle }
     }
 
@@ -221,7 +236,9 @@ fn dlerror() -> String {
         String::new()
     } else {
         // SAFETY: as above.
-        unsafe { CStr::from_ptr(message) }.to_string_lossy().into_owned()
+        unsafe { CStr::from_ptr(message) }
+            .to_string_lossy()
+            .into_owned()
     }
 }
 
@@ -312,7 +329,10 @@ fn read_only_got_of_bind_now_relro_is_patched() {
         let path = build(dir, "victim", "victim", NOW_RELRO);
         let victim = Library::open(&path, libc::RTLD_NOW);
         let entries = got::entries_of(c"write").unwrap();
-        let entry = entries.iter().find(|e| e.object.contains("libvictim")).unwrap();
+        let entry = entries
+            .iter()
+            .find(|e| e.object.contains("libvictim"))
+            .unwrap();
         assert!(entry.in_relro, "{entry:?}");
         let before = mappings_of(&path);
         assert!(before.iter().any(|p| p == "r--p"), "{before:?}");
@@ -360,7 +380,11 @@ fn library_loaded_after_install_is_patched() {
         exercise(&Library { handle });
         // Nothing new since: patching again changes nothing.
         let again = got::patch_new_objects().unwrap();
-        assert_eq!((again.objects_seen, again.entries_patched), (0, 0), "{again:?}");
+        assert_eq!(
+            (again.objects_seen, again.entries_patched),
+            (0, 0),
+            "{again:?}"
+        );
     });
 }
 
@@ -433,7 +457,10 @@ fn unknown_symbol_installs_nothing() {
         });
         let victim = Library::open(&build(dir, "victim", "victim", LAZY), libc::RTLD_NOW);
         let error = got::install(&*HOOKS_WITH_UNKNOWN).unwrap_err();
-        assert!(error.to_string().contains("no_such_function_in_libc"), "{error}");
+        assert!(
+            error.to_string().contains("no_such_function_in_libc"),
+            "{error}"
+        );
         let (r, w) = pipe();
         assert_eq!(victim.write(w, b"abc"), 3);
         assert_eq!(counts().0, 0, "nothing patched");

@@ -237,6 +237,7 @@ impl Object {
                 .read(at)
                 .ok_or_else(|| bad("its dynamic section is not in a loaded segment"))?;
             let value = entry.value as usize;
+            #[allow(clippy::useless_conversion)] // i32 on 32-bit targets
             match i64::from(entry.tag) {
                 DT_NULL => break,
                 DT_STRTAB => table.strtab = value,
@@ -274,7 +275,11 @@ impl Object {
             DT_RELA => RELA_SIZE,
             DT_REL => REL_SIZE,
             _ if table.pltrelsz == 0 => REL_SIZE,
-            other => return Err(bad(&format!("DT_PLTREL is {other}, neither DT_REL nor DT_RELA"))),
+            other => {
+                return Err(bad(&format!(
+                    "DT_PLTREL is {other}, neither DT_REL nor DT_RELA"
+                )))
+            }
         };
         for (start, size, entry, what) in [
             (table.jmprel, table.pltrelsz, plt_entry, "DT_JMPREL"),
@@ -427,13 +432,15 @@ mod tests {
 
     impl Image {
         fn new(r_type: u32, jmprel_outside: bool) -> Self {
-            let mut image = Self {
-                words: vec![0; 64],
-            };
+            let mut image = Self { words: vec![0; 64] };
             let base = image.words.as_ptr() as usize;
             let (dynamic, symtab, strtab, jmprel, got) = (0, 16 * W, 28 * W, 36 * W, 63 * W);
             let strings = b"\0write\0";
-            let (pltrel, entry) = if W == 8 { (DT_RELA, RELA_SIZE) } else { (DT_REL, REL_SIZE) };
+            let (pltrel, entry) = if W == 8 {
+                (DT_RELA, RELA_SIZE)
+            } else {
+                (DT_REL, REL_SIZE)
+            };
             let jmprel_at = if jmprel_outside { 0x10 } else { base + jmprel };
             let tags: [(i64, usize); 7] = [
                 (DT_STRTAB, base + strtab),
@@ -501,7 +508,9 @@ mod tests {
     }
 
     fn jump_slot() -> u32 {
-        (1..2000).find(|t| kind_of(*t) == Some(Kind::JumpSlot)).unwrap()
+        (1..2000)
+            .find(|t| kind_of(*t) == Some(Kind::JumpSlot))
+            .unwrap()
     }
 
     #[test]
@@ -511,7 +520,10 @@ mod tests {
         let slots = object.slots(&HOOKS).unwrap().unwrap();
         assert_eq!(slots.len(), 1);
         assert_eq!(slots[0].address, image.words.as_ptr() as usize + 63 * W);
-        assert_eq!((slots[0].kind, slots[0].defined_here), (Kind::JumpSlot, false));
+        assert_eq!(
+            (slots[0].kind, slots[0].defined_here),
+            (Kind::JumpSlot, false)
+        );
     }
 
     #[test]

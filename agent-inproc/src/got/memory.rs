@@ -78,7 +78,9 @@ fn regions() -> Result<Vec<Region>, PatchError> {
         })
     };
     text.lines()
-        .map(|line| parse(line).ok_or_else(|| PatchError::Maps(format!("unreadable line {line:?}"))))
+        .map(|line| {
+            parse(line).ok_or_else(|| PatchError::Maps(format!("unreadable line {line:?}")))
+        })
         .collect()
 }
 
@@ -140,8 +142,12 @@ pub(super) fn apply(
         // calling through the entry sees the old or the new function,
         // and a value someone else wrote since the plan is kept.
         let entry = unsafe { AtomicUsize::from_ptr(write.address as *mut usize) };
-        match entry.compare_exchange(write.expected, write.value, Ordering::AcqRel, Ordering::Acquire)
-        {
+        match entry.compare_exchange(
+            write.expected,
+            write.value,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
             Ok(_) => applied.written += 1,
             Err(_) => applied.changed_meanwhile += 1,
         }

@@ -29,9 +29,9 @@ use std::sync::Mutex;
 use elf::{Kind, Object, Segment};
 use memory::Write;
 
-pub use dlopen::dlopen_hook;
 #[cfg(target_os = "android")]
 pub use dlopen::android_dlopen_ext_hook;
+pub use dlopen::dlopen_hook;
 
 /// One libc function to route through a wrapper.
 #[derive(Debug)]
@@ -278,7 +278,9 @@ where
 
 /// The job, with the loader's lock held.
 fn run(job: Job) -> Result<PatchCount, PatchError> {
-    let mut state = STATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut state = STATE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let objects = loaded_objects();
     let skip = Skip::of_this_process();
     let (hooks, reals, installing) = match job {
@@ -331,9 +333,8 @@ fn run(job: Job) -> Result<PatchCount, PatchError> {
                 count.entries_already_ours += 1;
                 continue;
             }
-            let lazy_stub = slot.kind == Kind::JumpSlot
-                && !slot.defined_here
-                && object.holds(current, 1);
+            let lazy_stub =
+                slot.kind == Kind::JumpSlot && !slot.defined_here && object.holds(current, 1);
             if current != reals[slot.hook] && !lazy_stub {
                 count.left_to_other_hooks += 1;
                 continue;
@@ -426,7 +427,12 @@ impl Skip {
             )
         };
         Self {
-            addresses: [install as *const () as usize, libc::abort as *const () as usize, loader, vdso],
+            addresses: [
+                install as *const () as usize,
+                libc::abort as *const () as usize,
+                loader,
+                vdso,
+            ],
         }
     }
 
@@ -440,10 +446,7 @@ impl Skip {
         loader_name
             || file.starts_with("linux-vdso")
             || file.starts_with("linux-gate")
-            || self
-                .addresses
-                .iter()
-                .any(|&a| a != 0 && object.holds(a, 1))
+            || self.addresses.iter().any(|&a| a != 0 && object.holds(a, 1))
     }
 }
 
