@@ -156,10 +156,28 @@ fn compiler() -> String {
     }
 }
 
-/// Compiles `tests/got/<source>.c` into `<dir>/lib<name>.so` with `flags`.
-fn build(dir: &Path, source: &str, name: &str, flags: &[&str]) -> PathBuf {
+/// How a library is linked: lazily bound with a writable GOT, or bound
+/// at load with the GOT read-only after it (full RELRO).
+#[derive(Clone, Copy)]
+enum Binding {
+    Lazy,
+    NowRelro,
+}
+
+/// `tests/got/<source>.c` as a shared library, `lib<source>-<binding>.so`:
+/// compiled into `dir`, or taken from `$GOT_TEST_LIBS` (built beforehand,
+/// for a guest without a compiler: scripts/cross-test).
+fn build(dir: &Path, source: &str, binding: Binding) -> PathBuf {
+    let (suffix, flags): (&str, &[&str]) = match binding {
+        Binding::Lazy => ("lazy", &["-Wl,-z,lazy", "-Wl,-z,norelro"]),
+        Binding::NowRelro => ("now", &["-Wl,-z,now", "-Wl,-z,relro"]),
+    };
+    let file = format!("lib{source}-{suffix}.so");
+    if let Some(prebuilt) = std::env::var_os("GOT_TEST_LIBS") {
+        return Path::new(&prebuilt).join(file);
+    }
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/got/{source}.c"));
-    let out = dir.join(format!("lib{name}.so"));
+    let out = dir.join(file);
     let status = Command::new(compiler())
         .args(["-shared", "-fPIC", "-O1", "-o"])
         .arg(&out)
@@ -170,9 +188,6 @@ fn build(dir: &Path, source: &str, name: &str, flags: &[&str]) -> PathBuf {
     assert!(status.success(), "compiling {}", src.display());
     out
 }
-
-const LAZY: &[&str] = &["-Wl,-z,lazy", "-Wl,-z,norelro"];
-const NOW_RELRO: &[&str] = &["-Wl,-z,now", "-Wl,-z,relro"];
 
 struct Library {
     handle: *mut c_void,
@@ -315,7 +330,7 @@ fn isolated(name: &str, body: fn(&Path)) {
 #[test]
 fn lazy_binding_calls_are_routed() {
     isolated("lazy_binding_calls_are_routed", |dir| {
-        let victim = Library::open(&build(dir, "victim", "victim", LAZY), libc::RTLD_LAZY);
+        let victim = Library::open(&build(dir, "victim", Binding::Lazy), libc::RTLD_LAZY);
         let installed = got::install(&*HOOKS).expect("install");
         assert!(installed.entries_patched >= 3, "{installed:?}");
         assert_eq!(installed.left_to_other_hooks, 0, "{installed:?}");
@@ -326,7 +341,7 @@ fn lazy_binding_calls_are_routed() {
 #[test]
 fn read_only_got_of_bind_now_relro_is_patched() {
     isolated("read_only_got_of_bind_now_relro_is_patched", |dir| {
-        let path = build(dir, "victim", "victim", NOW_RELRO);
+        let path = build(dir, "victim", Binding::NowRelro);
         let victim = Library::open(&path, libc::RTLD_NOW);
         let entries = got::entries_of(c"write").unwrap();
         let entry = entries
@@ -345,7 +360,7 @@ fn read_only_got_of_bind_now_relro_is_patched() {
 #[test]
 fn function_pointer_taken_by_pic_code_is_routed() {
     isolated("function_pointer_taken_by_pic_code_is_routed", |dir| {
-        let pointer = Library::open(&build(dir, "pointer", "pointer", NOW_RELRO), libc::RTLD_NOW);
+        let pointer = Library::open(&build(dir, "pointer", Binding::NowRelro), libc::RTLD_NOW);
         got::install(&*HOOKS).expect("install");
         let (r, w) = pipe();
         assert_eq!(pointer.write_through(c"pointer_write", w, b"xyz"), 3);
@@ -360,8 +375,8 @@ fn function_pointer_taken_by_pic_code_is_routed() {
 #[test]
 fn library_loaded_after_install_is_patched() {
     isolated("library_loaded_after_install_is_patched", |dir| {
-        let loader = Library::open(&build(dir, "loader", "loader", LAZY), libc::RTLD_NOW);
-        let victim_path = build(dir, "victim", "victim", NOW_RELRO);
+        let loader = Library::open(&build(dir, "loader", Binding::Lazy), libc::RTLD_NOW);
+        let victim_path = build(dir, "victim", Binding::NowRelro);
         got::install(&*HOOKS).expect("install");
         type DlopenFn = unsafe extern "C" fn(*const c_char, c_int) -> *mut c_void;
         // SAFETY: loader_dlopen has this signature.
@@ -391,7 +406,7 @@ fn library_loaded_after_install_is_patched() {
 #[test]
 fn hook_installed_before_ours_keeps_working() {
     isolated("hook_installed_before_ours_keeps_working", |dir| {
-        let victim = Library::open(&build(dir, "victim", "victim", NOW_RELRO), libc::RTLD_NOW);
+        let victim = Library::open(&build(dir, "victim", Binding::NowRelro), libc::RTLD_NOW);
         other_hooker_patches("libvictim");
         let installed = got::install(&*HOOKS).expect("install");
         assert_eq!(installed.left_to_other_hooks, 1, "{installed:?}");
@@ -408,7 +423,7 @@ fn hook_installed_before_ours_keeps_working() {
 #[test]
 fn hook_installed_after_ours_chains_to_ours() {
     isolated("hook_installed_after_ours_chains_to_ours", |dir| {
-        let victim = Library::open(&build(dir, "victim", "victim", NOW_RELRO), libc::RTLD_NOW);
+        let victim = Library::open(&build(dir, "victim", Binding::NowRelro), libc::RTLD_NOW);
         got::install(&*HOOKS).expect("install");
         other_hooker_patches("libvictim");
         let (r, w) = pipe();
@@ -455,7 +470,7 @@ fn unknown_symbol_installs_nothing() {
                 },
             ]
         });
-        let victim = Library::open(&build(dir, "victim", "victim", LAZY), libc::RTLD_NOW);
+        let victim = Library::open(&build(dir, "victim", Binding::Lazy), libc::RTLD_NOW);
         let error = got::install(&*HOOKS_WITH_UNKNOWN).unwrap_err();
         assert!(
             error.to_string().contains("no_such_function_in_libc"),
