@@ -121,6 +121,8 @@ extern "C" fn dlopen_with_caller(
     let loader = LOADER_DLOPEN.load(Ordering::Acquire);
     #[cfg(not(target_os = "android"))]
     let (loader, _) = (0usize, caller);
+    #[cfg(all(test, not(target_os = "android")))]
+    tests::LAST_CALLER.store(caller as usize, Ordering::Relaxed);
     let handle = if loader != 0 {
         // SAFETY: LOADER_DLOPEN is bionic's __loader_dlopen (dlsym), of
         // this signature; the arguments are the caller's, passed on.
@@ -302,5 +304,45 @@ mod errno {
     pub fn set(value: libc::c_int) {
         // SAFETY: as in `get`.
         unsafe { *place() = value };
+    }
+}
+
+#[cfg(all(test, not(target_os = "android")))]
+mod tests {
+    use super::*;
+
+    pub(super) static LAST_CALLER: AtomicUsize = AtomicUsize::new(0);
+    static SEEN_NAME: AtomicUsize = AtomicUsize::new(0);
+    static SEEN_FLAGS: AtomicUsize = AtomicUsize::new(0);
+
+    extern "C" fn failing_dlopen(name: *const c_char, flags: c_int) -> *mut c_void {
+        SEEN_NAME.store(name as usize, Ordering::Relaxed);
+        SEEN_FLAGS.store(flags as usize, Ordering::Relaxed);
+        core::ptr::null_mut()
+    }
+
+    /// The assembly entry passes the arguments on unchanged, adds its
+    /// return address (a place in this test function), and returns the
+    /// real function's result (a failed load: nothing patched).
+    #[test]
+    fn the_entry_passes_arguments_and_its_return_address() {
+        REAL_DLOPEN.store(failing_dlopen as *const () as usize, Ordering::Release);
+        let name = c"libnothing.so";
+        // SAFETY: the entry has dlopen's signature; it calls
+        // failing_dlopen, which only records its arguments.
+        let handle = unsafe {
+            let entry: unsafe extern "C" fn(*const c_char, c_int) -> *mut c_void =
+                core::mem::transmute(edge_agent_got_dlopen_entry as *const ());
+            entry(name.as_ptr(), 0x1234)
+        };
+        assert!(handle.is_null());
+        assert_eq!(SEEN_NAME.load(Ordering::Relaxed), name.as_ptr() as usize);
+        assert_eq!(SEEN_FLAGS.load(Ordering::Relaxed), 0x1234);
+        let me = the_entry_passes_arguments_and_its_return_address as *const () as usize;
+        let caller = LAST_CALLER.load(Ordering::Relaxed);
+        assert!(
+            me < caller && caller < me + 64 * 1024,
+            "return address {caller:#x}, this test at {me:#x}"
+        );
     }
 }
