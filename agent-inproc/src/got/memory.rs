@@ -32,6 +32,9 @@ pub(super) fn load(address: usize) -> usize {
 pub(super) struct Write {
     pub address: usize,
     pub expected: usize,
+    /// The real function: also replaced, when the entry holds it by the
+    /// time of the write.
+    pub real: usize,
     pub value: usize,
     /// The index of its object in the plan (for error messages).
     pub object: usize,
@@ -142,13 +145,13 @@ pub(super) fn apply(
         // calling through the entry sees the old or the new function,
         // and a value someone else wrote since the plan is kept.
         let entry = unsafe { AtomicUsize::from_ptr(write.address as *mut usize) };
-        match entry.compare_exchange(
-            write.expected,
-            write.value,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
+        let swap =
+            |from| entry.compare_exchange(from, write.value, Ordering::AcqRel, Ordering::Acquire);
+        match swap(write.expected) {
             Ok(_) => applied.written += 1,
+            // A lazy entry the loader resolved meanwhile (another thread's
+            // first call): the real function now, which is ours to patch.
+            Err(now) if now == write.real && swap(now).is_ok() => applied.written += 1,
             Err(_) => applied.changed_meanwhile += 1,
         }
     }
@@ -229,12 +232,14 @@ mod tests {
             Write {
                 address: anon,
                 expected: 7,
+                real: 9,
                 value: 8,
                 object: 0,
             },
             Write {
                 address: shared,
                 expected: 0,
+                real: 9,
                 value: 8,
                 object: 1,
             },
@@ -261,5 +266,24 @@ mod tests {
             libc::munmap(anon as *mut libc::c_void, page);
             libc::munmap(shared as *mut libc::c_void, page);
         }
+    }
+
+    /// A lazy entry planned while it held the PLT stub, resolved by the
+    /// loader to the real function before the write, is patched; any
+    /// other value is someone else's and kept.
+    #[test]
+    fn an_entry_resolved_meanwhile_is_patched_another_is_kept() {
+        let mut words = vec![9usize, 5];
+        let base = words.as_mut_ptr() as usize;
+        let write = |i: usize| Write {
+            address: base + i * size_of::<usize>(),
+            expected: 7, // the stub the plan saw
+            real: 9,
+            value: 8,
+            object: 0,
+        };
+        let applied = apply(&[write(0), write(1)], &|_| "heap".into()).unwrap();
+        assert_eq!((applied.written, applied.changed_meanwhile), (1, 1));
+        assert_eq!(words, [8, 5]);
     }
 }

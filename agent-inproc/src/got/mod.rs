@@ -348,6 +348,7 @@ fn run(job: Job) -> Result<PatchCount, PatchError> {
             writes.push(Write {
                 address: slot.address,
                 expected: current,
+                real: reals[slot.hook],
                 value: hook.wrapper,
                 object: index,
             });
