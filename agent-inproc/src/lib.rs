@@ -17,10 +17,19 @@
 //! - [`FdKinds`] with [`fd_kind_of`]: what each fd is, asked of the kernel
 //!   once per fd as the ptrace backend asks `/proc`.
 //!
+//! - [`got`]: GOT/PLT patching, how an app (or any process that loads the
+//!   agent itself) routes the libc calls of its libraries, loaded already
+//!   or later, through the wrappers.
+//!
 //! [`activate`] starts recording into a table, [`deactivate`] stops: the
 //! wrappers then pass straight through (one atomic load each).
 
 mod fd_kinds;
+// GOT/PLT patching (issue 32): an FFI layer like `sys` (the loader's
+// structures in memory, mprotect, the dlopen entries in assembly), so it
+// may use `unsafe`, each block with its SAFETY comment.
+#[allow(unsafe_code)]
+pub mod got;
 mod recorder;
 mod table;
 
