@@ -63,12 +63,32 @@ nr! {
 }
 
 // Calls the 64-bit ABIs name one way and the 32-bit ones another.
-#[cfg(target_pointer_width = "64")]
+#[cfg(target_arch = "x86_64")]
 nr! {
     SENDFILE = SYS_sendfile;
     MMAP = SYS_mmap;
     STAT = SYS_newfstatat;
 }
+// arm64's generic table; the libc crate's Android arm64 table lacks these
+// names, so their numbers are the kernel's (include/uapi/asm-generic/unistd.h).
+#[cfg(target_arch = "aarch64")]
+nr! {
+    MMAP = SYS_mmap;
+}
+#[cfg(target_arch = "aarch64")]
+pub const SENDFILE: u32 = 71;
+#[cfg(target_arch = "aarch64")]
+pub const STAT: u32 = 79;
+/// `fstat` (arm64's generic table; see above).
+#[cfg(target_arch = "aarch64")]
+pub const SYS_FSTAT: libc::c_long = 80;
+/// `fstatfs` (arm64's generic table; see above).
+#[cfg(target_arch = "aarch64")]
+pub const SYS_FSTATFS: libc::c_long = 44;
+#[cfg(target_arch = "x86_64")]
+pub const SYS_FSTAT: libc::c_long = libc::SYS_fstat;
+#[cfg(target_arch = "x86_64")]
+pub const SYS_FSTATFS: libc::c_long = libc::SYS_fstatfs;
 #[cfg(target_pointer_width = "32")]
 nr! {
     SENDFILE = SYS_sendfile64;
@@ -112,17 +132,11 @@ pub const CREAT_AS: u32 = CREAT;
 /// `stat`, `lstat`, `fstat`, `fstatat` and glibc's old `__xstat` names.
 pub const STAT_AS: u32 = STAT;
 /// `fstat` on bionic is its own call.
-#[cfg(target_os = "android")]
-pub const FSTAT_AS: u32 = {
-    #[cfg(target_pointer_width = "64")]
-    {
-        libc::SYS_fstat as u32
-    }
-    #[cfg(target_pointer_width = "32")]
-    {
-        libc::SYS_fstat64 as u32
-    }
-};
+#[cfg(all(target_os = "android", target_pointer_width = "64"))]
+pub const FSTAT_AS: u32 = SYS_FSTAT as u32;
+/// `fstat` on bionic is its own call.
+#[cfg(all(target_os = "android", target_pointer_width = "32"))]
+pub const FSTAT_AS: u32 = libc::SYS_fstat64 as u32;
 /// `fstat` on glibc is an `fstatat` with an empty path.
 #[cfg(not(target_os = "android"))]
 pub const FSTAT_AS: u32 = STAT;

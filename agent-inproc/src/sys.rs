@@ -53,7 +53,8 @@ fn file_mode(fd: i32) -> Option<u32> {
         // SAFETY: `st` is valid and writable and is the kernel's `struct
         // stat` on this ABI; the call writes only into it and fails
         // harmlessly (EBADF) on an fd that is not open.
-        let ok = unsafe { libc::syscall(libc::SYS_fstat, fd, &mut st as *mut libc::stat) } == 0;
+        let ok =
+            unsafe { libc::syscall(crate::calls::SYS_FSTAT, fd, &mut st as *mut libc::stat) } == 0;
         #[allow(clippy::unnecessary_cast)] // st_mode's width differs by ABI
         ok.then_some(st.st_mode as u32)
     }
@@ -75,7 +76,9 @@ fn fs_magic(fd: i32) -> Option<i64> {
         // SAFETY: a plain C struct, written by the kernel.
         let mut fs: libc::statfs = unsafe { core::mem::zeroed() };
         // SAFETY: `fs` is valid and writable for the call.
-        let ok = unsafe { libc::syscall(libc::SYS_fstatfs, fd, &mut fs as *mut libc::statfs) } == 0;
+        let ok =
+            unsafe { libc::syscall(crate::calls::SYS_FSTATFS, fd, &mut fs as *mut libc::statfs) }
+                == 0;
         #[allow(clippy::unnecessary_cast)] // f_type's width differs by ABI
         ok.then_some(fs.f_type as i64)
     }

@@ -52,7 +52,7 @@ fn map(fd: libc::c_int, size: usize) -> Option<*mut u8> {
     #[cfg(target_pointer_width = "64")]
     type Stat = libc::stat;
     #[cfg(target_pointer_width = "64")]
-    let fstat_nr = libc::SYS_fstat;
+    let fstat_nr = agent_inproc::calls::SYS_FSTAT;
     #[cfg(target_pointer_width = "32")]
     type Stat = libc::stat64;
     #[cfg(target_pointer_width = "32")]

@@ -105,8 +105,7 @@ impl PreloadStarted {
         let library = library()?;
         // Orphans of the run come back to the agent, which reaps them and
         // so knows when the run's last process ended.
-        nix::sys::prctl::set_child_subreaper(true)
-            .context("cannot make the agent the run's subreaper")?;
+        sys::become_subreaper().context("cannot make the agent the run's subreaper")?;
         let folder = tempfile::Builder::new()
             .prefix("edge-agent-run.")
             .tempdir()

@@ -77,3 +77,17 @@ pub fn ns_per_clock_tick() -> u64 {
 fn self_usage() -> Option<Usage> {
     getrusage(UsageWho::RUSAGE_SELF).ok()
 }
+
+/// Makes the agent the subreaper of its descendants: a process of the run
+/// whose parent ends is reparented to the agent (which then reaps it)
+/// rather than to init, so the agent knows when the run's last process
+/// ended.
+pub fn become_subreaper() -> std::io::Result<()> {
+    // SAFETY: PR_SET_CHILD_SUBREAPER takes an integer flag; no pointers.
+    let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1 as libc::c_ulong, 0, 0, 0) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}

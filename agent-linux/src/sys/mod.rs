@@ -35,7 +35,8 @@ mod wait;
 
 pub use fs::{file_type, read_memory, readlink, share_files};
 pub use host::{
-    boottime_ns, geteuid, getpid, max_rss_kib, monotonic_ns, ns_per_clock_tick, self_cpu_us, uname,
+    become_subreaper, boottime_ns, geteuid, getpid, max_rss_kib, monotonic_ns, ns_per_clock_tick,
+    self_cpu_us, uname,
 };
 pub use netlink::{netlink_send, netlink_socket, recv_datagram, set_recv_buffer, set_recv_timeout};
 pub use poll::poll_readable;
