@@ -4,6 +4,7 @@
 //! statistics are the run's [`RunTable`].
 
 use core::cell::Cell;
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use agent_core::{FdKind, PeerAddr, SyscallEvent, SyscallId};
 
@@ -15,6 +16,10 @@ use crate::table::RunTable;
 /// This process's fds (not shared with the run: fd numbers are each
 /// process's own; a forked child inherits a copy, as it inherits the fds).
 static FDS: FdKinds = FdKinds::new();
+
+/// The process the run counted this memory as (set when it joined; a
+/// `vfork` child shares it, and so tells itself apart by its pid).
+static JOINED_PID: AtomicU32 = AtomicU32::new(0);
 
 thread_local! {
     /// This thread's id (0: not asked yet). A const thread-local with no
@@ -110,6 +115,7 @@ fn this_thread(table: &RunTable) -> u32 {
 /// thread, whose id is asked anew.
 pub fn process_joined(table: &RunTable) {
     table.process_started();
+    JOINED_PID.store(sys::getpid(), Ordering::Relaxed);
     let _ = TID.try_with(|t| t.set(0));
     this_thread(table);
 }
@@ -166,7 +172,9 @@ pub fn args(given: &[u64]) -> [u64; 6] {
 /// the table had no room (a success is then not counted: the caller's
 /// image is gone before it could).
 pub fn exec_begins(obs: &Observation) -> bool {
-    obs.table.exec_begins(sys::getpid(), obs.entry_ns)
+    let pid = sys::getpid();
+    let uncounted = pid != JOINED_PID.load(Ordering::Relaxed);
+    obs.table.exec_begins(pid, obs.entry_ns, uncounted)
 }
 
 /// The `execve` returned: it failed; counted so.
@@ -183,7 +191,14 @@ pub fn exec_returned(pending: bool, obs: Observation, args: [u64; 6], ret: i64) 
 /// process was in the run already).
 pub fn exec_arrived_counted(table: &'static RunTable) -> bool {
     let now = sys::monotonic_ns();
-    if let Some(entry_ns) = table.exec_done(sys::getpid()) {
+    if let Some((entry_ns, uncounted)) = table.exec_done(sys::getpid()) {
+        if uncounted {
+            process_joined(table);
+        } else {
+            // The same process and thread as before the exec, counted then.
+            JOINED_PID.store(sys::getpid(), Ordering::Relaxed);
+            let _ = TID.try_with(|t| t.set(sys::gettid()));
+        }
         let obs = Observation {
             table,
             nr: crate::calls::EXECVE,

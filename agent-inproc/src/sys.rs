@@ -53,8 +53,13 @@ fn file_mode(fd: i32) -> Option<u32> {
         // SAFETY: `st` is valid and writable and is the kernel's `struct
         // stat` on this ABI; the call writes only into it and fails
         // harmlessly (EBADF) on an fd that is not open.
-        let ok =
-            unsafe { libc::syscall(crate::calls::SYS_FSTAT, fd, &mut st as *mut libc::stat) } == 0;
+        let ok = unsafe {
+            libc::syscall(
+                crate::calls::SYS_FSTAT,
+                fd as libc::c_long,
+                &mut st as *mut libc::stat,
+            )
+        } == 0;
         #[allow(clippy::unnecessary_cast)] // st_mode's width differs by ABI
         ok.then_some(st.st_mode as u32)
     }
@@ -63,7 +68,13 @@ fn file_mode(fd: i32) -> Option<u32> {
         // SAFETY: as above, for the 32-bit ABIs' `struct stat64`.
         let mut st: libc::stat64 = unsafe { core::mem::zeroed() };
         // SAFETY: `st` is valid, writable, the kernel's `stat64` here.
-        let ok = unsafe { libc::syscall(libc::SYS_fstat64, fd, &mut st as *mut libc::stat64) } == 0;
+        let ok = unsafe {
+            libc::syscall(
+                libc::SYS_fstat64,
+                fd as libc::c_long,
+                &mut st as *mut libc::stat64,
+            )
+        } == 0;
         #[allow(clippy::unnecessary_cast)] // st_mode's width differs by ABI
         ok.then_some(st.st_mode as u32)
     }
@@ -76,9 +87,13 @@ fn fs_magic(fd: i32) -> Option<i64> {
         // SAFETY: a plain C struct, written by the kernel.
         let mut fs: libc::statfs = unsafe { core::mem::zeroed() };
         // SAFETY: `fs` is valid and writable for the call.
-        let ok =
-            unsafe { libc::syscall(crate::calls::SYS_FSTATFS, fd, &mut fs as *mut libc::statfs) }
-                == 0;
+        let ok = unsafe {
+            libc::syscall(
+                crate::calls::SYS_FSTATFS,
+                fd as libc::c_long,
+                &mut fs as *mut libc::statfs,
+            )
+        } == 0;
         #[allow(clippy::unnecessary_cast)] // f_type's width differs by ABI
         ok.then_some(fs.f_type as i64)
     }
@@ -110,9 +125,9 @@ fn socket_option(fd: i32, name: libc::c_int) -> Option<u64> {
     let ok = unsafe {
         libc::syscall(
             libc::SYS_getsockopt,
-            fd,
-            libc::SOL_SOCKET,
-            name,
+            fd as libc::c_long,
+            libc::SOL_SOCKET as libc::c_long,
+            name as libc::c_long,
             &mut value as *mut libc::c_int,
             &mut len as *mut libc::socklen_t,
         )
@@ -156,7 +171,7 @@ pub fn peer_of(fd: i32, transport: FdKind) -> Option<PeerAddr> {
     let ok = unsafe {
         libc::syscall(
             libc::SYS_getpeername,
-            fd,
+            fd as libc::c_long,
             &mut addr as *mut libc::sockaddr_storage,
             &mut len as *mut libc::socklen_t,
         )

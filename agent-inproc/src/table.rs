@@ -32,6 +32,10 @@ const ONLY_WORDS: usize = SyscallId::COUNT.div_ceil(64);
 struct PendingExec {
     /// The calling process (0: a free slot).
     pid: AtomicU32,
+    /// 1 when the caller is a process the run has not counted yet (a
+    /// `vfork` child, which shares its parent's memory and runs no fork
+    /// handler): the image it starts counts it.
+    uncounted: AtomicU32,
     entry_ns: AtomicU64,
 }
 
@@ -76,6 +80,7 @@ impl RunTable {
             execs: [const {
                 PendingExec {
                     pid: AtomicU32::new(0),
+                    uncounted: AtomicU32::new(0),
                     entry_ns: AtomicU64::new(0),
                 }
             }; EXEC_SLOTS],
@@ -155,13 +160,15 @@ impl RunTable {
     /// or as a failure by the caller if it returns. False when no slot was
     /// free (the call is then counted as its caller sees it end, a success
     /// not at all: said as lost).
-    pub fn exec_begins(&self, pid: u32, entry_ns: u64) -> bool {
+    /// `uncounted`: the caller is not a process the run counted yet.
+    pub fn exec_begins(&self, pid: u32, entry_ns: u64, uncounted: bool) -> bool {
         for slot in &self.execs {
             if slot
                 .pid
                 .compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
+                slot.uncounted.store(uncounted as u32, Ordering::Release);
                 slot.entry_ns.store(entry_ns, Ordering::Release);
                 return true;
             }
@@ -170,14 +177,15 @@ impl RunTable {
     }
 
     /// Process `pid`'s `execve` ended: returned (a failure, in the old
-    /// image) or succeeded (asked by the new image). The entry time, if
-    /// the call was in flight.
-    pub fn exec_done(&self, pid: u32) -> Option<u64> {
+    /// image) or succeeded (asked by the new image). The entry time and
+    /// whether the caller was uncounted, if the call was in flight.
+    pub fn exec_done(&self, pid: u32) -> Option<(u64, bool)> {
         for slot in &self.execs {
             if slot.pid.load(Ordering::Acquire) == pid {
                 let entry = slot.entry_ns.load(Ordering::Acquire);
+                let uncounted = slot.uncounted.load(Ordering::Acquire) != 0;
                 slot.pid.store(0, Ordering::Release);
-                return Some(entry);
+                return Some((entry, uncounted));
             }
         }
         None
@@ -202,15 +210,15 @@ mod tests {
     #[test]
     fn an_exec_in_flight_is_found_once_by_its_process() {
         let t = RunTable::new(0, None);
-        assert!(t.exec_begins(10, 500));
-        assert!(t.exec_begins(11, 600));
-        assert_eq!(t.exec_done(11), Some(600));
+        assert!(t.exec_begins(10, 500, false));
+        assert!(t.exec_begins(11, 600, true));
+        assert_eq!(t.exec_done(11), Some((600, true)));
         assert_eq!(t.exec_done(11), None);
-        assert_eq!(t.exec_done(10), Some(500));
+        assert_eq!(t.exec_done(10), Some((500, false)));
         for pid in 1..=EXEC_SLOTS as u32 {
-            assert!(t.exec_begins(pid, 1));
+            assert!(t.exec_begins(pid, 1, false));
         }
-        assert!(!t.exec_begins(99, 1), "every slot taken");
+        assert!(!t.exec_begins(99, 1, false), "every slot taken");
     }
 
     #[test]

@@ -19,9 +19,9 @@ pub fn map_from_env() -> Option<&'static RunTable> {
     let fd = unsafe {
         libc::syscall(
             libc::SYS_openat,
-            libc::AT_FDCWD,
+            libc::AT_FDCWD as libc::c_long,
             path,
-            libc::O_RDWR | libc::O_CLOEXEC,
+            (libc::O_RDWR | libc::O_CLOEXEC) as libc::c_long,
         )
     } as libc::c_int;
     if fd < 0 {
@@ -30,14 +30,14 @@ pub fn map_from_env() -> Option<&'static RunTable> {
     let size = RunTable::size();
     let table = map(fd, size);
     // SAFETY: `fd` is ours, opened above; the mapping outlives it.
-    unsafe { libc::syscall(libc::SYS_close, fd) };
+    unsafe { libc::syscall(libc::SYS_close, fd as libc::c_long) };
     let base = table?;
     // SAFETY: the mapping is `size` bytes, at least the two header words,
     // page-aligned.
     let (magic, layout) = unsafe { (*base.cast::<u64>(), *base.cast::<u64>().add(1)) };
     if !RunTable::is_current(magic, layout) {
         // SAFETY: our own mapping of `size` bytes, not used after.
-        unsafe { libc::syscall(libc::SYS_munmap, base, size) };
+        unsafe { libc::syscall(libc::SYS_munmap, base, size as libc::c_long) };
         return None;
     }
     // SAFETY: the file holds a `RunTable` of this build (its header says
@@ -60,7 +60,7 @@ fn map(fd: libc::c_int, size: usize) -> Option<*mut u8> {
     // SAFETY: an all-zero stat is a valid value; the kernel fills it.
     let mut st: Stat = unsafe { core::mem::zeroed() };
     // SAFETY: `st` is writable and the kernel's stat layout for this call.
-    if unsafe { libc::syscall(fstat_nr, fd, &mut st as *mut Stat) } != 0 {
+    if unsafe { libc::syscall(fstat_nr, fd as libc::c_long, &mut st as *mut Stat) } != 0 {
         return None;
     }
     if (st.st_size as u64) < size as u64 {
@@ -70,17 +70,20 @@ fn map(fd: libc::c_int, size: usize) -> Option<*mut u8> {
     let mmap_nr = libc::SYS_mmap;
     #[cfg(target_pointer_width = "32")]
     let mmap_nr = libc::SYS_mmap2;
+    // Every argument as a full register (`syscall` is variadic: an `int`
+    // passed as such leaves the register's upper half undefined, and the
+    // kernel reads a whole `unsigned long` of prot, flags and offset).
     // SAFETY: a new shared mapping of an open file, at an address the
     // kernel chooses: nothing of ours is replaced.
     let p = unsafe {
         libc::syscall(
             mmap_nr,
-            core::ptr::null_mut::<libc::c_void>(),
-            size,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd,
-            0,
+            0 as libc::c_long,
+            size as libc::c_long,
+            (libc::PROT_READ | libc::PROT_WRITE) as libc::c_long,
+            libc::MAP_SHARED as libc::c_long,
+            fd as libc::c_long,
+            0 as libc::c_long,
         )
     };
     // The kernel's failures are -4095..-1 (libc::syscall made them -1).

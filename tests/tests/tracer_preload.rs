@@ -415,6 +415,11 @@ fn preload_counts_match_strace_on_a_fork_exec_chain() {
     let exe = compile_c(dir.path(), "chain", CHAIN);
     let s = compare(dir.path(), &[exe.to_str().unwrap(), "3"], &[]);
     assert_eq!(s.run.processes, 4, "{:?}", s.run);
+    assert_eq!(
+        s.run.threads, 4,
+        "an exec'd image is the same thread: {:?}",
+        s.run
+    );
 }
 
 const SIGNALS: &str = r#"
@@ -567,6 +572,22 @@ fn a_static_command_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("statically linked"), "{err}");
     assert!(!dir.path().join("s").exists());
+}
+
+/// A shell's children, started with `vfork` (dash) and exec'd: each a
+/// process of the run, counted once, its exec by the image it starts.
+#[test]
+fn vfork_children_are_processes_of_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, s) = preload_run(dir.path(), &["sh", "-c", "/bin/true; /bin/true; /bin/true"]);
+    assert!(out.status.success(), "{out:?}");
+    let execs: u64 = s
+        .syscalls
+        .iter()
+        .filter(|e| e.key.id.to_string() == "execve")
+        .map(|e| e.count)
+        .sum();
+    assert_eq!((s.run.processes, execs), (4, 3), "{:?}", s.run);
 }
 
 /// `--backend preload` is `run`'s only.

@@ -44,6 +44,9 @@ const TABLE_VAR: &str = "EDGE_AGENT_PRELOAD_TABLE";
 /// How often the agent looks for ended processes and due windows.
 const TICK: Duration = Duration::from_millis(5);
 
+/// Ticks a detaching agent waits for the table's lock (1 s).
+const LOCK_TRIES: u32 = 200;
+
 /// Where the library is: `$EDGE_AGENT_PRELOAD_LIB`, else next to the
 /// running executable.
 pub fn library() -> anyhow::Result<PathBuf> {
@@ -197,11 +200,18 @@ impl PreloadStarted {
         let facts = self.session.facts.clone();
         let now = self.session.end_ns;
         let mut summary = if detached {
-            // Processes of the run live on: the table is shared still.
+            // Processes of the run live on: the table is shared still, and
+            // a recording holds its lock for a moment at most; one that
+            // stays held was left so by a process killed while recording.
             let table = self.table.table();
+            let mut tries = 0;
             loop {
                 if let Some(s) = table.recorder.try_cut(random_id(), run, facts.clone(), now) {
                     break s;
+                }
+                tries += 1;
+                if tries > LOCK_TRIES {
+                    bail!("the run table stayed locked (a process of the run was killed while recording): no summary");
                 }
                 std::thread::sleep(TICK);
             }
