@@ -646,30 +646,39 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		if (init)
 			a = slot(&AGG, &key, init);
 	}
-	if (a) {
-		if (a->count == 0 || d < a->min_ns)
-			a->min_ns = d;
-		if (d > a->max_ns)
-			a->max_ns = d;
-		a->count += 1;
-		a->total_ns += d;
-		add_square(a, d);
-		__u32 b = bucket_of(d);
-		/* Keep the check: the compiler knows b < BUCKETS and would
-		 * drop it, the verifier does not. */
-		barrier_var(b);
-		if (b < BUCKETS)
-			a->histogram[b] += 1;
+	if (!a) {
+		/* A call AGG could not hold (counted in LOST_MAPS) is lost
+		 * whole: not the end of a transition (a window would count
+		 * more transitions than calls, which the decoder refuses), not
+		 * the start of the next one (a transition from a call the
+		 * summary does not count: the thread's previous call is
+		 * unknown now, as before its first), not a peer's call (more
+		 * calls on a socket than the summary counts). */
+		t->last_id = ID_NONE;
+		t->entry_ns = 0;
+		return 0;
 	}
-	/* A call AGG could not hold (counted in LOST_MAPS) is not a
-	 * transition either: a window must never count more transitions
-	 * than calls (the summary would be refused as inconsistent). */
-	if (a && t->last_id != ID_NONE) {
+	if (a->count == 0 || d < a->min_ns)
+		a->min_ns = d;
+	if (d > a->max_ns)
+		a->max_ns = d;
+	a->count += 1;
+	a->total_ns += d;
+	add_square(a, d);
+	__u32 b = bucket_of(d);
+	/* Keep the check: the compiler knows b < BUCKETS and would drop it,
+	 * the verifier does not. */
+	barrier_var(b);
+	if (b < BUCKETS)
+		a->histogram[b] += 1;
+	if (t->last_id != ID_NONE) {
 		__u64 gap = t->entry_ns > t->last_exit_ns ? t->entry_ns - t->last_exit_ns : 0;
 		if (t->last_id == id) {
 			a->consecutive += 1;
 			a->consecutive_gap_ns += gap;
 		}
+		/* No room in TRANS: the transition alone is lost (counted in
+		 * LOST_MAPS), the call is counted. */
 		__u64 tkey = (__u64)t->last_id << 32 | id << 16 | gen;
 		struct trans tzero = {};
 		struct trans *tr = slot(&TRANS, &tkey, &tzero);
@@ -678,23 +687,23 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 			tr->gap_sum_ns += gap;
 		}
 	}
-	if (a) {
-		if (ret < 0 && ret >= -4095) {
-			if (a->errors == 0 || now < a->first_failure_ns)
-				a->first_failure_ns = now;
-			if (now > a->last_failure_ns)
-				a->last_failure_ns = now;
-			a->errors += 1;
-			__u64 ekey = (__u64)id << 32 | kind << 24 | (__u64)gen << 16 | (__u64)(-ret);
-			__u64 ezero = 0;
-			__u64 *n = slot(&ERRNOS, &ekey, &ezero);
-			if (n)
-				*n += 1;
-		} else {
-			a->result_sum += ret;
-		}
-		a->param_sum += t->size;
+	if (ret < 0 && ret >= -4095) {
+		if (a->errors == 0 || now < a->first_failure_ns)
+			a->first_failure_ns = now;
+		if (now > a->last_failure_ns)
+			a->last_failure_ns = now;
+		a->errors += 1;
+		/* No room in ERRNOS: the failure is counted, its errno alone
+		 * is lost (LOST_MAPS; the collector counts it as errno_other). */
+		__u64 ekey = (__u64)id << 32 | kind << 24 | (__u64)gen << 16 | (__u64)(-ret);
+		__u64 ezero = 0;
+		__u64 *n = slot(&ERRNOS, &ekey, &ezero);
+		if (n)
+			*n += 1;
+	} else {
+		a->result_sum += ret;
 	}
+	a->param_sum += t->size;
 	if (t->peer.family)
 		count_peer(t, id, gen, now, d, ret);
 	t->last_id = id;
