@@ -27,7 +27,7 @@
  * - The ring buffer carries what is rare: a new task, a task's end, and a
  *   call in flight across a cut (for the window's in-flight list).
  *   Records lost to a full ring, and calls the full maps could not hold,
- *   are counted per CPU in LOST.
+ *   are counted per CPU and per run slot in LOST.
  * - PEERS (socket peers, see the block below) does for TCP and UDP sockets
  *   what agent_core::Collector's per-peer table does: per (remote end,
  *   syscall id) calls, errors, time, bytes and the last call.
@@ -222,11 +222,12 @@ struct {
 	__uint(max_entries, 8 << 20);
 } EVENTS SEC(".maps");
 
-/* [LOST_RING]: records the full ring could not take; [LOST_MAPS]: calls
- * a full AGG, ERRNOS or TRANS could not hold. */
+/* Per run slot (LOST_RING or LOST_MAPS * MAX_SLOTS + slot): records the
+ * full ring could not take; calls a full AGG, ERRNOS, TRANS or PEERS
+ * could not hold (each run's summary says its own). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 2 * MAX_SLOTS);
 	__type(key, __u32);
 	__type(value, __u64);
 } LOST SEC(".maps");
@@ -237,9 +238,11 @@ static __always_inline __u8 *traced(__u32 tgid)
 	return bpf_map_lookup_elem(&TRACED, &tgid);
 }
 
-static __always_inline void count_lost(__u32 slot)
+/* `what`: LOST_RING or LOST_MAPS; `run_slot`: the run it happened to. */
+static __always_inline void count_lost(__u32 what, __u32 run_slot)
 {
-	__u64 *lost = bpf_map_lookup_elem(&LOST, &slot);
+	__u32 index = what * MAX_SLOTS + (run_slot & (MAX_SLOTS - 1));
+	__u64 *lost = bpf_map_lookup_elem(&LOST, &index);
 	if (lost)
 		*lost += 1; /* per CPU: no other writer */
 }
@@ -495,8 +498,8 @@ static __always_inline __u32 bucket_of(__u64 ns)
 
 /* The per-CPU value of `key` in `map`, created from `init` when new
  * (BPF_NOEXIST: another CPU creating it at the same moment must not wipe
- * what this one adds). */
-static __always_inline void *slot(void *map, void *key, void *init)
+ * what this one adds); no room is counted for run `run_slot`. */
+static __always_inline void *slot(void *map, void *key, void *init, __u32 run_slot)
 {
 	void *v = bpf_map_lookup_elem(map, key);
 	if (v)
@@ -504,7 +507,7 @@ static __always_inline void *slot(void *map, void *key, void *init)
 	bpf_map_update_elem(map, key, init, BPF_NOEXIST);
 	v = bpf_map_lookup_elem(map, key);
 	if (!v)
-		count_lost(LOST_MAPS);
+		count_lost(LOST_MAPS, run_slot);
 	return v;
 }
 
@@ -512,7 +515,7 @@ static __always_inline void send_crossed(__u32 tid, __u32 tgid, struct thread *t
 {
 	struct event *e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
 	if (!e) {
-		count_lost(LOST_RING);
+		count_lost(LOST_RING, t->slot);
 		return;
 	}
 	__builtin_memset(e, 0, sizeof(*e));
@@ -539,7 +542,7 @@ static __always_inline void count_peer(struct thread *t, __u32 id, __u32 gen, __
 	k.id = id;
 	k.gen = gen;
 	struct peer_stats zero = {};
-	struct peer_stats *p = slot(&PEERS, &k, &zero);
+	struct peer_stats *p = slot(&PEERS, &k, &zero, gen >> 1);
 	if (!p)
 		return;
 	p->calls += 1;
@@ -644,7 +647,7 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	if (!a) {
 		struct agg *init = bpf_map_lookup_elem(&ZERO, &zero);
 		if (init)
-			a = slot(&AGG, &key, init);
+			a = slot(&AGG, &key, init, run_slot);
 	}
 	if (!a) {
 		/* A call AGG could not hold (counted in LOST_MAPS) is lost
@@ -681,7 +684,7 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		 * LOST_MAPS), the call is counted. */
 		__u64 tkey = (__u64)t->last_id << 32 | id << 16 | gen;
 		struct trans tzero = {};
-		struct trans *tr = slot(&TRANS, &tkey, &tzero);
+		struct trans *tr = slot(&TRANS, &tkey, &tzero, run_slot);
 		if (tr) {
 			tr->count += 1;
 			tr->gap_sum_ns += gap;
@@ -697,7 +700,7 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		 * is lost (LOST_MAPS; the collector counts it as errno_other). */
 		__u64 ekey = (__u64)id << 32 | kind << 24 | (__u64)gen << 16 | (__u64)(-ret);
 		__u64 ezero = 0;
-		__u64 *n = slot(&ERRNOS, &ekey, &ezero);
+		__u64 *n = slot(&ERRNOS, &ekey, &ezero, run_slot);
 		if (n)
 			*n += 1;
 	} else {
@@ -717,7 +720,7 @@ static __always_inline void send_task_event(__u32 kind, __u32 tid, __u32 tgid, _
 {
 	struct event *e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
 	if (!e) {
-		count_lost(LOST_RING);
+		count_lost(LOST_RING, run_slot);
 		return;
 	}
 	__builtin_memset(e, 0, sizeof(*e));
