@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_core::{Exit, Summary, SyscallId};
+use agent_core::{Exit, FdKind, Key, Summary, SyscallId};
 use tracer_support::*;
 
 /// Unassigned syscall numbers on x86_64 and aarch64, far above the newest
@@ -35,16 +35,20 @@ const LAST_NR: u32 = 1024;
 /// then waits for stdin's end (so its keys stay in the kernel's maps) and
 /// exits 7.
 /// - `fill FIRST LAST`: the numbers FIRST..LAST, each once.
-/// - `victim`: getppid three times (its key made while there is room),
-///   says `a`, waits for a second byte (the maps are full now), then
-///   getuid (no room for its key: lost) and getppid (its key is there:
-///   counted), says `b`.
+/// - `victim`: a TCP connection on loopback (one write on it) and getppid
+///   three times (their keys made while there is room), says `a`, waits
+///   for a second byte (the maps are full now), then getuid (no room for
+///   its key: lost), getppid (its key is there: counted) and getpeername
+///   on the connection (no room: lost, peer figures included), says `b`.
 /// - `pairs FIRST N`: every ordered pair of the numbers FIRST..FIRST+N, no
 ///   waiting; exits 5.
 const WORKLOAD: &str = r#"
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 static void wait_byte(void) { char c; if (read(0, &c, 1) != 1) _exit(9); }
 static void say(char c) { if (write(1, &c, 1) != 1) _exit(10); }
@@ -66,11 +70,25 @@ int main(int argc, char **argv) {
       syscall(nr, -1L, 0L, 0L, 0L, 0L, 0L);
     say('d');
   } else if (!strcmp(argv[1], "victim")) {
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    if (bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 1) ||
+        getsockname(l, (struct sockaddr *)&a, &len))
+      return 3;
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    if (connect(c, (struct sockaddr *)&a, sizeof a)) return 4;
+    if (accept(l, 0, 0) < 0 || write(c, "p", 1) != 1) return 5;
     for (int i = 0; i < 3; i++) syscall(SYS_getppid);
     say('a');
     wait_byte();
     syscall(SYS_getuid);
     syscall(SYS_getppid);
+    len = sizeof a;
+    getpeername(c, (struct sockaddr *)&a, &len);
     say('b');
   } else {
     return 2;
@@ -229,10 +247,12 @@ fn uncounted(s: &Summary) -> u64 {
         .unwrap_or(0)
 }
 
-/// The rules tying a summary's counts together that the decoder cannot
-/// see per syscall: no syscall is the end (or the start) of more
-/// transitions than it has calls, beyond what the summary folded into
-/// its "other" entry; and every failure is a call.
+/// The rules tying a whole run's summary's counts together that the
+/// decoder cannot see per syscall: no syscall is the end (or the start)
+/// of more transitions than it has calls, beyond what the summary folded
+/// into its "other" entry; every failure is a call; a peer's last call
+/// is a call the summary counts, and its calls are among those on TCP and
+/// UDP sockets.
 fn assert_consistent(s: &Summary, what: &str) {
     let folded = calls_of(s, SyscallId::OTHER);
     let mut ids: Vec<SyscallId> = s
@@ -271,6 +291,24 @@ fn assert_consistent(s: &Summary, what: &str) {
     }
     let transitions: u64 = s.transitions.iter().map(|t| t.count).sum();
     assert!(transitions <= s.run.events, "{what}: {s:#?}");
+    let on_sockets: u64 = s
+        .syscalls
+        .iter()
+        .filter(|e| matches!(e.key.fd_kind, FdKind::Tcp | FdKind::Udp) || e.key == Key::OTHER)
+        .map(|e| e.count)
+        .sum();
+    let peer_calls: u64 = s.peers.list.iter().map(|p| p.calls).sum::<u64>() + s.peers.rest.calls;
+    assert!(peer_calls <= on_sockets, "{what}: {s:#?}");
+    for p in &s.peers.list {
+        if let Some(last) = p.last {
+            assert!(
+                calls_of(s, last.id) + folded > 0,
+                "{what}: the last call on {:?} is {} the summary does not count: {s:#?}",
+                p.addr,
+                last.id
+            );
+        }
+    }
 }
 
 /// AGG and ERRNOS full: a dozen runs of one watch, each alive and each
@@ -398,6 +436,14 @@ fn full_agg_and_errnos_lose_calls_whole_and_every_run_is_summarized() {
         !v.transitions
             .iter()
             .any(|t| t.from == getuid || t.to == getuid),
+        "{v:#?}"
+    );
+    // Its connection's last call counted is the write (getpeername had no
+    // room).
+    let write = SyscallId::from_name("write").unwrap();
+    let lasts: Vec<_> = v.peers.list.iter().filter_map(|p| p.last).collect();
+    assert!(
+        !lasts.is_empty() && lasts.iter().all(|l| l.id == write),
         "{v:#?}"
     );
 }
