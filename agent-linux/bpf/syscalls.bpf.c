@@ -27,7 +27,7 @@
  * - The ring buffer carries what is rare: a new task, a task's end, and a
  *   call in flight across a cut (for the window's in-flight list).
  *   Records lost to a full ring, and calls the full maps could not hold,
- *   are counted per CPU in LOST.
+ *   are counted per CPU and per run slot in LOST.
  * - PEERS (socket peers, see the block below) does for TCP and UDP sockets
  *   what agent_core::Collector's per-peer table does: per (remote end,
  *   syscall id) calls, errors, time, bytes and the last call.
@@ -222,11 +222,12 @@ struct {
 	__uint(max_entries, 8 << 20);
 } EVENTS SEC(".maps");
 
-/* [LOST_RING]: records the full ring could not take; [LOST_MAPS]: calls
- * a full AGG, ERRNOS or TRANS could not hold. */
+/* Per run slot (LOST_RING or LOST_MAPS * MAX_SLOTS + slot): records the
+ * full ring could not take; calls a full AGG, ERRNOS, TRANS or PEERS
+ * could not hold (each run's summary says its own). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
+	__uint(max_entries, 2 * MAX_SLOTS);
 	__type(key, __u32);
 	__type(value, __u64);
 } LOST SEC(".maps");
@@ -237,9 +238,11 @@ static __always_inline __u8 *traced(__u32 tgid)
 	return bpf_map_lookup_elem(&TRACED, &tgid);
 }
 
-static __always_inline void count_lost(__u32 slot)
+/* `what`: LOST_RING or LOST_MAPS; `run_slot`: the run it happened to. */
+static __always_inline void count_lost(__u32 what, __u32 run_slot)
 {
-	__u64 *lost = bpf_map_lookup_elem(&LOST, &slot);
+	__u32 index = what * MAX_SLOTS + (run_slot & (MAX_SLOTS - 1));
+	__u64 *lost = bpf_map_lookup_elem(&LOST, &index);
 	if (lost)
 		*lost += 1; /* per CPU: no other writer */
 }
@@ -495,8 +498,8 @@ static __always_inline __u32 bucket_of(__u64 ns)
 
 /* The per-CPU value of `key` in `map`, created from `init` when new
  * (BPF_NOEXIST: another CPU creating it at the same moment must not wipe
- * what this one adds). */
-static __always_inline void *slot(void *map, void *key, void *init)
+ * what this one adds); no room is counted for run `run_slot`. */
+static __always_inline void *slot(void *map, void *key, void *init, __u32 run_slot)
 {
 	void *v = bpf_map_lookup_elem(map, key);
 	if (v)
@@ -504,7 +507,7 @@ static __always_inline void *slot(void *map, void *key, void *init)
 	bpf_map_update_elem(map, key, init, BPF_NOEXIST);
 	v = bpf_map_lookup_elem(map, key);
 	if (!v)
-		count_lost(LOST_MAPS);
+		count_lost(LOST_MAPS, run_slot);
 	return v;
 }
 
@@ -512,7 +515,7 @@ static __always_inline void send_crossed(__u32 tid, __u32 tgid, struct thread *t
 {
 	struct event *e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
 	if (!e) {
-		count_lost(LOST_RING);
+		count_lost(LOST_RING, t->slot);
 		return;
 	}
 	__builtin_memset(e, 0, sizeof(*e));
@@ -539,7 +542,7 @@ static __always_inline void count_peer(struct thread *t, __u32 id, __u32 gen, __
 	k.id = id;
 	k.gen = gen;
 	struct peer_stats zero = {};
-	struct peer_stats *p = slot(&PEERS, &k, &zero);
+	struct peer_stats *p = slot(&PEERS, &k, &zero, gen >> 1);
 	if (!p)
 		return;
 	p->calls += 1;
@@ -644,57 +647,66 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	if (!a) {
 		struct agg *init = bpf_map_lookup_elem(&ZERO, &zero);
 		if (init)
-			a = slot(&AGG, &key, init);
+			a = slot(&AGG, &key, init, run_slot);
 	}
-	if (a) {
-		if (a->count == 0 || d < a->min_ns)
-			a->min_ns = d;
-		if (d > a->max_ns)
-			a->max_ns = d;
-		a->count += 1;
-		a->total_ns += d;
-		add_square(a, d);
-		__u32 b = bucket_of(d);
-		/* Keep the check: the compiler knows b < BUCKETS and would
-		 * drop it, the verifier does not. */
-		barrier_var(b);
-		if (b < BUCKETS)
-			a->histogram[b] += 1;
+	if (!a) {
+		/* A call AGG could not hold (counted in LOST_MAPS) is lost
+		 * whole: not the end of a transition (a window would count
+		 * more transitions than calls, which the decoder refuses), not
+		 * the start of the next one (a transition from a call the
+		 * summary does not count: the thread's previous call is
+		 * unknown now, as before its first), not a peer's call (more
+		 * calls on a socket than the summary counts). */
+		t->last_id = ID_NONE;
+		t->entry_ns = 0;
+		return 0;
 	}
-	/* A call AGG could not hold (counted in LOST_MAPS) is not a
-	 * transition either: a window must never count more transitions
-	 * than calls (the summary would be refused as inconsistent). */
-	if (a && t->last_id != ID_NONE) {
+	if (a->count == 0 || d < a->min_ns)
+		a->min_ns = d;
+	if (d > a->max_ns)
+		a->max_ns = d;
+	a->count += 1;
+	a->total_ns += d;
+	add_square(a, d);
+	__u32 b = bucket_of(d);
+	/* Keep the check: the compiler knows b < BUCKETS and would drop it,
+	 * the verifier does not. */
+	barrier_var(b);
+	if (b < BUCKETS)
+		a->histogram[b] += 1;
+	if (t->last_id != ID_NONE) {
 		__u64 gap = t->entry_ns > t->last_exit_ns ? t->entry_ns - t->last_exit_ns : 0;
 		if (t->last_id == id) {
 			a->consecutive += 1;
 			a->consecutive_gap_ns += gap;
 		}
+		/* No room in TRANS: the transition alone is lost (counted in
+		 * LOST_MAPS), the call is counted. */
 		__u64 tkey = (__u64)t->last_id << 32 | id << 16 | gen;
 		struct trans tzero = {};
-		struct trans *tr = slot(&TRANS, &tkey, &tzero);
+		struct trans *tr = slot(&TRANS, &tkey, &tzero, run_slot);
 		if (tr) {
 			tr->count += 1;
 			tr->gap_sum_ns += gap;
 		}
 	}
-	if (a) {
-		if (ret < 0 && ret >= -4095) {
-			if (a->errors == 0 || now < a->first_failure_ns)
-				a->first_failure_ns = now;
-			if (now > a->last_failure_ns)
-				a->last_failure_ns = now;
-			a->errors += 1;
-			__u64 ekey = (__u64)id << 32 | kind << 24 | (__u64)gen << 16 | (__u64)(-ret);
-			__u64 ezero = 0;
-			__u64 *n = slot(&ERRNOS, &ekey, &ezero);
-			if (n)
-				*n += 1;
-		} else {
-			a->result_sum += ret;
-		}
-		a->param_sum += t->size;
+	if (ret < 0 && ret >= -4095) {
+		if (a->errors == 0 || now < a->first_failure_ns)
+			a->first_failure_ns = now;
+		if (now > a->last_failure_ns)
+			a->last_failure_ns = now;
+		a->errors += 1;
+		/* No room in ERRNOS: the failure is counted, its errno alone
+		 * is lost (LOST_MAPS; the collector counts it as errno_other). */
+		__u64 ekey = (__u64)id << 32 | kind << 24 | (__u64)gen << 16 | (__u64)(-ret);
+		__u64 ezero = 0;
+		__u64 *n = slot(&ERRNOS, &ekey, &ezero, run_slot);
+		if (n)
+			*n += 1;
+	} else {
+		a->result_sum += ret;
 	}
+	a->param_sum += t->size;
 	if (t->peer.family)
 		count_peer(t, id, gen, now, d, ret);
 	t->last_id = id;
@@ -708,7 +720,7 @@ static __always_inline void send_task_event(__u32 kind, __u32 tid, __u32 tgid, _
 {
 	struct event *e = bpf_ringbuf_reserve(&EVENTS, sizeof(*e), 0);
 	if (!e) {
-		count_lost(LOST_RING);
+		count_lost(LOST_RING, run_slot);
 		return;
 	}
 	__builtin_memset(e, 0, sizeof(*e));

@@ -52,8 +52,10 @@
 /** Per-run slots: the key layouts keep 6 bits for one. */
 #define MAX_SLOTS 64
 
-/** LOST's slots: records the full ring could not take; calls the full
- * maps could not hold. */
+/** What LOST counts, per run slot (its index: what * MAX_SLOTS + slot):
+ * records the full ring could not take; calls the full maps could not
+ * hold (AGG: the whole call; TRANS, ERRNOS, PEERS: its transition, errno
+ * or peer figures). */
 #define LOST_RING 0
 #define LOST_MAPS 1
 

@@ -30,7 +30,7 @@ mod slots {
 
     use agent_core::Summary;
 
-    use crate::ebpf::runner::{Finished, Runner};
+    use crate::ebpf::runner::{add_loss_facts, Finished, Runner};
     use crate::ebpf::MAX_SLOTS;
     use crate::sys::{Tid, WaitStatus};
     use crate::watch::{Matched, RunTracer, SessionMaker};
@@ -57,9 +57,10 @@ mod slots {
             }
         }
 
-        /// Run `slot`'s summary, ended (or let go: `detached`); says so
-        /// when the kernel lost records or calls since the last one (the
-        /// counters are the program's, not one run's).
+        /// Run `slot`'s summary, ended (or let go: `detached`), with what
+        /// the kernel lost of it in its facts; says on stderr when the
+        /// kernel lost records or calls since the last one (the program's
+        /// counters, over all runs).
         pub fn finish(
             &mut self,
             slot: u8,
@@ -85,6 +86,7 @@ mod slots {
             let Finished {
                 mut session,
                 root_end,
+                losses,
             } = finished;
             match root_end {
                 Some((status, _)) if !detached => {
@@ -101,7 +103,9 @@ mod slots {
                 );
                 self.said = (stats.lost, stats.uncounted);
             }
-            crate::trace::summarize(&session)
+            let mut summary = crate::trace::summarize(&session);
+            add_loss_facts(&mut summary, losses);
+            summary
         }
     }
 

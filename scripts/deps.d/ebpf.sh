@@ -10,6 +10,8 @@ command -v llvm-strip >/dev/null 2>&1 || ebpf_need+=(llvm)
 dpkg -s libbpf-dev >/dev/null 2>&1 || ebpf_need+=(libbpf-dev)
 command -v bpftool >/dev/null 2>&1 || ebpf_need+=(bpftool)
 command -v bindgen >/dev/null 2>&1 || ebpf_need+=(bindgen)
+# tests/tests/ebpf_full_maps.rs links its workload statically (libc.a).
+dpkg -s libc6-dev >/dev/null 2>&1 || ebpf_need+=(libc6-dev)
 if [ ${#ebpf_need[@]} -gt 0 ]; then
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${ebpf_need[@]}"

@@ -20,6 +20,7 @@ use super::aggregate::{
     TRANS_LEN,
 };
 use super::events::{thread_slot, Pending, Record, THREAD_LEN};
+use super::kernel_types::{LOST_MAPS, LOST_RING};
 use super::MAX_SLOTS;
 use crate::arch::{Abi, Native};
 use crate::fd::FdRoles;
@@ -418,22 +419,54 @@ impl Probe {
     }
 
     /// Records the kernel could not put in the full ring buffer, summed
-    /// over CPUs.
+    /// over CPUs and runs.
     pub fn lost(&self) -> u64 {
-        self.lost_slot(0)
+        (0..MAX_SLOTS).map(|slot| self.losses_in(slot).lost).sum()
     }
 
     /// Calls the kernel could not count because its aggregate maps were
-    /// full, summed over CPUs.
+    /// full, summed over CPUs and runs.
     pub fn uncounted(&self) -> u64 {
-        self.lost_slot(1)
+        (0..MAX_SLOTS)
+            .map(|slot| self.losses_in(slot).uncounted)
+            .sum()
     }
 
-    fn lost_slot(&self, slot: u32) -> u64 {
-        self.lost
-            .get(&slot, 0)
-            .map(|per_cpu| per_cpu.iter().sum())
-            .unwrap_or(0)
+    /// What the kernel lost of the runs in slot `slot` so far (every run
+    /// the slot held: a run's own is the change over its time there),
+    /// summed over CPUs.
+    pub fn losses_in(&self, slot: u8) -> Losses {
+        let counter = |what: u32| {
+            self.lost
+                .get(&(what * MAX_SLOTS as u32 + slot as u32), 0)
+                .map(|per_cpu| per_cpu.iter().fold(0u64, |a, n| a.saturating_add(*n)))
+                .unwrap_or(0)
+        };
+        Losses {
+            lost: counter(LOST_RING),
+            uncounted: counter(LOST_MAPS),
+        }
+    }
+}
+
+/// What the kernel could not keep of a run: records (the ring buffer was
+/// full) and calls or parts of calls (its aggregate maps were).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Losses {
+    /// Task records the full ring buffer could not take.
+    pub lost: u64,
+    /// Calls not counted, or counted without their transition, errno or
+    /// peer figures (full AGG; TRANS, ERRNOS or PEERS).
+    pub uncounted: u64,
+}
+
+impl Losses {
+    /// What was lost since `earlier` (counters only grow).
+    pub fn since(self, earlier: Losses) -> Losses {
+        Losses {
+            lost: self.lost.saturating_sub(earlier.lost),
+            uncounted: self.uncounted.saturating_sub(earlier.uncounted),
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use anyhow::{anyhow, bail, Context};
 
 use super::aggregate;
 use super::events::{Pending, Record};
-use super::loader::Probe;
+use super::loader::{Losses, Probe};
 use super::MAX_SLOTS;
 use crate::backend::ptrace::read_cpu_time;
 use crate::engine::rotate::note_in_flight;
@@ -60,6 +60,9 @@ struct Run {
     root_end: Option<(i32, u64)>,
     /// The run's processes alive now (for the windows' process counts).
     live_processes: u32,
+    /// The kernel's losses in the run's slot when the run took it (the
+    /// run's own are the change since).
+    losses_before: Losses,
 }
 
 /// A run that ended or was let go: its session (summarize it) and how
@@ -70,6 +73,9 @@ pub struct Finished {
     pub session: Session,
     /// The root's wait status and end (monotonic ns), if it ended.
     pub root_end: Option<(i32, u64)>,
+    /// What the kernel could not keep of this run (its summary says so:
+    /// [`add_loss_facts`]).
+    pub losses: Losses,
 }
 
 /// Sessions fed by one BPF program, each in a slot of the kernel's
@@ -155,6 +161,7 @@ impl Runner {
             generation: 0,
             root_end: None,
             live_processes: 0,
+            losses_before: self.probe.losses_in(slot),
         });
         Ok(())
     }
@@ -515,6 +522,7 @@ impl Runner {
         Some(Finished {
             session: run.session,
             root_end: run.root_end,
+            losses: self.probe.losses_in(slot).since(run.losses_before),
         })
     }
 
@@ -571,6 +579,7 @@ impl Runner {
                 Finished {
                     session: run.session,
                     root_end: run.root_end,
+                    losses: self.probe.losses_in(slot).since(run.losses_before),
                 },
             ));
         }
@@ -658,29 +667,40 @@ fn wait_until(at_ns: u64) {
     }
 }
 
-/// A summary with the eBPF backend's mark: lost records, when any, as the
-/// fact `ebpf.lost` (the summary format has no field for them; the
-/// `overflow` record counts table overflows, which are still counted
-/// events, while these are missing ones).
-pub fn summarize(session: &Session, stats: &RunnerStats) -> Summary {
+/// A summary with the eBPF backend's mark: what the kernel lost of the
+/// run ([`add_loss_facts`]), also said on stderr.
+pub fn summarize(session: &Session, losses: Losses) -> Summary {
     let mut summary = trace::summarize(session);
-    if stats.lost > 0 {
-        let _ = summary.facts.add("ebpf.lost", &stats.lost.to_string());
+    add_loss_facts(&mut summary, losses);
+    if losses.lost > 0 {
         eprintln!(
             "edge-agent: {} task records lost (the BPF ring buffer was full); the summary's process and thread counts miss them",
-            stats.lost
+            losses.lost
         );
     }
-    if stats.uncounted > 0 {
-        let _ = summary
-            .facts
-            .add("ebpf.uncounted", &stats.uncounted.to_string());
+    if losses.uncounted > 0 {
         eprintln!(
             "edge-agent: {} syscalls not counted (the BPF aggregate maps were full); the summary misses them",
-            stats.uncounted
+            losses.uncounted
         );
     }
     summary
+}
+
+/// Adds what the kernel lost of a run to its summary, when anything: the
+/// fact `ebpf.lost` (task records) and `ebpf.uncounted` (calls, or their
+/// transitions, errnos or peer figures). The summary format has no field
+/// for them: its `overflow` record counts table overflows, which are
+/// still counted events, while these are missing ones.
+pub fn add_loss_facts(summary: &mut Summary, losses: Losses) {
+    if losses.lost > 0 {
+        let _ = summary.facts.add("ebpf.lost", &losses.lost.to_string());
+    }
+    if losses.uncounted > 0 {
+        let _ = summary
+            .facts
+            .add("ebpf.uncounted", &losses.uncounted.to_string());
+    }
 }
 
 /// A command started under the eBPF backend.
@@ -755,7 +775,14 @@ impl EbpfStarted {
             runner.poll(POLL_MS, on_window)?;
         }
         crate::signals::quiet();
-        let (Finished { mut session, .. }, stats) = runner.finish(detached, on_window)?;
+        let (
+            Finished {
+                mut session,
+                losses,
+                ..
+            },
+            stats,
+        ) = runner.finish(detached, on_window)?;
         self.stats = stats;
         if detached {
             session.detached = true;
@@ -772,7 +799,7 @@ impl EbpfStarted {
                 return Err(err.context(format!("cannot run {}", self.given)));
             }
         }
-        Ok(summarize(&session, &self.stats))
+        Ok(summarize(&session, losses))
     }
 
     /// The backend's counters (after [`EbpfStarted::trace`]).
@@ -833,6 +860,7 @@ pub fn attach(
         Finished {
             mut session,
             root_end,
+            losses,
         },
         stats,
     ) = runner.finish(detached, on_window)?;
@@ -843,7 +871,7 @@ pub fn attach(
         }
         _ => session.detached = true,
     }
-    Ok((summarize(&session, &stats), stats))
+    Ok((summarize(&session, losses), stats))
 }
 
 #[cfg(test)]
