@@ -590,6 +590,29 @@ fn vfork_children_are_processes_of_the_run() {
     assert_eq!((s.run.processes, execs), (4, 3), "{:?}", s.run);
 }
 
+/// A program killed by a signal: the agent ends by the same signal, with
+/// the summary saved and the run's private folder (its table) removed.
+#[test]
+fn a_signalled_run_leaves_no_table_behind() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let out = output_timeout(
+        agent_cmd()
+            .env("TMPDIR", &tmp)
+            .args(["run", "--backend", "preload", "--out"])
+            .arg(dir.path().join("s"))
+            .args(["--", "sh", "-c", "kill -TERM $$"]),
+        60,
+    );
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{out:?}");
+    let s = Summary::decode(&std::fs::read(dir.path().join("s")).unwrap()).unwrap();
+    assert_eq!(s.run.exit, agent_core::Exit::Signal(libc::SIGTERM));
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
 /// `--backend preload` is `run`'s only.
 #[test]
 fn attach_with_preload_is_refused() {

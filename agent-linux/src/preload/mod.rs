@@ -86,8 +86,10 @@ pub fn check_command(command: &OsStr) -> anyhow::Result<()> {
 #[derive(Debug)]
 pub struct PreloadStarted {
     table: RunTableFile,
-    /// The run's private folder (the table file in it).
-    folder: tempfile::TempDir,
+    /// The run's private folder (the table file in it); removed when the
+    /// run's last process has ended (the agent may then end by the
+    /// program's signal, without running destructors).
+    folder: Option<tempfile::TempDir>,
     pid: Tid,
     error_fd: i32,
     given: String,
@@ -137,7 +139,7 @@ impl PreloadStarted {
         sys::kill(pid, libc::SIGCONT).context("cannot continue the command")?;
         Ok(PreloadStarted {
             table,
-            folder,
+            folder: Some(folder),
             pid,
             error_fd,
             given,
@@ -223,6 +225,10 @@ impl PreloadStarted {
         };
         self.finish(&mut summary);
         if !detached {
+            // Nothing of the run will open the table again.
+            if let Some(folder) = self.folder.take() {
+                let _ = folder.close();
+            }
             if let Some(err) = trace::child_error(self.error_fd) {
                 return Err(err.context(format!("cannot run {}", self.given)));
             }
@@ -263,9 +269,9 @@ impl PreloadStarted {
         }
     }
 
-    /// The run's private folder (its table file).
-    pub fn folder(&self) -> &Path {
-        self.folder.path()
+    /// The run's private folder (its table file), until the run ended.
+    pub fn folder(&self) -> Option<&Path> {
+        self.folder.as_ref().map(|f| f.path())
     }
 
     /// Cuts the windows that ended by now.
