@@ -109,27 +109,6 @@ int main(int argc, char **argv) {
 /// Runs filling AGG: 12 x 424 keys, beyond its 4 096.
 const FILLERS: usize = 12;
 
-/// [`compile_c`], linked statically: no dynamic loader at the start, so
-/// a run's summary is small enough to keep every entry (a transition
-/// folded into "other" would escape the checks).
-fn compile_static(dir: &Path, name: &str, src: &str) -> std::path::PathBuf {
-    let c = dir.join(format!("{name}.c"));
-    std::fs::write(&c, src).unwrap();
-    let exe = dir.join(name);
-    let out = Command::new("cc")
-        .args(["-O1", "-static", "-o"])
-        .arg(&exe)
-        .arg(&c)
-        .output()
-        .expect("run cc");
-    assert!(
-        out.status.success(),
-        "cc -static failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    exe
-}
-
 fn native_arch() -> agent_core::Arch {
     if cfg!(target_arch = "aarch64") {
         agent_core::Arch::Aarch64
@@ -360,7 +339,10 @@ fn full_agg_loses_calls_whole_and_every_run_is_summarized() {
     assert_numbers_unassigned(FIRST_NR, LAST_NR);
     let dir = tempfile::tempdir().unwrap();
     let tag = format!("fullmaps{}", std::process::id());
-    let exe = compile_static(dir.path(), &tag, WORKLOAD);
+    // Linked statically: no dynamic loader at the start, so a run's
+    // summary is small enough to keep every entry (a transition folded
+    // into "other" would escape the checks).
+    let exe = compile_c_static(dir.path(), &tag, WORKLOAD);
     let out = dir.path().join("out");
     std::fs::create_dir_all(&out).unwrap();
     let err = dir.path().join("watch.err");
@@ -497,7 +479,7 @@ fn full_trans_loses_transitions_only_and_the_summary_says_so() {
     const N: u32 = 100;
     assert_numbers_unassigned(FIRST_NR, FIRST_NR + N);
     let dir = tempfile::tempdir().unwrap();
-    let exe = compile_static(dir.path(), "pairs", WORKLOAD);
+    let exe = compile_c_static(dir.path(), "pairs", WORKLOAD);
     let (first, n) = (FIRST_NR.to_string(), N.to_string());
     let (out, summary) = agent_run(
         dir.path(),

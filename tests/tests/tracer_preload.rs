@@ -550,16 +550,7 @@ fn a_process_killed_by_sigkill_keeps_its_counts() {
 #[test]
 fn a_static_command_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("static.c");
-    std::fs::write(&src, "int main(void) { return 0; }\n").unwrap();
-    let exe = dir.path().join("static");
-    let cc = Command::new("cc")
-        .args(["-static", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(cc.status.success(), "{cc:?}");
+    let exe = compile_c_static(dir.path(), "static", "int main(void) { return 0; }\n");
     let out = output_timeout(
         agent_cmd()
             .args(["run", "--backend", "preload", "--out"])

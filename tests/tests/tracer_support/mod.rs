@@ -20,18 +20,30 @@ pub fn agent() -> PathBuf {
 /// Compiles the C program `src` into `dir/name` with the system's cc (the
 /// Rust toolchain's linker, so present wherever the tests build).
 pub fn compile_c(dir: &Path, name: &str, src: &str) -> PathBuf {
+    compile_c_linked(dir, name, src, &[])
+}
+
+/// [`compile_c`], linked statically (no dynamic loader: no `LD_PRELOAD`,
+/// and no loader calls at the start).
+pub fn compile_c_static(dir: &Path, name: &str, src: &str) -> PathBuf {
+    compile_c_linked(dir, name, src, &["-static"])
+}
+
+fn compile_c_linked(dir: &Path, name: &str, src: &str, flags: &[&str]) -> PathBuf {
     let c = dir.join(format!("{name}.c"));
     std::fs::write(&c, src).unwrap();
     let exe = dir.join(name);
     let out = Command::new("cc")
-        .args(["-O1", "-pthread", "-o"])
+        .args(["-O1", "-pthread"])
+        .args(flags)
+        .arg("-o")
         .arg(&exe)
         .arg(&c)
         .output()
         .expect("run cc");
     assert!(
         out.status.success(),
-        "cc failed: {}",
+        "cc {flags:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     exe
