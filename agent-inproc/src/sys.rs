@@ -44,40 +44,27 @@ pub fn fd_kind_of(fd: i32) -> FdKind {
     kind
 }
 
+/// The kernel's `struct stat` of `fstat` on this ABI, and that call.
+#[cfg(target_pointer_width = "64")]
+type KernelStat = libc::stat;
+#[cfg(target_pointer_width = "64")]
+const FSTAT: libc::c_long = crate::calls::SYS_FSTAT;
+/// The 32-bit ABIs' `fstat64` and its `struct stat64`.
+#[cfg(target_pointer_width = "32")]
+type KernelStat = libc::stat64;
+#[cfg(target_pointer_width = "32")]
+const FSTAT: libc::c_long = libc::SYS_fstat64;
+
 /// `fstat(2)` of `fd`'s file mode, asked of the kernel directly.
 fn file_mode(fd: i32) -> Option<u32> {
-    #[cfg(target_pointer_width = "64")]
-    {
-        // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
-        let mut st: libc::stat = unsafe { core::mem::zeroed() };
-        // SAFETY: `st` is valid and writable and is the kernel's `struct
-        // stat` on this ABI; the call writes only into it and fails
-        // harmlessly (EBADF) on an fd that is not open.
-        let ok = unsafe {
-            libc::syscall(
-                crate::calls::SYS_FSTAT,
-                fd as libc::c_long,
-                &mut st as *mut libc::stat,
-            )
-        } == 0;
-        #[allow(clippy::unnecessary_cast)] // st_mode's width differs by ABI
-        ok.then_some(st.st_mode as u32)
-    }
-    #[cfg(target_pointer_width = "32")]
-    {
-        // SAFETY: as above, for the 32-bit ABIs' `struct stat64`.
-        let mut st: libc::stat64 = unsafe { core::mem::zeroed() };
-        // SAFETY: `st` is valid, writable, the kernel's `stat64` here.
-        let ok = unsafe {
-            libc::syscall(
-                libc::SYS_fstat64,
-                fd as libc::c_long,
-                &mut st as *mut libc::stat64,
-            )
-        } == 0;
-        #[allow(clippy::unnecessary_cast)] // st_mode's width differs by ABI
-        ok.then_some(st.st_mode as u32)
-    }
+    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
+    let mut st: KernelStat = unsafe { core::mem::zeroed() };
+    // SAFETY: `st` is valid and writable and is the kernel's struct for
+    // this call on this ABI; the call writes only into it and fails
+    // harmlessly (EBADF) on an fd that is not open.
+    let ok = unsafe { libc::syscall(FSTAT, fd as libc::c_long, &mut st as *mut KernelStat) } == 0;
+    #[allow(clippy::unnecessary_cast)] // st_mode's width differs by ABI
+    ok.then_some(st.st_mode as u32)
 }
 
 /// The magic number of the filesystem `fd` is on.
