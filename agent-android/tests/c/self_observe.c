@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "edge_agent.h"
@@ -82,6 +83,22 @@ int main(int argc, char **argv) {
     }
     check(n == 0, "read to the end", "");
     close(fd);
+
+    /* A forked child is not the observed process: its snapshot is refused
+     * (and its reads are not the parent's). */
+    pid_t child = fork();
+    if (child == 0) {
+        char cbuf[4096];
+        int cfd = open(argv[2], O_RDONLY);
+        while (cfd >= 0 && read(cfd, cbuf, sizeof cbuf) > 0) {
+        }
+        int code = snapshot(summary, sizeof summary, &len, err, sizeof err);
+        _exit(code == EDGE_AGENT_ESTATE && strstr(err, "fork") ? 0 : 1);
+    }
+    int status = -1;
+    check(child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+              WEXITSTATUS(status) == 0,
+          "the child's snapshot is refused", "");
 
     /* A buffer too small: the size needed, nothing consumed. */
     check(snapshot(summary, 8, &len, err, sizeof err) == EDGE_AGENT_EINVAL, "small buffer", err);
