@@ -201,7 +201,9 @@ pub unsafe extern "C" fn edge_agent_start_self(
             None
         } else {
             // SAFETY: non-NULL and NUL-terminated, per the caller.
-            Some(lossy(OsStr::from_bytes(unsafe { string(only, "only") }?).to_os_string()))
+            Some(lossy(
+                OsStr::from_bytes(unsafe { string(only, "only") }?).to_os_string(),
+            ))
         };
         let window = (window_s != EDGE_AGENT_NO_WINDOW)
             .then(|| std::time::Duration::from_secs(u64::from(window_s)));

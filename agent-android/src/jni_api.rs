@@ -201,7 +201,11 @@ pub extern "system" fn Java_dev_edgeagent_EdgeAgent_nativeStartSelf<'local>(
         let window = match window_seconds {
             -1 => None,
             s => Some(std::time::Duration::from_secs(u64::try_from(s).map_err(
-                |_| Error::InvalidArgument(format!("windowSeconds {s}: must be 1 to 86400, or -1 for none")),
+                |_| {
+                    Error::InvalidArgument(format!(
+                        "windowSeconds {s}: must be 1 to 86400, or -1 for none"
+                    ))
+                },
             )?)),
         };
         Ok(crate::self_observe::start_self(

@@ -29,9 +29,9 @@ pub mod ffi;
 pub mod jni_api;
 // An app observes itself: the safe half, and the wrappers with their
 // hook table (an FFI layer, allowed `unsafe`).
-pub mod self_observe;
 #[allow(unsafe_code)]
 mod self_hooks;
+pub mod self_observe;
 mod stack;
 
 pub use api::{device_id, spool_put, summary_json, trace, upload, TraceRequest};

@@ -75,7 +75,9 @@ static OBSERVED_PID: AtomicU32 = AtomicU32::new(0);
 /// The state, also after a panic elsewhere held the lock (its data is
 /// whole: every change is one assignment).
 fn state() -> std::sync::MutexGuard<'static, Option<Observation>> {
-    STATE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    STATE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The syscalls of an `only` list (comma-separated names, e.g.
@@ -135,12 +137,14 @@ pub fn start_self(
     let mut state = state();
     if let Some(observation) = state.as_ref() {
         return Err(Error::State(if observation.stopped {
-            "observing this process was stopped (stopSelf), and cannot start again in this process".into()
+            "observing this process was stopped (stopSelf), and cannot start again in this process"
+                .into()
         } else {
             "already observing this process".into()
         }));
     }
-    let platform = device::platform(props, PlatformFacts::detect).unwrap_or_else(PlatformFacts::detect);
+    let platform =
+        device::platform(props, PlatformFacts::detect).unwrap_or_else(PlatformFacts::detect);
     let free = device::free_facts(props, &[]);
     let facts = facts::build(&platform, &process_program(), &free)
         .map_err(|e| Error::Internal(format!("the device's facts: {e:#}")))?;
@@ -149,8 +153,12 @@ pub fn start_self(
     let late_ns = late_since_process_start(start_ns);
     // Made on a thread with a large stack: the table is built by value
     // before it is boxed.
-    let table: &'static RunTable =
-        stack::run(|| Ok(Box::leak(Box::new(RunTable::new(start_ns, only.as_deref())))))?;
+    let table: &'static RunTable = stack::run(|| {
+        Ok(Box::leak(Box::new(RunTable::new(
+            start_ns,
+            only.as_deref(),
+        ))))
+    })?;
     agent_inproc::observe::process_joined(table);
     static FORK_HANDLER: std::sync::Once = std::sync::Once::new();
     let mut fork_error = None;
@@ -260,7 +268,8 @@ fn check_observed_process() -> Result<(), Error> {
 fn cut(observation: &mut Observation) -> Result<Vec<u8>, Error> {
     let now = sys::monotonic_ns();
     let to_unix = |mono: u64| {
-        let unix = observation.start_unix_ns as i128 + (mono as i128 - observation.start_ns as i128);
+        let unix =
+            observation.start_unix_ns as i128 + (mono as i128 - observation.start_ns as i128);
         unix.clamp(0, u64::MAX as i128) as u64
     };
     let window = match observation.window_ns {
@@ -359,14 +368,23 @@ mod tests {
             panic!("unknown names accepted");
         };
         assert!(m.contains("\"nope\"") && m.contains("\"zilch\""), "{m}");
-        assert!(matches!(parse_only(Some(" , ")), Err(Error::InvalidArgument(_))));
-        assert!(matches!(parse_only(Some("<other>")), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            parse_only(Some(" , ")),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            parse_only(Some("<other>")),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 
     #[test]
     fn windows_are_one_second_to_a_day() {
         assert_eq!(window_ns(None).unwrap(), 0);
-        assert_eq!(window_ns(Some(Duration::from_secs(60))).unwrap(), 60_000_000_000);
+        assert_eq!(
+            window_ns(Some(Duration::from_secs(60))).unwrap(),
+            60_000_000_000
+        );
         for bad in [0, 86_401] {
             let Err(Error::InvalidArgument(m)) = window_ns(Some(Duration::from_secs(bad))) else {
                 panic!("window {bad} accepted");
@@ -380,6 +398,9 @@ mod tests {
         let now = sys::monotonic_ns();
         let late = late_since_process_start(now).expect("/proc/self/stat");
         assert!(late > 0 && late < now.max(1) + 1, "{late}");
-        assert_eq!(start_ticks("1 (a) b) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 777 x"), Some(777));
+        assert_eq!(
+            start_ticks("1 (a) b) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 777 x"),
+            Some(777)
+        );
     }
 }

@@ -82,7 +82,11 @@ fn c_program_observes_its_own_reads() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     println!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success(), "self_observe failed: {}", output.status);
+    assert!(
+        output.status.success(),
+        "self_observe failed: {}",
+        output.status
+    );
     assert!(stdout.contains("self: ok"));
     let json: serde_json::Value =
         serde_json::from_str(&agent_android::summary_json(&std::fs::read(&out).unwrap()).unwrap())
@@ -97,6 +101,10 @@ fn c_program_observes_its_own_reads() {
             .sum()
     };
     assert_eq!(count("read", "file"), (SIZE / 4096 + 1) as u64, "{json:#}");
-    assert_eq!(json["coverage"]["source"], "in-process", "{}", json["coverage"]);
+    assert_eq!(
+        json["coverage"]["source"], "in-process",
+        "{}",
+        json["coverage"]
+    );
     assert_eq!(json["run"]["exit"], "running");
 }
