@@ -29,7 +29,7 @@
 //!   that window's index, each with what was recorded since the one before.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use agent_core::{
@@ -134,6 +134,11 @@ pub fn start_self(
 ) -> Result<(), Error> {
     let only = parse_only(only)?;
     let window_ns = window_ns(window)?;
+    // A fork of the observed process is refused before the lock (another
+    // thread of the parent may have held it at the fork).
+    if OBSERVED_PID.load(Ordering::Acquire) != 0 {
+        check_observed_process()?;
+    }
     let mut state = state();
     if let Some(observation) = state.as_ref() {
         return Err(Error::State(if observation.stopped {
@@ -160,12 +165,10 @@ pub fn start_self(
         ))))
     })?;
     agent_inproc::observe::process_joined(table);
-    static FORK_HANDLER: std::sync::Once = std::sync::Once::new();
-    let mut fork_error = None;
-    FORK_HANDLER.call_once(|| {
-        fork_error = self_hooks::on_fork_child(forked_child).err();
-    });
-    if let Some(errno) = fork_error {
+    // Registered once for the process (a failure is final too: every
+    // start then says why).
+    static FORK_HANDLER: OnceLock<Result<(), i32>> = OnceLock::new();
+    if let Err(errno) = *FORK_HANDLER.get_or_init(|| self_hooks::on_fork_child(forked_child)) {
         return Err(Error::Observe(format!(
             "pthread_atfork failed: {}",
             std::io::Error::from_raw_os_error(errno)

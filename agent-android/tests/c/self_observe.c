@@ -93,12 +93,15 @@ int main(int argc, char **argv) {
         while (cfd >= 0 && read(cfd, cbuf, sizeof cbuf) > 0) {
         }
         int code = snapshot(summary, sizeof summary, &len, err, sizeof err);
-        _exit(code == EDGE_AGENT_ESTATE && strstr(err, "fork") ? 0 : 1);
+        int refused = code == EDGE_AGENT_ESTATE && strstr(err, "fork") != NULL;
+        code = start(NULL, EDGE_AGENT_NO_WINDOW, err, sizeof err);
+        refused = refused && code == EDGE_AGENT_ESTATE && strstr(err, "fork") != NULL;
+        _exit(refused ? 0 : 1);
     }
     int status = -1;
     check(child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) &&
               WEXITSTATUS(status) == 0,
-          "the child's snapshot is refused", "");
+          "the child's snapshot and start are refused", "");
 
     /* A buffer too small: the size needed, nothing consumed. */
     check(snapshot(summary, 8, &len, err, sizeof err) == EDGE_AGENT_EINVAL, "small buffer", err);
