@@ -275,13 +275,11 @@ fn cut(observation: &mut Observation) -> Result<Vec<u8>, Error> {
             observation.start_unix_ns as i128 + (mono as i128 - observation.start_ns as i128);
         unix.clamp(0, u64::MAX as i128) as u64
     };
-    let window = match observation.window_ns {
-        0 => 0,
-        len => {
-            let index = to_unix(now) / len - observation.start_unix_ns / len;
-            u32::try_from(index).unwrap_or(u32::MAX)
-        }
-    };
+    let window = window_index(
+        observation.start_unix_ns,
+        to_unix(now),
+        observation.window_ns,
+    );
     let (_, threads) = observation.table.population();
     let run = RunRecord {
         processes: 1,
@@ -318,6 +316,17 @@ fn cut(observation: &mut Observation) -> Result<Vec<u8>, Error> {
         .encode(&mut buf)
         .map_err(|e| Error::Internal(format!("encoding the summary: {e}")))?;
     Ok(bytes.to_vec())
+}
+
+/// The index of the window of `len_ns` (0: no windows) that wall-clock
+/// time `now_unix_ns` falls in, windows being aligned to multiples of
+/// their length and counted from the one the observation started in.
+fn window_index(start_unix_ns: u64, now_unix_ns: u64, len_ns: u64) -> u32 {
+    if len_ns == 0 {
+        return 0;
+    }
+    let index = (now_unix_ns / len_ns).saturating_sub(start_unix_ns / len_ns);
+    u32::try_from(index).unwrap_or(u32::MAX)
 }
 
 /// The program's name for the summary: the file name of the process's
@@ -394,6 +403,17 @@ mod tests {
             };
             assert!(m.contains("1 to 86400"), "{m}");
         }
+    }
+
+    #[test]
+    fn windows_are_aligned_to_their_length() {
+        let s = 1_000_000_000;
+        assert_eq!(window_index(10 * s + 5, 50 * s, 0), 0, "no windows");
+        // Started 0.5 s into a 60 s window: that window is 0, the next 1.
+        assert_eq!(window_index(60 * s + s / 2, 119 * s, 60 * s), 0);
+        assert_eq!(window_index(60 * s + s / 2, 120 * s, 60 * s), 1);
+        assert_eq!(window_index(60 * s + s / 2, 600 * s, 60 * s), 9);
+        assert_eq!(window_index(60 * s, 59 * s, 60 * s), 0, "a clock set back");
     }
 
     #[test]
