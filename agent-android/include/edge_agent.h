@@ -31,6 +31,11 @@ extern "C" {
 #define EDGE_AGENT_ESPOOL (-4)    /* the spool refused the summary */
 #define EDGE_AGENT_EUPLOAD (-5)   /* the uploader failed */
 #define EDGE_AGENT_EINTERNAL (-6) /* a bug in the library (caught panic) */
+#define EDGE_AGENT_ESTATE (-7)    /* observing already, not yet, or no more */
+#define EDGE_AGENT_EOBSERVE (-8)  /* this process cannot be observed */
+
+/* window_s of edge_agent_start_self: one summary per snapshot, no windows. */
+#define EDGE_AGENT_NO_WINDOW UINT32_MAX
 
 /* The library's version (static string, do not free). */
 const char *edge_agent_version(void);
@@ -75,6 +80,38 @@ int edge_agent_summary_json(const uint8_t *summary, size_t summary_len,
  */
 int edge_agent_upload(const char *const *argv, size_t argc, int *status,
                       char *err, size_t err_cap);
+
+/*
+ * The app observes itself (docs/android-arm.md, "App observes itself").
+ *
+ * Begins observing this process's libc calls (every thread, every library
+ * loaded now or later, by GOT patching):
+ *   only:     NULL for every syscall, or comma-separated names ("read,write").
+ *   window_s: window length in seconds, 1 to 86400, or EDGE_AGENT_NO_WINDOW.
+ * Errors: EDGE_AGENT_EINVAL (unknown names, named in the message; a bad
+ * window), EDGE_AGENT_ESTATE (observing already, or stopped: a stop is
+ * final), EDGE_AGENT_EOBSERVE (the GOT patcher refused; nothing installed).
+ */
+int edge_agent_start_self(const char *only, uint32_t window_s,
+                          char *err, size_t err_cap);
+
+/*
+ * Writes the encoded summary (at most EDGE_AGENT_SUMMARY_MAX bytes) of what
+ * was observed since the last snapshot (or the start) into
+ * summary[0..*summary_len), ready for edge_agent_spool_put. If summary_cap
+ * is too small: EDGE_AGENT_EINVAL with the needed length in *summary_len;
+ * the summary is kept for the next call. Before a start: EDGE_AGENT_ESTATE.
+ */
+int edge_agent_snapshot_self(uint8_t *summary, size_t summary_cap,
+                             size_t *summary_len, char *err, size_t err_cap);
+
+/*
+ * Stops observing: the wrappers pass straight through (each call still costs
+ * one indirect call and one atomic load: the GOT entries stay patched).
+ * What was observed before can still be snapshot. Before a start:
+ * EDGE_AGENT_ESTATE.
+ */
+int edge_agent_stop_self(char *err, size_t err_cap);
 
 #ifdef __cplusplus
 }

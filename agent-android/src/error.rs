@@ -17,6 +17,11 @@ pub const EDGE_AGENT_ESPOOL: std::ffi::c_int = -4;
 pub const EDGE_AGENT_EUPLOAD: std::ffi::c_int = -5;
 /// A bug inside the library (a caught panic).
 pub const EDGE_AGENT_EINTERNAL: std::ffi::c_int = -6;
+/// Not in the state the call needs (observing this process already, or
+/// not yet, or no more).
+pub const EDGE_AGENT_ESTATE: std::ffi::c_int = -7;
+/// Observing this process could not begin (the GOT patcher refused).
+pub const EDGE_AGENT_EOBSERVE: std::ffi::c_int = -8;
 
 /// Why a call failed. The message always says what was wrong.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +42,18 @@ pub enum Error {
     /// The uploader failed before it could report an exit status.
     #[error("upload: {0}")]
     Upload(String),
+    /// The caller's buffer cannot hold the result: `needed` bytes can
+    /// (nothing was consumed).
+    #[error("buffer too small: {needed} bytes needed (EDGE_AGENT_SUMMARY_MAX is enough); nothing was consumed")]
+    BufferTooSmall { needed: usize },
+    /// The call does not fit the process's observation state (a second
+    /// start, a snapshot before any start...). Java:
+    /// `IllegalStateException`.
+    #[error("{0}")]
+    State(String),
+    /// Observing this process could not begin; nothing was installed.
+    #[error("cannot observe this process: {0}")]
+    Observe(String),
     /// A bug: a panic was caught at the boundary.
     #[error("internal error in the Edge Agent library: {0}")]
     Internal(String),
@@ -46,11 +63,13 @@ impl Error {
     /// The C ABI's code for this error (see `include/edge_agent.h`).
     pub fn code(&self) -> std::ffi::c_int {
         match self {
-            Error::InvalidArgument(_) => EDGE_AGENT_EINVAL,
+            Error::InvalidArgument(_) | Error::BufferTooSmall { .. } => EDGE_AGENT_EINVAL,
             Error::Trace(_) => EDGE_AGENT_ETRACE,
             Error::Decode(_) => EDGE_AGENT_EDECODE,
             Error::Spool(_) => EDGE_AGENT_ESPOOL,
             Error::Upload(_) => EDGE_AGENT_EUPLOAD,
+            Error::State(_) => EDGE_AGENT_ESTATE,
+            Error::Observe(_) => EDGE_AGENT_EOBSERVE,
             Error::Internal(_) => EDGE_AGENT_EINTERNAL,
         }
     }

@@ -18,9 +18,12 @@ use crate::error::Error;
 // The codes live beside the error type that maps to them; C callers find
 // them here, where the header says.
 pub use crate::error::{
-    EDGE_AGENT_EDECODE, EDGE_AGENT_EINTERNAL, EDGE_AGENT_EINVAL, EDGE_AGENT_ESPOOL,
-    EDGE_AGENT_ETRACE, EDGE_AGENT_EUPLOAD, EDGE_AGENT_OK,
+    EDGE_AGENT_EDECODE, EDGE_AGENT_EINTERNAL, EDGE_AGENT_EINVAL, EDGE_AGENT_EOBSERVE,
+    EDGE_AGENT_ESPOOL, EDGE_AGENT_ESTATE, EDGE_AGENT_ETRACE, EDGE_AGENT_EUPLOAD, EDGE_AGENT_OK,
 };
+
+/// `window_s` of [`edge_agent_start_self`] for no windows.
+pub const EDGE_AGENT_NO_WINDOW: u32 = u32::MAX;
 
 /// The library's version, NUL-terminated.
 static VERSION: &CStr =
@@ -178,6 +181,83 @@ pub unsafe extern "C" fn edge_agent_upload(
         unsafe { *status = code };
         Ok(())
     })
+}
+
+/// Begins observing this process (see `crate::self_observe`): `only` is
+/// NULL for every syscall or a comma-separated list of names; `window_s`
+/// the window length in seconds (1 to 86400) or `EDGE_AGENT_NO_WINDOW`.
+///
+/// # Safety
+/// `only` is NULL or NUL-terminated; `err` as for [`edge_agent_trace`].
+#[no_mangle]
+pub unsafe extern "C" fn edge_agent_start_self(
+    only: *const c_char,
+    window_s: u32,
+    err: *mut c_char,
+    err_cap: usize,
+) -> c_int {
+    guard(err, err_cap, || {
+        let only = if only.is_null() {
+            None
+        } else {
+            // SAFETY: non-NULL and NUL-terminated, per the caller.
+            Some(lossy(
+                OsStr::from_bytes(unsafe { string(only, "only") }?).to_os_string(),
+            ))
+        };
+        let window = (window_s != EDGE_AGENT_NO_WINDOW)
+            .then(|| std::time::Duration::from_secs(u64::from(window_s)));
+        crate::self_observe::start_self(only.as_deref(), window, &SystemProperties)
+    })
+}
+
+/// Writes the encoded summary of what this process did since the last
+/// snapshot into `summary` and its length into `summary_len`. If
+/// `summary_cap` is too small, returns `EDGE_AGENT_EINVAL` with the needed
+/// length in `summary_len`, and the summary waits for the next call.
+///
+/// # Safety
+/// `summary` has `summary_cap` writable bytes (or is NULL with 0);
+/// `summary_len` is writable; `err` as for [`edge_agent_trace`].
+#[no_mangle]
+pub unsafe extern "C" fn edge_agent_snapshot_self(
+    summary: *mut u8,
+    summary_cap: usize,
+    summary_len: *mut usize,
+    err: *mut c_char,
+    err_cap: usize,
+) -> c_int {
+    guard(err, err_cap, || {
+        if summary_len.is_null() || (summary.is_null() && summary_cap > 0) {
+            return Err(Error::InvalidArgument(
+                "summary_len must not be NULL, nor summary with a capacity".into(),
+            ));
+        }
+        let out: &mut [u8] = if summary_cap == 0 {
+            &mut []
+        } else {
+            // SAFETY: `summary` has `summary_cap` writable bytes.
+            unsafe { std::slice::from_raw_parts_mut(summary, summary_cap) }
+        };
+        let result = crate::self_observe::snapshot_self(out);
+        let len = match &result {
+            Ok(len) => *len,
+            Err(Error::BufferTooSmall { needed }) => *needed,
+            Err(_) => 0,
+        };
+        // SAFETY: `summary_len` is writable.
+        unsafe { *summary_len = len };
+        result.map(|_| ())
+    })
+}
+
+/// Stops observing this process: its libc calls pass straight through.
+///
+/// # Safety
+/// `err` as for [`edge_agent_trace`].
+#[no_mangle]
+pub unsafe extern "C" fn edge_agent_stop_self(err: *mut c_char, err_cap: usize) -> c_int {
+    guard(err, err_cap, crate::self_observe::stop_self)
 }
 
 /// Runs `body`, turning its error or panic into a code and a message.

@@ -22,6 +22,7 @@ use crate::error::Error;
 /// The checked exception of the Java wrapper.
 const EDGE_AGENT_EXCEPTION: &str = "dev/edgeagent/EdgeAgentException";
 const ILLEGAL_ARGUMENT: &str = "java/lang/IllegalArgumentException";
+const ILLEGAL_STATE: &str = "java/lang/IllegalStateException";
 
 /// Why an export failed.
 enum Failure {
@@ -62,6 +63,8 @@ fn export<'local, T>(
     }
     let (class, message) = match failure {
         Failure::Api(Error::InvalidArgument(message)) => (ILLEGAL_ARGUMENT, message),
+        Failure::Api(error @ Error::BufferTooSmall { .. }) => (ILLEGAL_ARGUMENT, error.to_string()),
+        Failure::Api(Error::State(message)) => (ILLEGAL_STATE, message),
         Failure::Api(error) => (EDGE_AGENT_EXCEPTION, error.to_string()),
         Failure::Jni(error) => (EDGE_AGENT_EXCEPTION, format!("JNI: {error}")),
     };
@@ -178,6 +181,60 @@ pub extern "system" fn Java_dev_edgeagent_EdgeAgent_nativeUpload<'local>(
             .ok_or_else(|| Error::InvalidArgument("args is null".into()))?;
         Ok(api::upload(&args)?)
     })
+}
+
+/// `static native void nativeStartSelf(String only, int windowSeconds)`
+/// (`only` null: every syscall; `windowSeconds` -1: no windows).
+#[no_mangle]
+pub extern "system" fn Java_dev_edgeagent_EdgeAgent_nativeStartSelf<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    only: JString<'local>,
+    window_seconds: jint,
+) {
+    export(&mut env, (), |env| {
+        let only = if only.is_null() {
+            None
+        } else {
+            Some(string(env, &only, "only")?)
+        };
+        let window = match window_seconds {
+            -1 => None,
+            s => Some(std::time::Duration::from_secs(u64::try_from(s).map_err(
+                |_| {
+                    Error::InvalidArgument(format!(
+                        "windowSeconds {s}: must be 1 to 86400, or -1 for none"
+                    ))
+                },
+            )?)),
+        };
+        Ok(crate::self_observe::start_self(
+            only.as_deref(),
+            window,
+            &SystemProperties,
+        )?)
+    })
+}
+
+/// `static native byte[] nativeSnapshotSelf()`
+#[no_mangle]
+pub extern "system" fn Java_dev_edgeagent_EdgeAgent_nativeSnapshotSelf<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+) -> jbyteArray {
+    export(&mut env, std::ptr::null_mut(), |env| {
+        let summary = crate::self_observe::snapshot_self_vec()?;
+        Ok(env.byte_array_from_slice(&summary)?.into_raw())
+    })
+}
+
+/// `static native void nativeStopSelf()`
+#[no_mangle]
+pub extern "system" fn Java_dev_edgeagent_EdgeAgent_nativeStopSelf<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+) {
+    export(&mut env, (), |_| Ok(crate::self_observe::stop_self()?))
 }
 
 /// `static native String nativeVersion()`

@@ -27,7 +27,13 @@ pub mod ffi;
 // counts; the module itself holds no `unsafe` block.
 #[allow(unsafe_code)]
 pub mod jni_api;
+// An app observes itself: the safe half, and the wrappers with their
+// hook table (an FFI layer, allowed `unsafe`).
+#[allow(unsafe_code)]
+mod self_hooks;
+pub mod self_observe;
 mod stack;
 
 pub use api::{device_id, spool_put, summary_json, trace, upload, TraceRequest};
 pub use error::Error;
+pub use self_observe::{snapshot_self, start_self, stop_self};

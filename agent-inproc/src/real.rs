@@ -46,6 +46,13 @@ impl Real {
         self.addr.store(addr, Ordering::Relaxed);
     }
 
+    /// Where the address is kept: what `got::Hook::real` takes, so that
+    /// the GOT patcher sets it (before it patches any entry) and the
+    /// wrapper reads it, with no copy in between.
+    pub fn slot(&self) -> &AtomicUsize {
+        &self.addr
+    }
+
     #[cold]
     fn look_up(&self) -> Option<usize> {
         // SAFETY: `name` is NUL-terminated (checked by `new`); RTLD_NEXT

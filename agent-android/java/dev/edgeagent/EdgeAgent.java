@@ -110,6 +110,52 @@ public final class EdgeAgent {
         return nativeUpload(args);
     }
 
+    /** {@link #startSelf}'s windowSeconds for no windows: one summary per snapshot. */
+    public static final int NO_WINDOW = -1;
+
+    /**
+     * Begins observing this app's own libc calls (every thread; the libraries loaded now and
+     * later, through their GOT): file, network, wait calls, as the other backends count them.
+     * Snapshot with {@link #snapshotSelf}, stop with {@link #stopSelf} (final: a later start
+     * is refused).
+     *
+     * @param only comma-separated syscall names ("read,connect"), or null for all
+     * @param windowSeconds window length, 1 to 86400 seconds, or {@link #NO_WINDOW}
+     * @throws IllegalArgumentException unknown syscall names (named), a bad window
+     * @throws IllegalStateException observing already, or stopped
+     * @throws EdgeAgentException the process cannot be observed (nothing was installed)
+     */
+    public static void startSelf(String only, int windowSeconds) throws EdgeAgentException {
+        nativeStartSelf(only, windowSeconds);
+    }
+
+    /**
+     * The encoded summary (at most 2048 bytes) of what this app did since the last snapshot
+     * (or the start), ready for {@link #spoolPut}.
+     *
+     * @throws IllegalStateException before {@link #startSelf}
+     */
+    public static byte[] snapshotSelf() throws EdgeAgentException {
+        return nativeSnapshotSelf();
+    }
+
+    /**
+     * Stops observing: the app's libc calls pass straight through (one indirect call and one
+     * atomic load each remain). What was observed before can still be snapshot.
+     *
+     * @throws IllegalStateException before {@link #startSelf}
+     */
+    public static void stopSelf() throws EdgeAgentException {
+        nativeStopSelf();
+    }
+
+    private static native void nativeStartSelf(String only, int windowSeconds)
+            throws EdgeAgentException;
+
+    private static native byte[] nativeSnapshotSelf() throws EdgeAgentException;
+
+    private static native void nativeStopSelf() throws EdgeAgentException;
+
     private static native byte[] nativeTrace(String[] argv, String[] only, String[] facts)
             throws EdgeAgentException;
 

@@ -1,0 +1,162 @@
+//! The FFI half of an app observing itself ([`crate::self_observe`]):
+//! agent-inproc's wrappers, made here under this library's own (mangled,
+//! unexported) names, and the GOT patcher's hook table that routes the
+//! app's libraries' libc calls to them. Not exported under libc's names
+//! (`#[no_mangle]`, as agent-preload does): the dynamic linker would then
+//! bind every object of the process to them, this library's own calls
+//! included, from the moment the library is loaded, observed or not.
+//!
+//! May use `unsafe` (the wrappers are `extern "C"` functions over raw
+//! pointers; `dlsym` and `pthread_atfork` are C calls): every block says
+//! why it is sound.
+
+use std::ffi::CStr;
+use std::sync::OnceLock;
+
+use agent_inproc::got::{self, Hook};
+
+/// The wrappers (each with a `<name>::REAL` slot for the real function).
+mod wrappers {
+    agent_inproc::libc_wrappers!();
+}
+
+/// One entry of the hook table: libc's name (NUL-terminated), our
+/// wrapper, its real-function slot.
+type Candidate = (&'static str, usize, &'static agent_inproc::Real);
+
+/// Every wrapper of the set, by libc's name.
+macro_rules! candidates {
+    ($($name:ident),* $(,)?) => {
+        [$((
+            concat!(stringify!($name), "\0"),
+            wrappers::$name as *const () as usize,
+            &wrappers::$name::REAL,
+        )),*]
+    };
+}
+
+/// The wrapper set, as `libc_wrappers!` defines it (keep in step with
+/// agent-inproc/src/wrappers.rs: a wrapper missing here is never
+/// installed, one named here but not defined does not compile).
+fn candidates() -> impl IntoIterator<Item = Candidate> {
+    candidates![
+        read,
+        write,
+        pread,
+        pread64,
+        pwrite,
+        pwrite64,
+        readv,
+        writev,
+        preadv,
+        pwritev,
+        sendfile,
+        sendfile64,
+        fsync,
+        fdatasync,
+        bind,
+        listen,
+        shutdown,
+        send,
+        sendto,
+        sendmsg,
+        recv,
+        recvfrom,
+        recvmsg,
+        epoll_wait,
+        epoll_pwait,
+        open,
+        open64,
+        openat,
+        openat64,
+        creat,
+        creat64,
+        socket,
+        stat,
+        stat64,
+        lstat,
+        lstat64,
+        fstat,
+        fstat64,
+        fstatat,
+        fstatat64,
+        __xstat,
+        __xstat64,
+        __lxstat,
+        __lxstat64,
+        __fxstatat,
+        __fxstatat64,
+        poll,
+        ppoll,
+        select,
+        pselect,
+        nanosleep,
+        usleep,
+        sleep,
+        mmap,
+        mmap64,
+        munmap,
+        madvise,
+        wait4,
+        waitpid,
+        wait,
+        close,
+        dup,
+        dup2,
+        dup3,
+        accept,
+        accept4,
+        connect,
+        fork,
+        execve,
+        execv,
+        clock_nanosleep,
+    ]
+}
+
+/// Whether the process's libc (or any loaded object) defines `symbol`.
+fn defined(symbol: &CStr) -> bool {
+    // SAFETY: `symbol` is NUL-terminated; dlsym only reads it.
+    !unsafe { libc::dlsym(libc::RTLD_DEFAULT, symbol.as_ptr()) }.is_null()
+}
+
+/// The hook table for `got::install`: every wrapper whose libc function
+/// this process has (glibc 2.33+ has no default `__xstat`, bionic none of
+/// the `__*xstat*`: no object can call what the libc lacks, so leaving
+/// those out loses nothing), plus the `dlopen` hooks that patch the
+/// libraries loaded later. Made once, for the process's life (the
+/// patcher keeps it).
+pub fn hooks() -> &'static [Hook] {
+    static HOOKS: OnceLock<Vec<Hook>> = OnceLock::new();
+    HOOKS.get_or_init(|| {
+        let mut hooks = Vec::new();
+        for (name, wrapper, real) in candidates() {
+            let Ok(symbol) = CStr::from_bytes_with_nul(name.as_bytes()) else {
+                continue;
+            };
+            if !defined(symbol) {
+                continue;
+            }
+            hooks.push(Hook {
+                symbol,
+                wrapper,
+                real: real.slot(),
+            });
+        }
+        hooks.push(got::dlopen_hook());
+        #[cfg(target_os = "android")]
+        hooks.push(got::android_dlopen_ext_hook());
+        hooks
+    })
+}
+
+/// Runs `child` in the child of every later `fork` (registered once per
+/// call: call it once).
+pub fn on_fork_child(child: extern "C" fn()) -> Result<(), i32> {
+    // SAFETY: `child` is a plain function without arguments, as
+    // pthread_atfork wants; the other handlers are none.
+    match unsafe { libc::pthread_atfork(None, None, Some(child)) } {
+        0 => Ok(()),
+        errno => Err(errno),
+    }
+}
