@@ -183,6 +183,28 @@ fn strace_marked(dir: &Path, cmd: &[&str], restarted: bool) -> (std::process::Ou
         120,
     );
     let text = std::fs::read_to_string(&log).expect("strace log");
+    // Each new process or thread's parent, found first: strace may print
+    // a new thread's calls before its creator's `clone3` returns.
+    let mut parent_of: BTreeMap<u32, u32> = BTreeMap::new();
+    for line in text.lines() {
+        let Some((pid, rest)) = line.split_once(' ') else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        let name = rest
+            .strip_prefix("<... ")
+            .and_then(|r| r.split_once(" resumed>"))
+            .map_or_else(|| rest.split('(').next().unwrap_or(""), |(n, _)| n);
+        if matches!(name, "clone" | "clone3" | "fork" | "vfork") {
+            let ret = rest.rsplit_once(" = ").map_or("", |(_, r)| r.trim());
+            if let Ok(child) = ret.split(' ').next().unwrap_or("").parse::<u32>() {
+                parent_of.insert(child, pid);
+            }
+        }
+    }
     let mut marked: BTreeMap<u32, bool> = BTreeMap::new();
     let mut pending: BTreeMap<u32, (String, &'static str)> = BTreeMap::new();
     let mut table = Table::new();
@@ -196,6 +218,16 @@ fn strace_marked(dir: &Path, cmd: &[&str], restarted: bool) -> (std::process::Ou
         let rest = rest.trim_start();
         if rest.starts_with("+++") || rest.starts_with("---") {
             continue;
+        }
+        // A new process or thread starts as its creator stood when it
+        // called clone (its creator's mark cannot change meanwhile).
+        if !marked.contains_key(&pid) {
+            let inherited = parent_of
+                .get(&pid)
+                .and_then(|parent| marked.get(parent))
+                .copied()
+                .unwrap_or(false);
+            marked.insert(pid, inherited);
         }
         // The call's name, its fd kind, and the line with its result.
         let (name, kind, result) = if let Some(resumed) = rest.strip_prefix("<... ") {
@@ -232,11 +264,6 @@ fn strace_marked(dir: &Path, cmd: &[&str], restarted: bool) -> (std::process::Ou
             "getpgrp" => {
                 marked.insert(pid, false);
                 continue;
-            }
-            "clone" | "clone3" | "fork" | "vfork" => {
-                if let Ok(child) = ret.split(' ').next().unwrap_or("").parse::<u32>() {
-                    marked.insert(child, in_region);
-                }
             }
             _ => {}
         }
