@@ -25,6 +25,7 @@
 //! wrappers then pass straight through (one atomic load each).
 
 mod fd_kinds;
+mod fd_peers;
 // GOT/PLT patching (issue 32): an FFI layer like `sys` (the loader's
 // structures in memory, mprotect, the dlopen entries in assembly), so it
 // may use `unsafe`, each block with its SAFETY comment.
@@ -51,6 +52,7 @@ mod sys;
 
 pub use active::{activate, deactivate, table as active_table};
 pub use fd_kinds::{FdKinds, CACHED_FDS};
+pub use fd_peers::{FdPeers, Known, CACHED_PEER_FDS};
 pub use real::Real;
 pub use recorder::{Recorder, RecorderStats, LOST_FACT, RING, SLOTS};
 pub use sys::{fd_kind_of, monotonic_ns};

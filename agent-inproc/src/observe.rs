@@ -10,12 +10,16 @@ use agent_core::{FdKind, PeerAddr, SyscallEvent, SyscallId};
 
 use crate::calls::ARCH;
 use crate::fd_kinds::FdKinds;
+use crate::fd_peers::{FdPeers, Known};
 use crate::sys;
 use crate::table::RunTable;
 
 /// This process's fds (not shared with the run: fd numbers are each
 /// process's own; a forked child inherits a copy, as it inherits the fds).
 static FDS: FdKinds = FdKinds::new();
+
+/// This process's sockets' remote ends (per process, as the kinds).
+static PEERS: FdPeers = FdPeers::new();
 
 /// The process the run counted this memory as (set when it joined; a
 /// `vfork` child shares it, and so tells itself apart by its pid).
@@ -126,12 +130,30 @@ pub fn kind_of(fd: i64) -> FdKind {
     FDS.kind(fd, sys::fd_kind_of)
 }
 
-/// The remote end of `fd` if it is a TCP or UDP socket.
+/// The remote end of `fd` if it is a TCP or UDP socket (asked once, then
+/// remembered).
 #[inline]
 pub fn peer_of(fd: i64, kind: FdKind) -> Option<PeerAddr> {
-    match kind {
-        FdKind::Tcp | FdKind::Udp => sys::peer_of(i32::try_from(fd).ok()?, kind),
-        _ => None,
+    if !matches!(kind, FdKind::Tcp | FdKind::Udp) {
+        return None;
+    }
+    let epoch = PEERS.epoch(fd);
+    match PEERS.get(fd) {
+        Known::Peer(peer) => peer,
+        Known::Unknown => {
+            let peer = sys::peer_of(i32::try_from(fd).ok()?, kind);
+            PEERS.set(fd, peer, epoch);
+            peer
+        }
+    }
+}
+
+/// `fd`'s socket was connected to `peer` (the address `connect` named).
+#[inline]
+pub fn connected(fd: i64, peer: Option<PeerAddr>) {
+    PEERS.forget(fd);
+    if peer.is_some() {
+        PEERS.set(fd, peer, PEERS.epoch(fd));
     }
 }
 
@@ -139,12 +161,14 @@ pub fn peer_of(fd: i64, kind: FdKind) -> Option<PeerAddr> {
 #[inline]
 pub fn forget(fd: i64) {
     FDS.forget(fd);
+    PEERS.forget(fd);
 }
 
-/// `fd` was just made and is of `kind`.
+/// `fd` was just made and is of `kind` (its peer asked at its next use).
 #[inline]
 pub fn made(fd: i64, kind: FdKind) {
     FDS.set(fd, kind);
+    PEERS.forget(fd);
 }
 
 /// A libc return of -1 with `errno`, in the kernel's form.

@@ -106,11 +106,14 @@ macro_rules! libc_wrappers {
                 observe::forget(fd as i64);
                 return r;
             };
+            // Its socket's peer, as the other backends file a close: asked
+            // before the fd is gone.
             let kind = observe::kind_of(fd as i64);
+            let peer = observe::peer_of(fd as i64, kind);
             let r = real(fd);
             let errno = $crate::__private::errno();
             observe::forget(fd as i64);
-            obs.end([fd as u64, 0, 0, 0, 0, 0], observe::kernel_ret(r as i64, errno), kind, None);
+            obs.end([fd as u64, 0, 0, 0, 0, 0], observe::kernel_ret(r as i64, errno), kind, peer);
             $crate::__private::set_errno(errno);
             r
         });
@@ -121,7 +124,11 @@ macro_rules! libc_wrappers {
         $crate::libc_wrappers!(@copy [$(#[$attr])*] accept4, calls::ACCEPT4, (fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int, |r| r);
         $crate::libc_wrappers!(@real [$(#[$attr])*] connect, (fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int, |real| {
             let Some(obs) = observe::begin(calls::CONNECT) else {
-                return real(fd, addr, len);
+                let r = real(fd, addr, len);
+                let errno = $crate::__private::errno();
+                observe::connected(fd as i64, None);
+                $crate::__private::set_errno(errno);
+                return r;
             };
             let kind = observe::kind_of(fd as i64);
             let r = real(fd, addr, len);
@@ -136,6 +143,9 @@ macro_rules! libc_wrappers {
             } else {
                 None
             };
+            // A connect that failed outright leaves the socket's peer to
+            // be asked again; one under way (EINPROGRESS) or done has it.
+            observe::connected(fd as i64, if r == 0 || errno == $crate::__private::libc::EINPROGRESS { peer } else { None });
             obs.end([fd as u64, addr as u64, len as u64, 0, 0, 0], observe::kernel_ret(r as i64, errno), kind, peer);
             $crate::__private::set_errno(errno);
             r

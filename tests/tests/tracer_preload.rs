@@ -631,6 +631,74 @@ fn a_signalled_run_leaves_no_table_behind() {
     assert!(left.is_empty(), "{left:?}");
 }
 
+const PEER_CLIENT: &str = r#"
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+/* Each port in turn on the same fd number: connect, send, read the reply, close. */
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(atoi(argv[i])) };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) return 2;
+    char b[64];
+    for (int k = 0; k < 10; k++) { if (write(fd, "q", 1) != 1 || read(fd, b, 1) != 1) return 3; }
+    close(fd);
+  }
+  return 0;
+}
+"#;
+
+/// Each socket call is filed under its socket's peer: remembered per fd,
+/// and forgotten when the fd number is reused for another connection.
+#[test]
+fn socket_calls_are_filed_under_their_peer() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_c(dir.path(), "peers", PEER_CLIENT);
+    let servers: Vec<std::net::TcpListener> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let ports: Vec<u16> = servers
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    for listener in servers {
+        std::thread::spawn(move || {
+            use std::io::{Read, Write};
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut b = [0u8; 1];
+            while conn.read_exact(&mut b).is_ok() {
+                if conn.write_all(b"r").is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    let args: Vec<String> = ports.iter().map(u16::to_string).collect();
+    let mut cmd = vec![exe.to_str().unwrap()];
+    cmd.extend(args.iter().map(String::as_str));
+    let (out, s) = preload_run(dir.path(), &cmd);
+    assert!(out.status.success(), "{out:?}");
+    let mut seen: Vec<(u16, u64)> = s
+        .peers
+        .list
+        .iter()
+        .map(|p| {
+            assert_eq!(p.addr.transport, FdKind::Tcp);
+            assert_eq!(p.addr.ip, agent_core::PeerIp::V4([127, 0, 0, 1]));
+            (p.addr.port, p.calls)
+        })
+        .collect();
+    seen.sort();
+    let mut want: Vec<(u16, u64)> = ports.iter().map(|p| (*p, 22)).collect();
+    want.sort();
+    // connect, 10 writes, 10 reads and close on each: 22 calls per peer.
+    assert_eq!(seen, want, "{:?}", s.peers);
+}
+
 /// `--backend preload` is `run`'s only.
 #[test]
 fn attach_with_preload_is_refused() {
