@@ -2,12 +2,14 @@
 //! structs that the service serializes and the devices, tests and tools
 //! read: one contract, no hand-built or hand-walked JSON on either side.
 //! [`directive`] is the body a device acts on (its one reader, its caps),
-//! [`window`] the daily upload window's rule. The binary upload body is
+//! [`window`] the daily upload window's rule, [`alert`] the webhook's
+//! body for an incident opened or closed. The binary upload body is
 //! `agent_core::framing`.
 
 use agent_core::{DeviceId, RunId, StreamId};
 use serde::{Deserialize, Serialize};
 
+pub mod alert;
 pub mod directive;
 pub mod window;
 
