@@ -113,6 +113,46 @@ int edge_agent_snapshot_self(uint8_t *summary, size_t summary_cap,
  */
 int edge_agent_stop_self(char *err, size_t err_cap);
 
+/*
+ * The proactive loop inside the app (docs/proactive.md, "Inside an app").
+ *
+ * Begins one run of an operation worth comparing across devices; name (1 to
+ * 255 bytes) is the program the service groups runs by. Nothing is
+ * recorded until the run's end unless a per-device directive takes the run:
+ * then the whole process's libc calls are observed in full until its end.
+ * Errors: EDGE_AGENT_EINVAL (bad name), EDGE_AGENT_ESTATE (256 runs open).
+ */
+int edge_agent_run_begin(const char *name, uint64_t *run, char *err, size_t err_cap);
+
+/*
+ * Ends run `run` with the app's outcome (status 0: succeeded; any other
+ * value: failed) and writes its encoded summary into
+ * summary[0..*summary_len) for edge_agent_spool_put: a light record
+ * (duration, outcome, the process's CPU time and I/O bytes over the run),
+ * or a directed run's full summary with the fact directive=ID. summary_cap
+ * must be at least EDGE_AGENT_SUMMARY_MAX (else EDGE_AGENT_EINVAL, the run
+ * stays open). Unknown handle: EDGE_AGENT_EINVAL.
+ */
+int edge_agent_run_end(uint64_t run, int32_t status, uint8_t *summary, size_t summary_cap,
+                       size_t *summary_len, char *err, size_t err_cap);
+
+/*
+ * Takes a body of GET /v1/directives?device=ID that the app fetched itself;
+ * *count: the per-device directives in force. A bad body is refused whole
+ * (EDGE_AGENT_EINVAL, named) and the directives known stay.
+ */
+int edge_agent_set_directives(const uint8_t *body, size_t len, uint32_t *count,
+                              char *err, size_t err_cap);
+
+/*
+ * Fetches this device's directives (its id kept beside spool_dir) from
+ * server and takes them; token_file and ca_file may be NULL. Blocks for the
+ * request. Errors: EDGE_AGENT_EINVAL, EDGE_AGENT_EUPLOAD (the request).
+ */
+int edge_agent_fetch_directives(const char *spool_dir, const char *server,
+                                const char *token_file, const char *ca_file,
+                                uint32_t *count, char *err, size_t err_cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -260,6 +260,147 @@ pub unsafe extern "C" fn edge_agent_stop_self(err: *mut c_char, err_cap: usize) 
     guard(err, err_cap, crate::self_observe::stop_self)
 }
 
+/// Begins a run named `name` (the app's operation) and writes its handle
+/// into `run` (see `app_runs`).
+///
+/// # Safety
+/// `name` is NUL-terminated; `run` is writable; `err` as for
+/// [`edge_agent_trace`].
+#[no_mangle]
+pub unsafe extern "C" fn edge_agent_run_begin(
+    name: *const c_char,
+    run: *mut u64,
+    err: *mut c_char,
+    err_cap: usize,
+) -> c_int {
+    guard(err, err_cap, || {
+        // SAFETY: NULL or NUL-terminated, per the caller.
+        let name = lossy(OsStr::from_bytes(unsafe { string(name, "name") }?).to_os_string());
+        if run.is_null() {
+            return Err(Error::InvalidArgument("run must not be NULL".into()));
+        }
+        let handle = crate::app_runs::run_begin(&name, &SystemProperties)?;
+        // SAFETY: `run` is writable, per the caller.
+        unsafe { *run = handle };
+        Ok(())
+    })
+}
+
+/// Ends run `run` with the app's outcome `status` (0: succeeded) and
+/// writes its encoded summary (a light record, or a directed run's full
+/// summary). A buffer too small gets `EDGE_AGENT_EINVAL` with the needed
+/// length in `summary_len`, and the run stays open for another call.
+///
+/// # Safety
+/// `summary` has `summary_cap` writable bytes; `summary_len` is writable;
+/// `err` as for [`edge_agent_trace`].
+#[no_mangle]
+pub unsafe extern "C" fn edge_agent_run_end(
+    run: u64,
+    status: i32,
+    summary: *mut u8,
+    summary_cap: usize,
+    summary_len: *mut usize,
+    err: *mut c_char,
+    err_cap: usize,
+) -> c_int {
+    guard(err, err_cap, || {
+        if summary.is_null() || summary_len.is_null() {
+            return Err(Error::InvalidArgument(
+                "summary and summary_len must not be NULL".into(),
+            ));
+        }
+        if summary_cap < agent_core::MAX_ENCODED_LEN {
+            // SAFETY: `summary_len` is writable.
+            unsafe { *summary_len = agent_core::MAX_ENCODED_LEN };
+            return Err(Error::BufferTooSmall {
+                needed: agent_core::MAX_ENCODED_LEN,
+            });
+        }
+        let bytes = crate::app_runs::run_end(run, status, &SystemProperties)?;
+        // SAFETY: the caller's buffer and length, as documented.
+        unsafe { copy_out(&bytes, summary, summary_cap, summary_len) }
+    })
+}
+
+/// Takes a body of `GET /v1/directives?device=<id>` fetched by the app;
+/// writes how many per-device directives are in force into `count`.
+///
+/// # Safety
+/// `body` has `len` readable bytes; `count` is writable; `err` as for
+/// [`edge_agent_trace`].
+#[no_mangle]
+pub unsafe extern "C" fn edge_agent_set_directives(
+    body: *const u8,
+    len: usize,
+    count: *mut u32,
+    err: *mut c_char,
+    err_cap: usize,
+) -> c_int {
+    guard(err, err_cap, || {
+        // SAFETY: `len` readable bytes, per the caller.
+        let body = unsafe { bytes(body, len, "body") }?;
+        if count.is_null() {
+            return Err(Error::InvalidArgument("count must not be NULL".into()));
+        }
+        let n = crate::app_runs::set_directives(body)?;
+        // SAFETY: `count` is writable, per the caller.
+        unsafe { *count = u32::try_from(n).unwrap_or(u32::MAX) };
+        Ok(())
+    })
+}
+
+/// Fetches this device's directives from `server` (the device id kept
+/// beside `spool_dir`; `token_file`, `ca_file` may be NULL) and takes them;
+/// writes how many are in force into `count`. Blocks for the request.
+///
+/// # Safety
+/// The strings are NUL-terminated (or NULL where allowed); `count` is
+/// writable; `err` as for [`edge_agent_trace`].
+#[no_mangle]
+pub unsafe extern "C" fn edge_agent_fetch_directives(
+    spool_dir: *const c_char,
+    server: *const c_char,
+    token_file: *const c_char,
+    ca_file: *const c_char,
+    count: *mut u32,
+    err: *mut c_char,
+    err_cap: usize,
+) -> c_int {
+    guard(err, err_cap, || {
+        let path = |bytes: &[u8]| Path::new(OsStr::from_bytes(bytes)).to_path_buf();
+        // SAFETY: NULL or NUL-terminated, per the caller.
+        let spool_dir = path(unsafe { string(spool_dir, "spool_dir") }?);
+        // SAFETY: as above.
+        let server = unsafe { string(server, "server") }?;
+        let server = lossy(OsStr::from_bytes(server).to_os_string());
+        let token_file = if token_file.is_null() {
+            None
+        } else {
+            // SAFETY: non-NULL and NUL-terminated, per the caller.
+            Some(path(unsafe { string(token_file, "token_file") }?))
+        };
+        let ca = if ca_file.is_null() {
+            None
+        } else {
+            // SAFETY: non-NULL and NUL-terminated, per the caller.
+            Some(path(unsafe { string(ca_file, "ca_file") }?))
+        };
+        if count.is_null() {
+            return Err(Error::InvalidArgument("count must not be NULL".into()));
+        }
+        let n = crate::app_runs::fetch_directives(&crate::app_runs::DirectiveSource {
+            spool_dir,
+            server,
+            token_file,
+            ca,
+        })?;
+        // SAFETY: `count` is writable, per the caller.
+        unsafe { *count = u32::try_from(n).unwrap_or(u32::MAX) };
+        Ok(())
+    })
+}
+
 /// Runs `body`, turning its error or panic into a code and a message.
 fn guard(err: *mut c_char, err_cap: usize, body: impl FnOnce() -> Result<(), Error>) -> c_int {
     let error = match catch_unwind(AssertUnwindSafe(body)) {

@@ -12,7 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
 use jni::objects::{JByteArray, JClass, JObjectArray, JString};
-use jni::sys::{jbyteArray, jint, jstring};
+use jni::sys::{jbyteArray, jint, jlong, jstring};
 use jni::JNIEnv;
 
 use crate::api::{self, TraceRequest};
@@ -245,5 +245,80 @@ pub extern "system" fn Java_dev_edgeagent_EdgeAgent_nativeVersion<'local>(
 ) -> jstring {
     export(&mut env, std::ptr::null_mut(), |env| {
         Ok(env.new_string(env!("CARGO_PKG_VERSION"))?.into_raw())
+    })
+}
+
+/// `static native long nativeRunBegin(String name)`
+#[no_mangle]
+pub extern "system" fn Java_dev_edgeagent_EdgeAgent_nativeRunBegin<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    name: JString<'local>,
+) -> jlong {
+    export(&mut env, 0, |env| {
+        let name = string(env, &name, "name")?;
+        let handle = crate::app_runs::run_begin(&name, &SystemProperties)?;
+        // Handles count up from 1: far below jlong's range.
+        Ok(jlong::try_from(handle).unwrap_or(jlong::MAX))
+    })
+}
+
+/// `static native byte[] nativeRunEnd(long run, int status)`
+#[no_mangle]
+pub extern "system" fn Java_dev_edgeagent_EdgeAgent_nativeRunEnd<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    run: jlong,
+    status: jint,
+) -> jbyteArray {
+    export(&mut env, std::ptr::null_mut(), |env| {
+        let handle = u64::try_from(run)
+            .map_err(|_| Error::InvalidArgument(format!("run handle {run}: not a handle")))?;
+        let summary = crate::app_runs::run_end(handle, status, &SystemProperties)?;
+        Ok(env.byte_array_from_slice(&summary)?.into_raw())
+    })
+}
+
+/// `static native int nativeSetDirectives(byte[] body)`
+#[no_mangle]
+pub extern "system" fn Java_dev_edgeagent_EdgeAgent_nativeSetDirectives<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    body: JByteArray<'local>,
+) -> jint {
+    export(&mut env, 0, |env| {
+        let body = byte_array(env, &body, "body")?;
+        let count = crate::app_runs::set_directives(&body)?;
+        Ok(jint::try_from(count).unwrap_or(jint::MAX))
+    })
+}
+
+/// `static native int nativeFetchDirectives(String spoolDir, String server,
+/// String tokenFile, String caFile)` (`tokenFile`, `caFile` may be null).
+#[no_mangle]
+pub extern "system" fn Java_dev_edgeagent_EdgeAgent_nativeFetchDirectives<'local>(
+    mut env: JNIEnv<'local>,
+    _class: JClass<'local>,
+    spool_dir: JString<'local>,
+    server: JString<'local>,
+    token_file: JString<'local>,
+    ca_file: JString<'local>,
+) -> jint {
+    export(&mut env, 0, |env| {
+        let optional = |env: &mut JNIEnv<'local>, s: &JString<'local>, what: &str| {
+            if s.is_null() {
+                Ok(None)
+            } else {
+                string(env, s, what).map(|s| Some(std::path::PathBuf::from(s)))
+            }
+        };
+        let source = crate::app_runs::DirectiveSource {
+            spool_dir: string(env, &spool_dir, "spoolDir")?.into(),
+            server: string(env, &server, "server")?,
+            token_file: optional(env, &token_file, "tokenFile")?,
+            ca: optional(env, &ca_file, "caFile")?,
+        };
+        let count = crate::app_runs::fetch_directives(&source)?;
+        Ok(jint::try_from(count).unwrap_or(jint::MAX))
     })
 }

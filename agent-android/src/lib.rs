@@ -4,7 +4,9 @@
 //! One safe Rust API ([`api`]) does the work: trace a command with the
 //! ptrace tracer of `agent-linux`, fill in the device's facts from Android's
 //! system properties ([`device`]), put summaries into the app-private spool,
-//! run the uploader, and render a summary as JSON. Two thin layers expose it:
+//! run the uploader, render a summary as JSON, observe the app itself
+//! ([`self_observe`]) and take part in the proactive loop with its own runs
+//! ([`app_runs`]). Two thin layers expose it:
 //!
 //! - [`ffi`]: a C ABI, declared in `include/edge_agent.h`. Summaries are at
 //!   most [`agent_core::MAX_ENCODED_LEN`] bytes, so callers pass fixed
@@ -16,6 +18,7 @@
 //! point catches both and turns them into an error code or an exception.
 
 pub mod api;
+pub mod app_runs;
 pub mod device;
 pub mod error;
 // The C ABI takes raw pointers: the one module of this crate that may use
@@ -35,5 +38,6 @@ pub mod self_observe;
 mod stack;
 
 pub use api::{device_id, spool_put, summary_json, trace, upload, TraceRequest};
+pub use app_runs::{fetch_directives, run_begin, run_end, set_directives, DirectiveSource};
 pub use error::Error;
 pub use self_observe::{snapshot_self, start_self, stop_self};

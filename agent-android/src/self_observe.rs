@@ -33,7 +33,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use agent_core::{
-    Coverage, Exit, Facts, Origin, RunRecord, Source, StreamId, SyscallId, MAX_ENCODED_LEN,
+    Coverage, Exit, Facts, Origin, RunRecord, Source, StreamId, Summary, SyscallId, MAX_ENCODED_LEN,
 };
 use agent_inproc::RunTable;
 use agent_linux::arch::{Abi, Native};
@@ -45,9 +45,23 @@ use crate::device::{self, Properties};
 use crate::error::Error;
 use crate::{self_hooks, stack};
 
+/// Who installed the observation of this process: the two uses exclude
+/// each other, so one's cuts never take the other's calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Holder {
+    /// The app's own `startSelf`: continuous, until `stopSelf`.
+    App,
+    /// Directed app runs (`app_runs`): on for each run a per-device
+    /// directive took, off between them.
+    Runs,
+}
+
 /// The observation of this process, once started.
 struct Observation {
     table: &'static RunTable,
+    holder: Holder,
+    /// Recording now (the wrappers are active).
+    active: bool,
     stopped: bool,
     facts: Facts,
     stream: StreamId,
@@ -141,13 +155,30 @@ pub fn start_self(
     }
     let mut state = state();
     if let Some(observation) = state.as_ref() {
-        return Err(Error::State(if observation.stopped {
-            "observing this process was stopped (stopSelf), and cannot start again in this process"
-                .into()
-        } else {
-            "already observing this process".into()
-        }));
+        return Err(Error::State(match observation.holder {
+            Holder::App if observation.stopped => {
+                "observing this process was stopped (stopSelf), and cannot start again in this process"
+            }
+            Holder::App => "already observing this process",
+            Holder::Runs => {
+                "this process is observed for directed runs (runBegin/runEnd); startSelf and directed runs exclude each other"
+            }
+        }
+        .into()));
     }
+    *state = Some(install(only.as_deref(), window_ns, Holder::App, props)?);
+    Ok(())
+}
+
+/// Builds the table, patches the GOT and activates the wrappers: the
+/// observation of this process, held by `holder`. Nothing stays installed
+/// when it fails.
+fn install(
+    only: Option<&[SyscallId]>,
+    window_ns: u64,
+    holder: Holder,
+    props: &dyn Properties,
+) -> Result<Observation, Error> {
     let platform =
         device::platform(props, PlatformFacts::detect).unwrap_or_else(PlatformFacts::detect);
     let free = device::free_facts(props, &[]);
@@ -158,12 +189,8 @@ pub fn start_self(
     let late_ns = late_since_process_start(start_ns);
     // Made on a thread with a large stack: the table is built by value
     // before it is boxed.
-    let table: &'static RunTable = stack::run(|| {
-        Ok(Box::leak(Box::new(RunTable::new(
-            start_ns,
-            only.as_deref(),
-        ))))
-    })?;
+    let table: &'static RunTable =
+        stack::run(|| Ok(Box::leak(Box::new(RunTable::new(start_ns, only)))))?;
     agent_inproc::observe::process_joined(table);
     // Registered once for the process (a failure is final too: every
     // start then says why).
@@ -182,8 +209,10 @@ pub fn start_self(
         agent_inproc::deactivate();
         return Err(Error::Observe(e.to_string()));
     }
-    *state = Some(Observation {
+    Ok(Observation {
         table,
+        holder,
+        active: true,
         stopped: false,
         facts,
         stream: random_id(),
@@ -193,8 +222,64 @@ pub fn start_self(
         cut_ns: start_ns,
         late_ns,
         pending: None,
-    });
-    Ok(())
+    })
+}
+
+/// Begins observing this process for one directed run: installs the
+/// observation at the first directed run (every syscall, no windows), or
+/// turns the wrappers back on and drops what was recorded since the last
+/// run. `Ok(false)`: not now, the run stays light — the app observes
+/// itself with `startSelf`, another directed run is under way (a run's
+/// summary holds the whole process's calls, so two at once would share
+/// them), or this process is a fork of the observed one.
+pub(crate) fn begin_run_observation(props: &dyn Properties) -> Result<bool, Error> {
+    let observed = OBSERVED_PID.load(Ordering::Acquire);
+    if observed != 0 && observed != sys::getpid() as u32 {
+        return Ok(false);
+    }
+    let mut state = state();
+    match state.as_mut() {
+        None => {
+            *state = Some(install(None, 0, Holder::Runs, props)?);
+            Ok(true)
+        }
+        Some(o) if o.holder == Holder::App || o.active => Ok(false),
+        Some(o) => {
+            // Calls recorded by wrappers that were past their check when
+            // the last run turned them off belong to no run.
+            let now = sys::monotonic_ns();
+            let _ = stack::run(|| Ok(cut_summary(o, now, run_record(o, now))))?;
+            o.pending = None;
+            if !agent_inproc::activate(o.table) {
+                return Err(Error::State("already observing this process".into()));
+            }
+            o.active = true;
+            Ok(true)
+        }
+    }
+}
+
+/// Ends the directed run begun by [`begin_run_observation`]: the wrappers
+/// pass through again, and the encoded full summary of what the process
+/// did since the begin is returned, with `run` (the app's duration and
+/// status) and `facts` (the run's name as program, `directive=<id>`).
+pub(crate) fn end_run_observation(run: RunRecord, facts: Facts) -> Result<Vec<u8>, Error> {
+    let mut state = state();
+    let Some(o) = state
+        .as_mut()
+        .filter(|o| o.holder == Holder::Runs && o.active)
+    else {
+        return Err(Error::State("no directed run is being observed".into()));
+    };
+    agent_inproc::deactivate();
+    o.active = false;
+    let now = sys::monotonic_ns();
+    stack::run(|| {
+        let mut summary = cut_summary(o, now, run);
+        summary.facts = facts;
+        summary.coverage = Coverage::in_process_from_start();
+        encode(&mut summary)
+    })
 }
 
 /// In a forked child: record nothing (see the module's doc).
@@ -223,7 +308,7 @@ pub fn snapshot_self_vec() -> Result<Vec<u8>, Error> {
 fn take_summary(room: usize) -> Result<Vec<u8>, Error> {
     check_observed_process()?;
     let mut state = state();
-    let Some(observation) = state.as_mut() else {
+    let Some(observation) = state.as_mut().filter(|o| o.holder == Holder::App) else {
         return Err(not_started());
     };
     let bytes = match observation.pending.take() {
@@ -244,10 +329,11 @@ fn take_summary(room: usize) -> Result<Vec<u8>, Error> {
 pub fn stop_self() -> Result<(), Error> {
     check_observed_process()?;
     let mut state = state();
-    let Some(observation) = state.as_mut() else {
+    let Some(observation) = state.as_mut().filter(|o| o.holder == Holder::App) else {
         return Err(not_started());
     };
     agent_inproc::deactivate();
+    observation.active = false;
     observation.stopped = true;
     Ok(())
 }
@@ -270,28 +356,44 @@ fn check_observed_process() -> Result<(), Error> {
 /// Cuts the table into the encoded summary of the time since the last cut.
 fn cut(observation: &mut Observation) -> Result<Vec<u8>, Error> {
     let now = sys::monotonic_ns();
-    let to_unix = |mono: u64| {
-        let unix =
-            observation.start_unix_ns as i128 + (mono as i128 - observation.start_ns as i128);
-        unix.clamp(0, u64::MAX as i128) as u64
+    let run = run_record(observation, now);
+    let mut summary = cut_summary(observation, now, run);
+    summary.coverage = match observation.late_ns {
+        Some(late) => Coverage::in_process_attached(late),
+        None => Coverage {
+            late_ns: None,
+            from_start: false,
+            source: Source::InProcess,
+        },
     };
+    encode(&mut summary)
+}
+
+/// The run record of a snapshot at `now` (monotonic ns): the time since
+/// the last cut, still running, in the window `now` falls in.
+fn run_record(observation: &Observation, now: u64) -> RunRecord {
     let window = window_index(
         observation.start_unix_ns,
-        to_unix(now),
+        observation.to_unix(now),
         observation.window_ns,
     );
     let (_, threads) = observation.table.population();
-    let run = RunRecord {
+    RunRecord {
         processes: 1,
         threads: threads.max(1),
         window,
         ..RunRecord::new(
-            to_unix(observation.cut_ns),
+            observation.to_unix(observation.cut_ns),
             now.saturating_sub(observation.cut_ns),
             Exit::Running,
             Native::NATIVE,
         )
-    };
+    }
+}
+
+/// Cuts what the table recorded since the last cut into a summary with
+/// `run` as its record, and moves the cut to `now`.
+fn cut_summary(observation: &mut Observation, now: u64, run: RunRecord) -> Summary {
     let mut summary =
         observation
             .table
@@ -303,19 +405,23 @@ fn cut(observation: &mut Observation) -> Result<Vec<u8>, Error> {
         window_ns: observation.window_ns,
         ..Origin::default()
     };
-    summary.coverage = match observation.late_ns {
-        Some(late) => Coverage::in_process_attached(late),
-        None => Coverage {
-            late_ns: None,
-            from_start: false,
-            source: Source::InProcess,
-        },
-    };
+    summary
+}
+
+fn encode(summary: &mut Summary) -> Result<Vec<u8>, Error> {
     let mut buf = [0u8; MAX_ENCODED_LEN];
     let bytes = summary
         .encode(&mut buf)
         .map_err(|e| Error::Internal(format!("encoding the summary: {e}")))?;
     Ok(bytes.to_vec())
+}
+
+impl Observation {
+    /// A monotonic time as wall-clock time (the one offset of the start).
+    fn to_unix(&self, mono: u64) -> u64 {
+        let unix = self.start_unix_ns as i128 + (mono as i128 - self.start_ns as i128);
+        unix.clamp(0, u64::MAX as i128) as u64
+    }
 }
 
 /// The index of the window of `len_ns` (0: no windows) that wall-clock

@@ -28,7 +28,9 @@ pub mod engine;
 mod execs;
 pub mod facts;
 mod fd;
-mod light;
+// Public for agent-android's app runs: the same light records, `/proc`
+// reads and directive counting inside an app.
+pub mod light;
 pub mod preload;
 mod procevents;
 pub mod relay;

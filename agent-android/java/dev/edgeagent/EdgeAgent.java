@@ -149,6 +149,70 @@ public final class EdgeAgent {
         nativeStopSelf();
     }
 
+    /**
+     * Begins one run of an operation worth comparing across devices (a sync, a page load);
+     * end it with {@link #runEnd}. Between the two, nothing is recorded unless a per-device
+     * directive of the service (see {@link #fetchDirectives}) takes the run: then the whole
+     * app's libc calls are observed in full until its end, as {@link #startSelf} does.
+     *
+     * @param name the operation's name, the program the service groups runs by (1 to 255 bytes)
+     * @return the run's handle for {@link #runEnd}
+     * @throws IllegalArgumentException an empty or too long name
+     * @throws IllegalStateException 256 runs open already
+     */
+    public static long runBegin(String name) throws EdgeAgentException {
+        return nativeRunBegin(name);
+    }
+
+    /**
+     * Ends a run and returns its encoded summary (at most 2048 bytes) for {@link #spoolPut}:
+     * a light record (duration, outcome, the app's CPU time and I/O bytes over the run), or,
+     * for a run a directive took, the full summary with the fact directive=ID.
+     *
+     * @param run the handle {@link #runBegin} returned
+     * @param status 0 if the operation succeeded, any other value if it failed
+     * @throws IllegalArgumentException not an open run's handle
+     */
+    public static byte[] runEnd(long run, int status) throws EdgeAgentException {
+        return nativeRunEnd(run, status);
+    }
+
+    /**
+     * Takes this device's directives from a body of GET /v1/directives?device=ID the app
+     * fetched itself; returns how many per-device directives are in force. A bad body is
+     * refused whole (IllegalArgumentException) and the directives known stay.
+     */
+    public static int setDirectives(byte[] body) throws EdgeAgentException {
+        return nativeSetDirectives(body);
+    }
+
+    /**
+     * Fetches this device's directives from the service (the device id kept beside the
+     * spool) and takes them; returns how many are in force. Blocks for the request: call it
+     * from the periodic worker that uploads.
+     *
+     * @param tokenFile the upload token's file, or null
+     * @param caFile a CA certificate file for a private service, or null
+     */
+    public static int fetchDirectives(File spoolDir, String server, File tokenFile, File caFile)
+            throws EdgeAgentException {
+        return nativeFetchDirectives(
+                spoolDir.getPath(),
+                server,
+                tokenFile == null ? null : tokenFile.getPath(),
+                caFile == null ? null : caFile.getPath());
+    }
+
+    private static native long nativeRunBegin(String name) throws EdgeAgentException;
+
+    private static native byte[] nativeRunEnd(long run, int status) throws EdgeAgentException;
+
+    private static native int nativeSetDirectives(byte[] body) throws EdgeAgentException;
+
+    private static native int nativeFetchDirectives(
+            String spoolDir, String server, String tokenFile, String caFile)
+            throws EdgeAgentException;
+
     private static native void nativeStartSelf(String only, int windowSeconds)
             throws EdgeAgentException;
 

@@ -115,8 +115,50 @@ public final class EdgeAgentTest {
             expect(IllegalArgumentException.class, () -> EdgeAgent.upload((String[]) null));
         });
 
+        // Last: a directed run patches this JVM's GOT entries for good.
+        test("an app's runs: light, or directed by the service", () -> {
+            expect(IllegalArgumentException.class, () -> EdgeAgent.runBegin(""));
+            expect(IllegalArgumentException.class, () -> EdgeAgent.runBegin(null));
+            expect(IllegalArgumentException.class, () -> EdgeAgent.runEnd(987654321L, 0));
+            expect(IllegalArgumentException.class,
+                    () -> EdgeAgent.setDirectives("{\"device_directives\": 3}".getBytes("UTF-8")));
+            expect(IllegalArgumentException.class,
+                    () -> EdgeAgent.fetchDirectives(tmp, "ftp://example.net", null, null));
+            File data = new File(tmp, "run-data");
+            Files.write(data.toPath(), new byte[9 * 4096]);
+            long light = EdgeAgent.runBegin("jsync");
+            // The same code path once before the directed run: class loading
+            // reads nothing then.
+            readAll(data);
+            Map<String, Object> l = json(EdgeAgent.runEnd(light, 2));
+            check("light".equals(l.get("kind")), "kind " + l.get("kind"));
+            check("jsync".equals(obj(l.get("facts")).get("program")), "program");
+            check(num(obj(obj(l.get("run")).get("exit")).get("code")) == 2, "exit");
+            long until = (System.currentTimeMillis() + 3_600_000L) * 1_000_000L;
+            String body = "{\"device_directives\": [{\"id\": \"j1\", \"program\": \"jsync\","
+                    + " \"runs\": 1, \"expires_unix_ns\": " + until + "}]}";
+            check(EdgeAgent.setDirectives(body.getBytes("UTF-8")) == 1, "one directive");
+            long directed = EdgeAgent.runBegin("jsync");
+            readAll(data);
+            Map<String, Object> d = json(EdgeAgent.runEnd(directed, 0));
+            check("full".equals(d.get("kind")), "directed kind " + d.get("kind"));
+            check("j1".equals(obj(obj(d.get("facts")).get("extra")).get("directive")), "fact");
+            check(reads(d) == 10, "directed run's reads on file: " + reads(d));
+            long after = EdgeAgent.runBegin("jsync");
+            check("light".equals(json(EdgeAgent.runEnd(after, 0)).get("kind")), "spent");
+        });
+
         System.out.println(passed + " passed, " + failed + " failed");
         System.exit(failed == 0 ? 0 : 1);
+    }
+
+    private static void readAll(File file) throws java.io.IOException {
+        try (java.io.FileInputStream in = new java.io.FileInputStream(file)) {
+            byte[] buf = new byte[4096];
+            while (in.read(buf) > 0) {
+                // to the end: 9 full reads and the one that finds it
+            }
+        }
     }
 
     private static String[] dd(int count) {
