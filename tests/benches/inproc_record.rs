@@ -1,4 +1,4 @@
-//! What one observed call costs the recorder: the path every wrapper
+//! What one observed call costs agent-inproc's recorder: the path every wrapper
 //! takes (the collector's lock free), and the path of a call made while
 //! another recording holds it (into a ring, folded in at the next).
 
