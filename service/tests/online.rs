@@ -298,3 +298,60 @@ fn the_task_reads_new_windows_from_the_store_and_stores_the_incident() {
         vec![stored]
     );
 }
+
+/// What the analysis costs (not a check: figures for docs/peers.md):
+/// `EDGE_ONLINE_DEVICES` devices (default 100) with 1 s windows, a 5 s
+/// tick, the baseline `EDGE_ONLINE_BASELINE_S` seconds (default 600);
+/// after the baseline is full, the CPU time of the ticks and of taking
+/// the windows per window, and the summaries held.
+/// `cargo test --release -p service --test online -- --ignored --nocapture cost`
+#[test]
+#[ignore]
+fn cost_of_the_analysis_per_window() {
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let devices = env("EDGE_ONLINE_DEVICES", 100) as usize;
+    let baseline = env("EDGE_ONLINE_BASELINE_S", 600);
+    let spec = FleetSpec::new(devices, 0);
+    let mut online = Online::new(OnlineOptions {
+        baseline: Duration::from_secs(baseline),
+        ..OnlineOptions::default()
+    });
+    let warm = baseline + 60;
+    let measured = 120;
+    let mut cpu_ns = 0u128;
+    let mut windows = 0u64;
+    // This thread's time on a CPU, ns (the first field of its schedstat).
+    let cpu = || -> u128 {
+        std::fs::read_to_string("/proc/thread-self/schedstat")
+            .ok()
+            .and_then(|t| t.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    for w in 0..warm + measured {
+        let batch: Vec<Summary> = (0..devices).map(|d| spec.window(d, w)).collect();
+        let t0 = cpu();
+        for s in batch {
+            online.add(&spec.group, s);
+        }
+        if (w + 1) % TICK == 0 {
+            let tick = online.tick(spec.window_start(w + 1));
+            assert!(tick.changes.is_empty());
+        }
+        if w >= warm {
+            cpu_ns += cpu() - t0;
+            windows += devices as u64;
+        }
+    }
+    let per_window_us = cpu_ns as f64 / windows as f64 / 1000.0;
+    eprintln!(
+        "{devices} devices x 1 s windows, baseline {baseline} s: {per_window_us:.1} µs CPU per window \
+         ({:.1} % of a core at 1000 windows/s), {} summaries held",
+        per_window_us * 1000.0 / 1e6 * 100.0,
+        online.summaries_held()
+    );
+}
