@@ -53,7 +53,24 @@ pub struct GroupWindows {
     decided_through: Option<u64>,
     /// Ids of the summaries held (repeats of a re-read are not kept twice).
     ids: HashSet<RunId>,
+    /// The baseline reduced as the peer methods read it (all training),
+    /// kept between ticks: promoted windows are added to it; evicting
+    /// windows drops it (rebuilt at the next tick), which is why the
+    /// baseline is evicted by a tenth of its span at a time.
+    reduced: Option<Fleet>,
 }
+
+/// Every time: the baseline fleet's training range.
+const ALL: Range = Range {
+    since: 0,
+    until: u64::MAX,
+};
+
+/// No time: the baseline fleet's diagnosis range.
+const NONE: Range = Range {
+    since: u64::MAX,
+    until: u64::MAX,
+};
 
 impl GroupWindows {
     /// The window length, ns (0 before any window).
@@ -114,14 +131,23 @@ impl GroupWindows {
     /// The fleet the peer methods judge: the baseline as training, the
     /// recent windows as the range to diagnose. `None` without recent
     /// windows.
-    pub fn fleet(&self, slice_windows: u64) -> Option<Fleet> {
-        let (first, _) = self.recent.first_key_value()?;
+    pub fn fleet(&mut self, slice_windows: u64) -> Option<Fleet> {
+        let first = *self.recent.first_key_value()?.0;
         // A window of index i starts within half a window of i × length
         // (see `add`): the boundary between the two ranges.
         let boundary = first
             .saturating_mul(self.window_ns)
             .saturating_sub(self.window_ns / 2);
-        let mut fleet = Fleet::new(
+        let baseline = &self.baseline;
+        let reduced = self.reduced.get_or_insert_with(|| {
+            let mut fleet = Fleet::new(ALL, NONE, slice_windows);
+            for s in baseline.values().flatten() {
+                fleet.add(s);
+            }
+            fleet
+        });
+        let mut fleet = reduced.clone();
+        fleet.set_ranges(
             Range {
                 since: 0,
                 until: boundary,
@@ -130,9 +156,8 @@ impl GroupWindows {
                 since: boundary,
                 until: u64::MAX,
             },
-            slice_windows,
         );
-        for s in self.baseline.values().chain(self.recent.values()).flatten() {
+        for s in self.recent.values().flatten() {
             fleet.add(s);
         }
         Some(fleet)
@@ -140,8 +165,8 @@ impl GroupWindows {
 
     /// Moves the recent windows older than the newest `keep_recent` out:
     /// into the baseline unless `flagged` holds their index (then they are
-    /// dropped), all of them while `learning`. Then evicts the baseline's
-    /// oldest indices beyond `baseline_windows`.
+    /// dropped), all of them while `learning`. Then, once the baseline is a
+    /// tenth over `baseline_windows`, evicts its oldest indices down to it.
     pub fn settle(
         &mut self,
         flagged: &BTreeSet<u64>,
@@ -161,6 +186,11 @@ impl GroupWindows {
             let windows = entry.remove();
             self.decided_through = Some(index);
             if learning || !flagged.contains(&index) {
+                if let Some(reduced) = &mut self.reduced {
+                    for w in &windows {
+                        reduced.add(w);
+                    }
+                }
                 self.baseline.insert(index, windows);
                 out.promoted += 1;
             } else {
@@ -170,7 +200,14 @@ impl GroupWindows {
                 out.dropped += 1;
             }
         }
-        while self.baseline.len() as u64 > baseline_windows.max(1) {
+        // Evicted a tenth of the span at a time: each eviction rebuilds the
+        // reduced baseline.
+        let span = baseline_windows.max(1);
+        if self.baseline.len() as u64 <= span + span / 10 {
+            return out;
+        }
+        self.reduced = None;
+        while self.baseline.len() as u64 > span {
             if let Some((_, windows)) = self.baseline.pop_first() {
                 for w in &windows {
                     self.ids.remove(&w.id);
