@@ -338,7 +338,7 @@ pub struct OnlineArgs {
 impl OnlineArgs {
     /// The live analysis' options, when on (checked when `serve` starts).
     pub fn options(&self) -> Option<OnlineOptions> {
-        self.peers_online.then(|| OnlineOptions {
+        self.peers_online.then_some(OnlineOptions {
             tick: self.peers_online_tick,
             baseline: self.peers_online_baseline,
             close_after: self.peers_online_close_after,
