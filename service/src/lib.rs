@@ -18,6 +18,7 @@ pub mod directive;
 pub mod ingest;
 pub mod login_limit;
 mod metrics;
+pub mod online;
 pub mod operators;
 pub mod proactive;
 pub mod quota;

@@ -32,6 +32,11 @@ pub struct ServeOptions {
     pub retain: Option<Retain>,
     /// `--auto`: run the anomaly detector with these thresholds.
     pub auto: Option<crate::proactive::detector::Thresholds>,
+    /// `--peers-online`: run the live peer analysis with these options.
+    pub online: Option<crate::online::OnlineOptions>,
+    /// Where the live analysis' opened and closed incidents go besides the
+    /// store and stderr (the alert webhook's queue).
+    pub online_sink: Option<crate::online::sink::SinkQueue>,
     /// `--web-proxy-header`: the header naming the web UI's group.
     pub web_proxy_header: Option<String>,
     /// `--login-max-failures`, `--login-lockout-ms`.
@@ -60,6 +65,9 @@ pub struct Retain {
 pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     if let Some(auto) = &opts.auto {
         auto.check()?;
+    }
+    if let Some(online) = &opts.online {
+        online.check()?;
     }
     let auth = match (&opts.tokens, opts.insecure_no_auth) {
         (Some(path), false) => Auth::Tokens(std::sync::Arc::new(TokenFile::open(
@@ -128,6 +136,14 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     if let Some(thresholds) = opts.auto.clone() {
         crate::proactive::task::start(opts.db.opener(opts.busy_timeout), thresholds)
             .context("cannot start the detector")?;
+    }
+    if let Some(online) = opts.online.clone() {
+        crate::online::task::start(
+            opts.db.opener(opts.busy_timeout),
+            online,
+            opts.online_sink.clone(),
+        )
+        .context("cannot start the live peer analysis")?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -139,7 +139,120 @@ on_both_backends!(
     pruning_goes_in_batches_and_can_keep_the_raw_summaries,
     device_directives_count_their_runs_and_reports_are_kept,
     operators_and_their_credentials_are_kept_hashed_and_revoked,
+    incidents_are_stored_updated_closed_and_listed,
+    one_connection_holds_the_online_lock,
 );
+
+/// Incidents (schema version 8): stored with every alert field and the
+/// evidence, updated (last window, deviation, close), listed open (oldest
+/// first) and recent (newest opened first), read by id.
+fn incidents_are_stored_updated_closed_and_listed(backend: &Backend) {
+    use service::store::IncidentRow;
+    use wire::alert::IncidentCause;
+    let mut store = backend.open();
+    let disk = IncidentRow {
+        id: 0,
+        group: "fleet".into(),
+        program: "glusterfsd".into(),
+        device: DeviceId([7; 16]),
+        cause: IncidentCause::Disk,
+        metric: "dread".into(),
+        deviation: 2.5,
+        first_window_unix_ns: 1_763_700_080_000_000_000,
+        last_window_unix_ns: 1_763_700_083_000_000_000,
+        opened_unix_ns: 1_763_700_085_000_000_000,
+        closed_unix_ns: None,
+        evidence: serde_json::json!({"method": "median", "series": {"median_ns": [1.5, 2.0]}}),
+    };
+    let errno = IncidentRow {
+        group: "other".into(),
+        cause: IncidentCause::Errno {
+            name: "ENOSPC".into(),
+        },
+        metric: "ENOSPC".into(),
+        opened_unix_ns: disk.opened_unix_ns + 1,
+        ..disk.clone()
+    };
+    let a = store.add_incident(&disk).unwrap();
+    let b = store.add_incident(&errno).unwrap();
+    assert!(b > a && a > 0);
+    let disk = IncidentRow { id: a, ..disk };
+    let errno = IncidentRow { id: b, ..errno };
+    assert_eq!(store.incident(a).unwrap().as_ref(), Some(&disk));
+    assert_eq!(store.incident(b).unwrap().as_ref(), Some(&errno));
+    assert_eq!(store.incident(b + 1).unwrap(), None);
+    assert_eq!(
+        store.open_incidents(None).unwrap(),
+        vec![disk.clone(), errno.clone()]
+    );
+    assert_eq!(
+        store.open_incidents(Some("other")).unwrap(),
+        vec![errno.clone()]
+    );
+    // Later windows, then closed.
+    let later = IncidentRow {
+        last_window_unix_ns: disk.last_window_unix_ns + 20_000_000_000,
+        deviation: 3.25,
+        metric: "dwrite".into(),
+        evidence: serde_json::json!({"method": "histogram"}),
+        ..disk.clone()
+    };
+    assert!(store.update_incident(&later).unwrap());
+    assert_eq!(store.incident(a).unwrap().as_ref(), Some(&later));
+    let closed = IncidentRow {
+        closed_unix_ns: Some(later.last_window_unix_ns + 15_000_000_000),
+        ..later
+    };
+    assert!(store.update_incident(&closed).unwrap());
+    assert_eq!(store.open_incidents(None).unwrap(), vec![errno.clone()]);
+    assert_eq!(
+        store.recent_incidents(None, 10).unwrap(),
+        vec![errno.clone(), closed.clone()]
+    );
+    assert_eq!(
+        store.recent_incidents(None, 1).unwrap(),
+        vec![errno.clone()]
+    );
+    assert_eq!(
+        store.recent_incidents(Some("fleet"), 10).unwrap(),
+        vec![closed]
+    );
+    assert!(!store
+        .update_incident(&IncidentRow { id: b + 7, ..errno })
+        .unwrap());
+    // A second connection sees the same.
+    assert_eq!(backend.open().open_incidents(None).unwrap().len(), 1);
+}
+
+/// Of two connections to one PostgreSQL database only the first holds the
+/// live analysis' lock, again and again, until it goes; then the other
+/// takes it. SQLite: one process, always held.
+fn one_connection_holds_the_online_lock(backend: &Backend) {
+    let mut first = backend.open();
+    let mut second = backend.open();
+    assert!(first.hold_online_lock().unwrap());
+    assert!(first.hold_online_lock().unwrap());
+    match backend {
+        Backend::Sqlite { .. } => assert!(second.hold_online_lock().unwrap()),
+        Backend::Postgres { .. } => {
+            assert!(!second.hold_online_lock().unwrap());
+            assert!(first.hold_online_lock().unwrap());
+            drop(first);
+            // The server releases a session's locks when it ends: wait
+            // for that, not for a fixed time.
+            let mut held = false;
+            for _ in 0..600 {
+                if second.hold_online_lock().unwrap() {
+                    held = true;
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            assert!(held, "the lock was not released when its connection ended");
+            assert!(second.hold_online_lock().unwrap());
+        }
+    }
+}
 
 /// Operators (schema version 7): one per name; a credential is found by
 /// the hash of its secret until it expires or is removed; removing an
@@ -574,7 +687,7 @@ fn a_version_5_store_keeps_its_directives_and_gains_programs(backend: &Backend) 
         Backend::Postgres { .. } => "UPDATE edge_service_schema SET version = 5;",
     };
     backend.exec(&format!(
-        "DROP TABLE operator_credentials; DROP TABLE operators; \
+        "DROP TABLE incidents; DROP TABLE operator_credentials; DROP TABLE operators; \
          ALTER TABLE directives DROP COLUMN programs; \
          INSERT INTO directives (group_name, match_text, only_list, time_window) \
          VALUES ('phones', 'curl', '[\"read\"]', '22:00-06:00'); {set_version}"

@@ -198,6 +198,16 @@ impl Fleet {
         }
     }
 
+    /// Moves the ranges: windows added from now on take their phase from
+    /// these; those already added keep theirs. The live analysis keeps a
+    /// fleet of its baseline (all training) and adds the newest windows to
+    /// a copy as the range to diagnose, rather than reading the baseline
+    /// again at every tick.
+    pub fn set_ranges(&mut self, training: Range, diagnosis: Range) {
+        self.training = training;
+        self.diagnosis = diagnosis;
+    }
+
     /// The phase a window starting at `start` belongs to.
     pub fn phase_of(&self, start: u64) -> Option<Phase> {
         if self.training.contains(start) {

@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use agent_core::Exit;
 
-use super::{DeviceDirective, DeviceRow, Report, RunRow};
+use super::{DeviceDirective, DeviceRow, IncidentRow, Report, RunRow};
 use crate::directive::Directive;
 use crate::operators::OperatorRow;
 
@@ -47,12 +47,17 @@ pub trait Columns {
     fn opt_int(&self, i: usize) -> Result<Option<i64>, Self::Error>;
     /// A 32-bit integer column that may be NULL (PostgreSQL's `INTEGER`).
     fn opt_i32(&self, i: usize) -> Result<Option<i32>, Self::Error>;
+    /// A floating-point column.
+    fn float(&self, i: usize) -> Result<f64, Self::Error>;
     /// A text column.
     fn text(&self, i: usize) -> Result<String, Self::Error>;
     /// A text column that may be NULL.
     fn opt_text(&self, i: usize) -> Result<Option<String>, Self::Error>;
     /// A boolean column (SQLite's 0 or 1).
     fn boolean(&self, i: usize) -> Result<bool, Self::Error>;
+    /// The error for column `i` holding an incident cause this build does
+    /// not know.
+    fn bad_cause(i: usize, text: &str) -> Self::Error;
     /// The error for column `i` holding an id that is not 32 hex digits.
     fn bad_id(i: usize, text: &str) -> Self::Error;
 }
@@ -165,6 +170,31 @@ pub fn report_row<R: Columns>(row: &R) -> Result<Report, R::Error> {
         text: String::new(),
         json: serde_json::Value::Null,
         html: String::new(),
+    })
+}
+
+/// The columns of an incident, in [`incident_row`]'s order.
+pub const INCIDENT_COLUMNS: &str = "id, group_name, program, device, cause, errno, metric, \
+     deviation, first_window_unix_ns, last_window_unix_ns, opened_unix_ns, closed_unix_ns, evidence";
+
+/// An incident ([`INCIDENT_COLUMNS`]). A cause this build does not know
+/// (a newer build wrote it) is an error naming it.
+pub fn incident_row<R: Columns>(row: &R) -> Result<IncidentRow, R::Error> {
+    let kind = row.text(4)?;
+    let cause = super::cause_of(&kind, row.opt_text(5)?).ok_or_else(|| R::bad_cause(4, &kind))?;
+    Ok(IncidentRow {
+        id: row.int(0)?,
+        group: row.text(1)?,
+        program: row.text(2)?,
+        device: id_column(row, 3)?,
+        cause,
+        metric: row.text(6)?,
+        deviation: row.float(7)?,
+        first_window_unix_ns: unsigned(row.int(8)?),
+        last_window_unix_ns: unsigned(row.int(9)?),
+        opened_unix_ns: unsigned(row.int(10)?),
+        closed_unix_ns: row.opt_int(11)?.map(unsigned),
+        evidence: json(&row.text(12)?),
     })
 }
 

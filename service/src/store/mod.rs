@@ -7,6 +7,7 @@
 //! reads.
 
 mod columns;
+mod incident_rows;
 mod location;
 mod postgres;
 mod proactive_rows;
@@ -14,6 +15,7 @@ mod redact;
 mod rows;
 mod sqlite;
 
+pub use incident_rows::{cause_columns, cause_of, IncidentRow};
 pub use location::Location;
 pub use postgres::PgStore;
 pub use proactive_rows::{directive_of, DeviceDirective, Report, ReportDevice, DIRECTIVE_FACT};
@@ -28,7 +30,7 @@ pub use sqlite::SqliteStore;
 /// version names one set of tables and columns. A database of an older
 /// version is brought up to it when opened (each backend's `MIGRATIONS`);
 /// a newer one is refused.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 use agent_core::{DeviceId, RunId};
 
@@ -149,6 +151,32 @@ pub trait Store: Send {
     fn revoke_credentials(&mut self, operator: &str, sessions: bool) -> Result<u64, StoreError>;
     /// Deletes the sessions expired before `now_unix_ns`; returns how many.
     fn prune_credentials(&mut self, now_unix_ns: u64) -> Result<u64, StoreError>;
+    /// Stores an incident of the live peer analysis (its `id` is
+    /// ignored); returns its new id.
+    fn add_incident(&mut self, incident: &IncidentRow) -> Result<i64, StoreError>;
+    /// Writes what changes of an incident (by its `id`): metric,
+    /// deviation, last window, close time, evidence. False when there is
+    /// no such incident (pruned).
+    fn update_incident(&mut self, incident: &IncidentRow) -> Result<bool, StoreError>;
+    /// The open incidents of `group` (every group's when `None`), oldest
+    /// first.
+    fn open_incidents(&mut self, group: Option<&str>) -> Result<Vec<IncidentRow>, StoreError>;
+    /// The `limit` most recently opened incidents of `group` (every
+    /// group's when `None`), open or closed, newest first.
+    fn recent_incidents(
+        &mut self,
+        group: Option<&str>,
+        limit: u64,
+    ) -> Result<Vec<IncidentRow>, StoreError>;
+    /// One incident by id.
+    fn incident(&mut self, id: i64) -> Result<Option<IncidentRow>, StoreError>;
+    /// Whether this connection holds (now takes, or already held) the live
+    /// peer analysis' lock: of several instances on one database only one
+    /// runs it. PostgreSQL: a session advisory lock, released when the
+    /// connection ends; SQLite: one process, always true.
+    fn hold_online_lock(&mut self) -> Result<bool, StoreError> {
+        Ok(true)
+    }
     /// Periodic upkeep the server runs on a connection of its own, off the
     /// writer's path (SQLite: checkpoints).
     fn housekeeping(&mut self) -> Result<(), StoreError> {

@@ -27,12 +27,12 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, Row, Statement};
 
 use super::columns::{
-    device_directive_row, device_row, directive_row, exit_columns, operator_row, report_row,
-    run_row, Columns, DEVICE_COLUMNS, DIRECTIVE_COLUMNS, GROUP_DIRECTIVE_COLUMNS,
-    REPORT_SUMMARY_COLUMNS, RUN_COLUMNS,
+    device_directive_row, device_row, directive_row, exit_columns, incident_row, operator_row,
+    report_row, run_row, Columns, DEVICE_COLUMNS, DIRECTIVE_COLUMNS, GROUP_DIRECTIVE_COLUMNS,
+    INCIDENT_COLUMNS, REPORT_SUMMARY_COLUMNS, RUN_COLUMNS,
 };
 use super::redact::redact_passwords;
-use super::{DeviceDirective, Report};
+use super::{cause_columns, DeviceDirective, IncidentRow, Report};
 use super::{
     DeviceFilter, DeviceRow, Inserted, NewRun, RunFilter, RunRow, Store, StoreError, StoredRun,
     SCHEMA_VERSION,
@@ -61,10 +61,18 @@ const MIGRATIONS: &[(i32, &str)] = &[
         7,
         include_str!("../../migrations/postgres/0007_operators.sql"),
     ),
+    (
+        8,
+        include_str!("../../migrations/postgres/0008_incidents.sql"),
+    ),
 ];
 
 /// Key of the advisory lock that serialises instances migrating at once.
 const MIGRATION_LOCK: i64 = 0x6564_6765_5f73_7663;
+
+/// The live peer analysis' advisory lock (two-key form, so that
+/// `pg_locks` shows it as classid/objid): "edge", "onln".
+const ONLINE_LOCK: (i32, i32) = (0x6564_6765, 0x6f6e_6c6e);
 
 /// Attempts of a transaction that lost a deadlock or serialization check.
 const TRANSACTION_ATTEMPTS: u32 = 5;
@@ -1202,6 +1210,10 @@ impl Columns for Row {
         self.try_get(i).map_err(pg_error)
     }
 
+    fn float(&self, i: usize) -> Result<f64, StoreError> {
+        self.try_get(i).map_err(pg_error)
+    }
+
     fn text(&self, i: usize) -> Result<String, StoreError> {
         self.try_get(i).map_err(pg_error)
     }
@@ -1212,6 +1224,12 @@ impl Columns for Row {
 
     fn boolean(&self, i: usize) -> Result<bool, StoreError> {
         self.try_get(i).map_err(pg_error)
+    }
+
+    fn bad_cause(_: usize, text: &str) -> StoreError {
+        StoreError::Failed(format!(
+            "stored incident cause `{text}` is not one this edge-service knows"
+        ))
     }
 
     fn bad_id(_: usize, text: &str) -> StoreError {
@@ -1621,6 +1639,103 @@ impl Store for PgStore {
             })
         })
         .transpose()
+    }
+    fn add_incident(&mut self, i: &IncidentRow) -> Result<i64, StoreError> {
+        let (cause, errno) = cause_columns(&i.cause);
+        let row = self.query_one(
+            "INSERT INTO incidents (group_name, program, device, cause, errno, metric, \
+             deviation, first_window_unix_ns, last_window_unix_ns, opened_unix_ns, \
+             closed_unix_ns, evidence) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id",
+            &[
+                &i.group,
+                &i.program,
+                &i.device.to_string(),
+                &cause,
+                &errno,
+                &i.metric,
+                &i.deviation,
+                &sql_int(i.first_window_unix_ns),
+                &sql_int(i.last_window_unix_ns),
+                &sql_int(i.opened_unix_ns),
+                &i.closed_unix_ns.map(sql_int),
+                &i.evidence.to_string(),
+            ],
+        )?;
+        row.try_get(0).map_err(pg_error)
+    }
+
+    fn update_incident(&mut self, i: &IncidentRow) -> Result<bool, StoreError> {
+        self.execute(
+            "UPDATE incidents SET metric = $2, deviation = $3, last_window_unix_ns = $4, \
+             closed_unix_ns = $5, evidence = $6 WHERE id = $1",
+            &[
+                &i.id,
+                &i.metric,
+                &i.deviation,
+                &sql_int(i.last_window_unix_ns),
+                &i.closed_unix_ns.map(sql_int),
+                &i.evidence.to_string(),
+            ],
+        )
+        .map(|n| n > 0)
+    }
+
+    fn open_incidents(&mut self, group: Option<&str>) -> Result<Vec<IncidentRow>, StoreError> {
+        self.query(
+            &format!(
+                "SELECT {INCIDENT_COLUMNS} FROM incidents WHERE closed_unix_ns IS NULL \
+                 AND ($1::text IS NULL OR group_name = $1) ORDER BY id"
+            ),
+            &[&group],
+        )?
+        .iter()
+        .map(incident_row)
+        .collect()
+    }
+
+    fn recent_incidents(
+        &mut self,
+        group: Option<&str>,
+        limit: u64,
+    ) -> Result<Vec<IncidentRow>, StoreError> {
+        self.query(
+            &format!(
+                "SELECT {INCIDENT_COLUMNS} FROM incidents \
+                 WHERE ($1::text IS NULL OR group_name = $1) \
+                 ORDER BY opened_unix_ns DESC, id DESC LIMIT $2"
+            ),
+            &[&group, &sql_int(limit)],
+        )?
+        .iter()
+        .map(incident_row)
+        .collect()
+    }
+
+    fn incident(&mut self, id: i64) -> Result<Option<IncidentRow>, StoreError> {
+        self.query(
+            &format!("SELECT {INCIDENT_COLUMNS} FROM incidents WHERE id = $1"),
+            &[&id],
+        )?
+        .first()
+        .map(incident_row)
+        .transpose()
+    }
+
+    /// Held when this session already holds it (a reconnection loses it:
+    /// then taken again if no other instance took it meanwhile).
+    fn hold_online_lock(&mut self) -> Result<bool, StoreError> {
+        let row = self.query(
+            "SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
+             AND pid = pg_backend_pid() AND granted AND objsubid = 2 \
+             AND classid = $1::int::oid AND objid = $2::int::oid) \
+             THEN true ELSE pg_try_advisory_lock($1, $2) END",
+            &[&ONLINE_LOCK.0, &ONLINE_LOCK.1],
+        )?;
+        match row.first() {
+            Some(r) => r.try_get(0).map_err(pg_error),
+            None => Ok(false),
+        }
     }
 }
 

@@ -14,11 +14,11 @@ use agent_core::{DeviceId, RunId};
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, Row};
 
 use super::columns::{
-    device_directive_row, device_row, directive_row, exit_columns, operator_row, report_row,
-    run_row, Columns, DEVICE_COLUMNS, DIRECTIVE_COLUMNS, GROUP_DIRECTIVE_COLUMNS,
-    REPORT_SUMMARY_COLUMNS, RUN_COLUMNS,
+    device_directive_row, device_row, directive_row, exit_columns, incident_row, operator_row,
+    report_row, run_row, Columns, DEVICE_COLUMNS, DIRECTIVE_COLUMNS, GROUP_DIRECTIVE_COLUMNS,
+    INCIDENT_COLUMNS, REPORT_SUMMARY_COLUMNS, RUN_COLUMNS,
 };
-use super::{DeviceDirective, Report};
+use super::{cause_columns, DeviceDirective, IncidentRow, Report};
 use super::{
     DeviceFilter, DeviceRow, Inserted, NewRun, RunFilter, RunRow, Store, StoreError, StoredRun,
     SCHEMA_VERSION,
@@ -47,6 +47,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/sqlite/0005_webui.sql"),
     include_str!("../../migrations/sqlite/0006_directive_programs.sql"),
     include_str!("../../migrations/sqlite/0007_operators.sql"),
+    include_str!("../../migrations/sqlite/0008_incidents.sql"),
 ];
 
 /// A connection to an SQLite store file.
@@ -426,6 +427,10 @@ impl Columns for Row<'_> {
         self.get(i)
     }
 
+    fn float(&self, i: usize) -> rusqlite::Result<f64> {
+        self.get(i)
+    }
+
     fn text(&self, i: usize) -> rusqlite::Result<String> {
         self.get(i)
     }
@@ -436,6 +441,14 @@ impl Columns for Row<'_> {
 
     fn boolean(&self, i: usize) -> rusqlite::Result<bool> {
         self.get(i)
+    }
+
+    fn bad_cause(i: usize, text: &str) -> rusqlite::Error {
+        rusqlite::Error::FromSqlConversionFailure(
+            i,
+            rusqlite::types::Type::Text,
+            format!("incident cause `{text}` is not one this edge-service knows").into(),
+        )
     }
 
     fn bad_id(i: usize, text: &str) -> rusqlite::Error {
@@ -872,6 +885,86 @@ impl Store for SqliteStore {
                 })
                 .optional()
             })
+            .map_err(store_error)
+    }
+    fn add_incident(&mut self, i: &IncidentRow) -> Result<i64, StoreError> {
+        let (cause, errno) = cause_columns(&i.cause);
+        self.conn
+            .execute(
+                "INSERT INTO incidents (group_name, program, device, cause, errno, metric, \
+                 deviation, first_window_unix_ns, last_window_unix_ns, opened_unix_ns, \
+                 closed_unix_ns, evidence) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                params![
+                    i.group,
+                    i.program,
+                    i.device.to_string(),
+                    cause,
+                    errno,
+                    i.metric,
+                    i.deviation,
+                    sql_int(i.first_window_unix_ns),
+                    sql_int(i.last_window_unix_ns),
+                    sql_int(i.opened_unix_ns),
+                    i.closed_unix_ns.map(sql_int),
+                    i.evidence.to_string(),
+                ],
+            )
+            .map(|_| self.conn.last_insert_rowid())
+            .map_err(store_error)
+    }
+
+    fn update_incident(&mut self, i: &IncidentRow) -> Result<bool, StoreError> {
+        self.conn
+            .execute(
+                "UPDATE incidents SET metric = ?2, deviation = ?3, last_window_unix_ns = ?4, \
+                 closed_unix_ns = ?5, evidence = ?6 WHERE id = ?1",
+                params![
+                    i.id,
+                    i.metric,
+                    i.deviation,
+                    sql_int(i.last_window_unix_ns),
+                    i.closed_unix_ns.map(sql_int),
+                    i.evidence.to_string(),
+                ],
+            )
+            .map(|n| n > 0)
+            .map_err(store_error)
+    }
+
+    fn open_incidents(&mut self, group: Option<&str>) -> Result<Vec<IncidentRow>, StoreError> {
+        self.conn
+            .prepare_cached(&format!(
+                "SELECT {INCIDENT_COLUMNS} FROM incidents WHERE closed_unix_ns IS NULL \
+                 AND (?1 IS NULL OR group_name = ?1) ORDER BY id"
+            ))
+            .and_then(|mut stmt| stmt.query_map([group], |r| incident_row(r))?.collect())
+            .map_err(store_error)
+    }
+
+    fn recent_incidents(
+        &mut self,
+        group: Option<&str>,
+        limit: u64,
+    ) -> Result<Vec<IncidentRow>, StoreError> {
+        self.conn
+            .prepare_cached(&format!(
+                "SELECT {INCIDENT_COLUMNS} FROM incidents WHERE (?1 IS NULL OR group_name = ?1) \
+                 ORDER BY opened_unix_ns DESC, id DESC LIMIT ?2"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_map(params![group, sql_int(limit)], |r| incident_row(r))?
+                    .collect()
+            })
+            .map_err(store_error)
+    }
+
+    fn incident(&mut self, id: i64) -> Result<Option<IncidentRow>, StoreError> {
+        self.conn
+            .prepare_cached(&format!(
+                "SELECT {INCIDENT_COLUMNS} FROM incidents WHERE id = ?1"
+            ))
+            .and_then(|mut s| s.query_row([id], |r| incident_row(r)).optional())
             .map_err(store_error)
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use service::online::OnlineOptions;
 use service::proactive::detector::{Thresholds, ThresholdsError};
 use service::serve::ServeOptions;
 use service::store::Location;
@@ -297,6 +298,55 @@ pub struct ServeArgs {
     pub web_analyses_per_group: usize,
     #[command(flatten)]
     pub auto: AutoArgs,
+    #[command(flatten)]
+    pub online: OnlineArgs,
+}
+
+/// `serve --peers-online`: the live peer analysis (docs/peers.md, "Online").
+#[derive(Debug, Args)]
+pub struct OnlineArgs {
+    /// Judge the groups' window summaries as they arrive against a baseline
+    /// of fault-free windows and open incidents (stored; GET nothing yet:
+    /// the store's incidents table). On by default: it does nothing until
+    /// windows arrive. `--peers-online=false` turns it off. Of several
+    /// instances on one PostgreSQL database one runs it.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true")]
+    pub peers_online: bool,
+    /// How often the new windows are judged.
+    #[arg(long, value_name = "AGE", default_value = "5s", value_parser = service::retention::parse_age)]
+    pub peers_online_tick: Duration,
+    /// Fault-free time the baseline holds per group; judging starts once
+    /// it holds this much.
+    #[arg(long, value_name = "AGE", default_value = "10m", value_parser = service::retention::parse_age)]
+    pub peers_online_baseline: Duration,
+    /// An incident closes once its device has not been flagged for this
+    /// long (window time).
+    #[arg(long, value_name = "AGE", default_value = "60s", value_parser = service::retention::parse_age)]
+    pub peers_online_close_after: Duration,
+    /// Over-threshold windows needed (median method's k of n) ...
+    #[arg(long, value_name = "K", default_value_t = 4)]
+    pub peers_online_k: usize,
+    /// ... among this many consecutive judged windows.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub peers_online_n: usize,
+    /// A client call in flight this long is a hang.
+    #[arg(long, value_name = "AGE", default_value = "30s", value_parser = service::retention::parse_age)]
+    pub peers_online_hang_after: Duration,
+}
+
+impl OnlineArgs {
+    /// The live analysis' options, when on (checked when `serve` starts).
+    pub fn options(&self) -> Option<OnlineOptions> {
+        self.peers_online.then_some(OnlineOptions {
+            tick: self.peers_online_tick,
+            baseline: self.peers_online_baseline,
+            close_after: self.peers_online_close_after,
+            k: self.peers_online_k,
+            n: self.peers_online_n,
+            hang_after: self.peers_online_hang_after,
+        })
+    }
 }
 
 /// `serve --auto`: the anomaly detector (docs/proactive.md).
@@ -369,6 +419,8 @@ impl ServeArgs {
             listen: self.listen,
             db: self.db.location(),
             auto: self.auto.thresholds()?,
+            online: self.online.options(),
+            online_sink: None,
             tokens: self.tokens,
             insecure_no_auth: self.insecure_no_auth,
             tls: self.tls_cert.zip(self.tls_key),

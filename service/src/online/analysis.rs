@@ -1,0 +1,231 @@
+//! One tick of the live analysis over every group: the recent windows of
+//! each group judged against its baseline by `diagnose::peers::analyse`,
+//! the findings turned into incident changes, the windows settled (clean
+//! ones into the baseline, flagged ones dropped). Pure: no store, no
+//! clock, no printing; the task ([`super::task`]) feeds it and acts on
+//! what it returns.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use agent_core::Summary;
+use diagnose::peers::fleet::LINK_SLICE_WINDOWS;
+use diagnose::peers::{analyse, Method, PeerDiagnosis};
+
+use super::incidents::{Change, Incidents, Key};
+use super::windows::{Added, GroupWindows};
+use super::{ns, OnlineOptions};
+use crate::store::IncidentRow;
+
+/// Windows per histogram slice (the `peers` command's default).
+pub const SLICE_WINDOWS: u64 = 10;
+
+/// What one tick did.
+#[derive(Debug, Default)]
+pub struct Tick {
+    /// Incidents opened, updated or closed, in order.
+    pub changes: Vec<Change>,
+    /// One line per decision that is not an incident change (a group
+    /// starting to judge, a note of the methods, seen once).
+    pub lines: Vec<String>,
+    /// Window summaries judged (recent windows of every group).
+    pub judged: usize,
+}
+
+#[derive(Debug, Default)]
+struct Group {
+    windows: GroupWindows,
+    incidents: Incidents,
+    /// Whether the baseline was full at the last tick.
+    judging: bool,
+    /// Lines already said (the methods repeat their notes every tick).
+    said: HashSet<String>,
+}
+
+/// The live analysis' state: per group its windows and open incidents.
+#[derive(Debug)]
+pub struct Online {
+    options: OnlineOptions,
+    methods: diagnose::peers::Options,
+    groups: BTreeMap<String, Group>,
+}
+
+impl Online {
+    /// An analysis with these (checked) options and nothing held.
+    pub fn new(options: OnlineOptions) -> Online {
+        Online {
+            methods: options.methods(),
+            options,
+            groups: BTreeMap::new(),
+        }
+    }
+
+    /// Its options.
+    pub fn options(&self) -> &OnlineOptions {
+        &self.options
+    }
+
+    /// Takes one window summary of `group`.
+    pub fn add(&mut self, group: &str, summary: Summary) -> Added {
+        if !self.groups.contains_key(group) {
+            self.groups.insert(group.to_string(), Group::default());
+        }
+        match self.groups.get_mut(group) {
+            Some(g) => g.windows.add(summary),
+            None => Added::NotPeer,
+        }
+    }
+
+    /// Takes back an incident stored open by an earlier process, so that
+    /// it is extended or closed rather than opened twice.
+    pub fn restore(&mut self, row: IncidentRow) {
+        self.groups
+            .entry(row.group.clone())
+            .or_default()
+            .incidents
+            .restore(row);
+    }
+
+    /// Sets the store's id of an incident just opened.
+    pub fn set_id(&mut self, group: &str, key: &Key, id: i64) {
+        if let Some(g) = self.groups.get_mut(group) {
+            g.incidents.set_id(key, id);
+        }
+    }
+
+    /// The open incidents of every group.
+    pub fn open_incidents(&self) -> Vec<&IncidentRow> {
+        self.groups
+            .values()
+            .flat_map(|g| g.incidents.open().map(|(_, row)| row))
+            .collect()
+    }
+
+    /// Summaries held in memory (baselines and recent windows).
+    pub fn summaries_held(&self) -> usize {
+        self.groups.values().map(|g| g.windows.summaries()).sum()
+    }
+
+    /// Windows a span of time holds (at least 1).
+    fn windows_in(&self, span_ns: u64, window_ns: u64) -> u64 {
+        span_ns.div_ceil(window_ns.max(1)).max(1)
+    }
+
+    /// How many of the newest windows stay judged before they settle:
+    /// enough for the k-of-n rule (twice n), the histogram's 2-of-3 slices,
+    /// the link method's slice and a hang's timeout.
+    fn recent_windows(&self, window_ns: u64) -> u64 {
+        let hang = self.windows_in(self.methods.hang_params.hang_after_ns, window_ns)
+            + self.methods.hang_params.quiet_windows
+            + 2;
+        (2 * self.options.n as u64)
+            .max(3 * SLICE_WINDOWS)
+            .max(2 * LINK_SLICE_WINDOWS)
+            .max(hang)
+    }
+
+    /// Judges every group's recent windows at time `now` (Unix ns).
+    pub fn tick(&mut self, now: u64) -> Tick {
+        let mut out = Tick::default();
+        let baseline_ns = ns(self.options.baseline);
+        let close_ns = ns(self.options.close_after);
+        let names: Vec<String> = self.groups.keys().cloned().collect();
+        for name in names {
+            let (baseline_windows, keep_recent, close_after) = {
+                let w = self.groups[&name].windows.window_ns();
+                if w == 0 {
+                    continue;
+                }
+                (
+                    self.windows_in(baseline_ns, w),
+                    self.recent_windows(w),
+                    self.windows_in(close_ns, w),
+                )
+            };
+            let methods = self.methods.clone();
+            let Some(g) = self.groups.get_mut(&name) else {
+                continue;
+            };
+            let Some(newest) = g.windows.newest() else {
+                continue;
+            };
+            let window_ns = g.windows.window_ns();
+            let learning = g.windows.baseline_windows() < baseline_windows;
+            let mut flagged = BTreeSet::new();
+            if learning {
+                if g.said.insert("learning".into()) {
+                    out.lines.push(format!(
+                        "group {name}: learning its baseline: judging starts once {baseline_windows} windows are in it"
+                    ));
+                }
+            } else {
+                if !g.judging {
+                    g.judging = true;
+                    out.lines.push(format!(
+                        "group {name}: baseline of {} windows: judging each new window against it",
+                        g.windows.baseline_windows()
+                    ));
+                }
+                out.judged += g.windows.recent_windows() as usize;
+                let diagnosis = g
+                    .windows
+                    .fleet(SLICE_WINDOWS)
+                    .map(|f| analyse(&f, &methods));
+                match diagnosis {
+                    Some(Ok(d)) => {
+                        flagged = flagged_windows(&d);
+                        let (changes, notes) =
+                            g.incidents.update(&name, &d, newest, close_after, now);
+                        out.changes.extend(changes);
+                        for n in notes.into_iter().chain(
+                            d.notes
+                                .iter()
+                                .map(|n| format!("group {name}: not judged: {n}")),
+                        ) {
+                            if g.said.insert(n.clone()) {
+                                out.lines.push(n);
+                            }
+                        }
+                    }
+                    Some(Err(e)) => {
+                        let line = format!("group {name}: not judged: {e:#}");
+                        if g.said.insert(line.clone()) {
+                            out.lines.push(line);
+                        }
+                    }
+                    None => {}
+                }
+            }
+            out.changes
+                .extend(g.incidents.close(newest, window_ns, close_after, now));
+            // Lines said long ago may be said again when they come back.
+            if g.said.len() > 1000 {
+                g.said.clear();
+            }
+            g.windows
+                .settle(&flagged, keep_recent, learning, baseline_windows);
+        }
+        out
+    }
+}
+
+/// The window indices in which a finding (a culprit's, or a symptom set
+/// apart) flagged anything: a histogram or link finding flags the slices
+/// its windows start.
+fn flagged_windows(d: &PeerDiagnosis) -> BTreeSet<u64> {
+    let mut out = BTreeSet::new();
+    for f in d
+        .findings
+        .iter()
+        .chain(d.explained.iter().map(|e| &e.finding))
+    {
+        let span = match f.method {
+            Method::Histogram => d.slice_windows.max(1),
+            Method::Link => LINK_SLICE_WINDOWS,
+            Method::Median | Method::Errno | Method::Hang => 1,
+        };
+        for w in &f.windows {
+            out.extend(*w..w.saturating_add(span));
+        }
+    }
+    out
+}

@@ -1,0 +1,357 @@
+//! The live peer analysis (`service::online`, docs/peers.md "Online") on
+//! synthetic window streams (fixtures::synth), fed window by window with a
+//! tick every 5 windows, as `serve --peers-online` does with 1 s windows
+//! and a 5 s tick: a drift of every peer opens nothing, one peer drifting
+//! alone opens one incident that closes after it recovers, a device that
+//! stops sending is a hang only when a client waits on it; and the same
+//! through a real SQLite store and the task.
+
+use std::time::Duration;
+
+use agent_core::{FdKind, Summary};
+use fixtures::synth::{add_in_flight, silence, Fault, FleetSpec};
+use service::online::analysis::Online;
+use service::online::incidents::Event;
+use service::online::task::OnlineTask;
+use service::online::OnlineOptions;
+use service::store::{NewRun, SqliteStore, Store};
+use wire::alert::{IncidentCause, IncidentEvent};
+
+const SECOND: u64 = 1_000_000_000;
+/// Windows per tick (a 5 s tick with 1 s windows).
+const TICK: u64 = 5;
+
+fn options() -> OnlineOptions {
+    OnlineOptions {
+        tick: Duration::from_secs(TICK),
+        baseline: Duration::from_secs(30),
+        close_after: Duration::from_secs(15),
+        ..OnlineOptions::default()
+    }
+}
+
+/// A change as (event, device index in `spec`, cause), with the window
+/// index of the tick that made it.
+type Seen = (Event, usize, IncidentCause, u64);
+
+/// Feeds `windows` windows of every device of `specs` (each window edited
+/// by `edit`: `None` drops it) with a tick after every [`TICK`] windows;
+/// returns every incident change.
+fn stream(
+    specs: &[&FleetSpec],
+    windows: u64,
+    edit: &dyn Fn(usize, usize, u64, &mut Summary) -> bool,
+) -> Vec<Seen> {
+    let mut online = Online::new(options());
+    let mut seen = Vec::new();
+    for w in 0..windows {
+        for (s, spec) in specs.iter().enumerate() {
+            for d in 0..spec.devices {
+                let mut summary = spec.window(d, w);
+                if edit(s, d, w, &mut summary) {
+                    online.add(&spec.group, summary);
+                }
+            }
+        }
+        if (w + 1) % TICK == 0 {
+            let now = specs[0].window_start(w + 1);
+            for c in online.tick(now).changes {
+                let (s, d) = specs
+                    .iter()
+                    .enumerate()
+                    .find_map(|(s, spec)| {
+                        (0..spec.devices)
+                            .find(|d| spec.device_id(*d) == c.incident.device)
+                            .map(|d| (s, d))
+                    })
+                    .expect("an incident names a device of the fleet");
+                assert_eq!(s, 0, "only the first spec's devices are culprits here");
+                seen.push((c.event, d, c.incident.cause.clone(), w));
+            }
+        }
+    }
+    seen
+}
+
+fn opened_and_closed(seen: &[Seen]) -> Vec<(Event, usize, IncidentCause)> {
+    seen.iter()
+        .filter(|s| s.0 != Event::Updated)
+        .map(|s| (s.0, s.1, s.2.clone()))
+        .collect()
+}
+
+#[test]
+fn a_drift_of_every_peer_opens_nothing() {
+    // Every device's disk and network 1.25 times slower every 10 windows
+    // from window 60 to 150 (9.3 times in all): the baseline follows, and
+    // nothing opens. Judged against the first baseline, the device that is
+    // 10 % slower by nature would be flagged long before the end.
+    let mut spec = FleetSpec::new(5, 200);
+    for device in 0..5 {
+        for step in 0..10 {
+            let from = 60 + 10 * step;
+            spec.faults.push(Fault::Disk {
+                device,
+                from,
+                until: 200,
+                factor: 1.25,
+            });
+            spec.faults.push(Fault::Network {
+                device,
+                from,
+                until: 200,
+                factor: 1.25,
+            });
+        }
+    }
+    let seen = stream(&[&spec], 200, &|_, _, _, _| true);
+    assert_eq!(seen, vec![]);
+}
+
+#[test]
+fn one_peer_drifting_alone_opens_one_incident_that_closes_after_it_recovers() {
+    let mut spec = FleetSpec::new(5, 160);
+    spec.faults.push(Fault::Disk {
+        device: 2,
+        from: 80,
+        until: 110,
+        factor: 3.0,
+    });
+    let seen = stream(&[&spec], 160, &|_, _, _, _| true);
+    assert_eq!(
+        opened_and_closed(&seen),
+        vec![
+            (Event::Opened, 2, IncidentCause::Disk),
+            (Event::Closed, 2, IncidentCause::Disk),
+        ],
+        "{seen:?}"
+    );
+    let opened_at = seen[0].3;
+    let closed_at = seen.last().unwrap().3;
+    // Open at the first tick once 4 of 5 windows were slow (windows
+    // 80..=83, the tick after window 84); closed once 15 clean windows
+    // followed its last slow one (109).
+    eprintln!(
+        "delay: first bad window 80, incident opened at the tick after window {opened_at} \
+         ({} windows, {} tick(s)); closed at the tick after window {closed_at}",
+        opened_at + 1 - 80,
+        (opened_at + 1 - 80).div_ceil(TICK)
+    );
+    assert!(opened_at <= 84, "opened late: {seen:?}");
+    assert!(
+        (109 + 15..=109 + 15 + TICK).contains(&closed_at),
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn a_slow_network_is_blamed_on_the_network() {
+    let mut spec = FleetSpec::new(5, 120);
+    spec.faults.push(Fault::Network {
+        device: 1,
+        from: 80,
+        until: 120,
+        factor: 4.0,
+    });
+    let seen = stream(&[&spec], 120, &|_, _, _, _| true);
+    assert_eq!(
+        opened_and_closed(&seen),
+        vec![(Event::Opened, 1, IncidentCause::Network)],
+        "{seen:?}"
+    );
+}
+
+fn servers() -> FleetSpec {
+    FleetSpec::new(4, 160)
+}
+
+fn clients() -> FleetSpec {
+    FleetSpec {
+        program: "python3".into(),
+        role: Some("client".into()),
+        seed: 2,
+        ..FleetSpec::new(3, 160)
+    }
+}
+
+/// Server 3 sends no window from window 80 on; with `waiting`, client 0's
+/// `write` started 0.2 s into window 80 never returns (its later windows
+/// have no calls but that one in flight).
+fn stopped(waiting: bool) -> impl Fn(usize, usize, u64, &mut Summary) -> bool {
+    move |s, d, w, summary| {
+        if s == 0 {
+            let addr = format!("10.214.0.{}", d + 1);
+            summary.facts.add("addr", &addr).unwrap();
+            return !(d == 3 && w >= 80);
+        }
+        if waiting && d == 0 && w >= 80 {
+            add_in_flight(
+                summary,
+                4242,
+                "write",
+                FdKind::File,
+                servers().window_start(80) + 200_000_000,
+            );
+            if w > 80 {
+                silence(summary);
+            }
+        }
+        true
+    }
+}
+
+#[test]
+fn a_device_that_stops_sending_is_a_hang_only_when_a_client_waits_on_it() {
+    let (s, c) = (servers(), clients());
+    let seen = stream(&[&s, &c], 160, &stopped(true));
+    let opened: Vec<_> = opened_and_closed(&seen)
+        .into_iter()
+        .filter(|o| o.0 == Event::Opened)
+        .collect();
+    assert_eq!(
+        opened,
+        vec![(Event::Opened, 3, IncidentCause::Hang)],
+        "{seen:?}"
+    );
+    // Named once the call was in flight 30 s (window 110).
+    assert!((110..=110 + TICK).contains(&seen[0].3), "{seen:?}");
+    // The same silence with no client waiting: no incident.
+    let seen = stream(&[&s, &c], 160, &stopped(false));
+    assert_eq!(seen, vec![]);
+}
+
+/// Stores `summary` as the service's ingest does.
+fn ingest(store: &mut dyn Store, group: &str, summary: &Summary) {
+    let mut buf = [0u8; 4096];
+    let raw = summary.clone().encode(&mut buf).unwrap().to_vec();
+    let run = NewRun::from_summary(summary, raw, group, summary.run.start_unix_ns + SECOND);
+    store.insert_runs(&[run]).unwrap();
+}
+
+#[test]
+fn the_task_reads_new_windows_from_the_store_and_stores_the_incident() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let mut store = SqliteStore::open(&db, Duration::from_secs(5)).unwrap();
+    let mut spec = FleetSpec::new(5, 160);
+    spec.faults.push(Fault::Disk {
+        device: 2,
+        from: 80,
+        until: 110,
+        factor: 3.0,
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    let sink = service::online::sink::SinkQueue::start(Box::new(tx), 16).unwrap();
+    let mut task = OnlineTask::new(options(), Some(sink));
+    let mut alerts = Vec::new();
+    for w in 0..160 {
+        for d in 0..spec.devices {
+            ingest(&mut store, &spec.group, &spec.window(d, w));
+        }
+        if (w + 1) % TICK == 0 {
+            alerts.extend(
+                task.tick(&mut store, spec.window_start(w + 1) + SECOND)
+                    .unwrap(),
+            );
+        }
+    }
+    let events: Vec<_> = alerts
+        .iter()
+        .map(|a| (a.event, a.device, a.cause.clone()))
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            (
+                IncidentEvent::Opened,
+                spec.device_id(2),
+                IncidentCause::Disk
+            ),
+            (
+                IncidentEvent::Closed,
+                spec.device_id(2),
+                IncidentCause::Disk
+            ),
+        ]
+    );
+    // The sink got the same, in order.
+    let delivered: Vec<_> = (0..2)
+        .map(|_| rx.recv_timeout(Duration::from_secs(60)).unwrap())
+        .collect();
+    assert_eq!(delivered, alerts);
+    // Stored: closed, with its evidence (the metric's series).
+    assert!(store.open_incidents(None).unwrap().is_empty());
+    let stored = store.incident(alerts[0].id).unwrap().unwrap();
+    assert_eq!(stored.device, spec.device_id(2));
+    assert_eq!(stored.closed_unix_ns, alerts[1].closed_unix_ns);
+    assert!(stored.closed_unix_ns.is_some());
+    assert_eq!(stored.first_window_unix_ns, spec.window_start(80));
+    assert!(
+        stored.last_window_unix_ns >= spec.window_start(105),
+        "{stored:?}"
+    );
+    let series = &stored.evidence["series"];
+    assert_eq!(series["metric"], stored.metric, "{}", stored.evidence);
+    assert_eq!(series["devices"].as_array().unwrap().len(), 5);
+    assert_eq!(
+        store.recent_incidents(Some("fleet"), 10).unwrap(),
+        vec![stored]
+    );
+}
+
+/// What the analysis costs (not a check: figures for docs/peers.md):
+/// `EDGE_ONLINE_DEVICES` devices (default 100) with 1 s windows, a 5 s
+/// tick, the baseline `EDGE_ONLINE_BASELINE_S` seconds (default 600);
+/// after the baseline is full, the CPU time of the ticks and of taking
+/// the windows per window, and the summaries held.
+/// `cargo test --release -p service --test online -- --ignored --nocapture cost`
+#[test]
+#[ignore]
+fn cost_of_the_analysis_per_window() {
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let devices = env("EDGE_ONLINE_DEVICES", 100) as usize;
+    let baseline = env("EDGE_ONLINE_BASELINE_S", 600);
+    let spec = FleetSpec::new(devices, 0);
+    let mut online = Online::new(OnlineOptions {
+        baseline: Duration::from_secs(baseline),
+        ..OnlineOptions::default()
+    });
+    let warm = baseline + 60;
+    let measured = 120;
+    let mut cpu_ns = 0u128;
+    let mut windows = 0u64;
+    // This thread's time on a CPU, ns (the first field of its schedstat).
+    let cpu = || -> u128 {
+        std::fs::read_to_string("/proc/thread-self/schedstat")
+            .ok()
+            .and_then(|t| t.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    for w in 0..warm + measured {
+        let batch: Vec<Summary> = (0..devices).map(|d| spec.window(d, w)).collect();
+        let t0 = cpu();
+        for s in batch {
+            online.add(&spec.group, s);
+        }
+        if (w + 1) % TICK == 0 {
+            let tick = online.tick(spec.window_start(w + 1));
+            assert!(tick.changes.is_empty());
+        }
+        if w >= warm {
+            cpu_ns += cpu() - t0;
+            windows += devices as u64;
+        }
+    }
+    let per_window_us = cpu_ns as f64 / windows as f64 / 1000.0;
+    eprintln!(
+        "{devices} devices x 1 s windows, baseline {baseline} s: {per_window_us:.1} µs CPU per window \
+         ({:.1} % of a core at 1000 windows/s), {} summaries held",
+        per_window_us * 1000.0 / 1e6 * 100.0,
+        online.summaries_held()
+    );
+}
