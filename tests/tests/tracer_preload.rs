@@ -83,6 +83,8 @@ const COVERED: &[&str] = &[
     "munmap",
     "madvise",
     "clone",
+    "clone3",
+    "vfork",
     "execve",
     "wait4",
 ];
@@ -606,6 +608,82 @@ fn vfork_children_are_processes_of_the_run() {
         .map(|e| e.count)
         .sum();
     assert_eq!((s.run.processes, execs), (4, 3), "{:?}", s.run);
+}
+
+const SPAWNS: &str = r#"
+#include <errno.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+extern char **environ;
+int main(void) {
+  /* A PATH whose first entry has `true`: one execve per search. */
+  setenv("PATH", "/usr/bin", 1);
+  getppid();
+  pid_t pid;
+  int st, failed = 0;
+  char *t[] = { "true", 0 };
+  failed |= posix_spawn(&pid, "/usr/bin/true", 0, 0, t, environ) != 0;
+  waitpid(pid, &st, 0);
+  failed |= posix_spawnp(&pid, "true", 0, 0, t, environ) != 0;
+  waitpid(pid, &st, 0);
+  /* An exec that fails: posix_spawn says so, libc reaps the child. */
+  failed |= posix_spawn(&pid, "/nonexistent", 0, 0, t, environ) != ENOENT;
+  int sys = system("exec /usr/bin/true");
+  FILE *f = popen("exec /usr/bin/true", "r");
+  int closed = f ? pclose(f) : -2;
+  /* vfork: a child that execs, one that execs by PATH, one that exits. */
+  pid = vfork();
+  if (pid == 0) { execv("/usr/bin/true", t); _exit(97); }
+  waitpid(pid, &st, 0);
+  failed |= st != 0;
+  pid = vfork();
+  if (pid == 0) { execvp("true", t); _exit(98); }
+  waitpid(pid, &st, 0);
+  failed |= st != 0;
+  pid = vfork();
+  if (pid == 0) _exit(5);
+  waitpid(pid, &st, 0);
+  failed |= WEXITSTATUS(st) != 5;
+  char line[64];
+  int len = snprintf(line, sizeof line, "failed %d system %d pclose %d\n", failed, sys, closed);
+  write(1, line, len);
+  return 0;
+}
+"#;
+
+/// Processes libc makes itself (`posix_spawn`, `posix_spawnp`, `system`,
+/// `popen`: a `clone3` and the child's `execve` that no wrapper sees, and
+/// the `wait4`s inside `system`, `pclose` and a failed spawn) and `vfork`
+/// children (their parent's `vfork` counted by the child, at its exec or
+/// `_exit`): the same counts as strace's; the program's output unchanged.
+/// A spawn's file actions and popen's pipe ends (`dup2`, `close` in
+/// libc) and the child's stack libc maps for a spawn (`mmap`, `munmap`)
+/// are libc's own calls, not seen.
+#[test]
+fn preload_counts_match_strace_on_spawns_and_vforks() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_c(dir.path(), "spawns", SPAWNS);
+    let s = compare(
+        dir.path(),
+        &[exe.to_str().unwrap()],
+        &["close", "dup2", "mmap", "munmap"],
+    );
+    let count = |name: &str| -> u64 {
+        s.syscalls
+            .iter()
+            .filter(|e| e.key.id.to_string() == name)
+            .map(|e| e.count)
+            .sum()
+    };
+    assert_eq!(
+        (count("clone3"), count("vfork"), count("execve")),
+        (5, 3, 9),
+        "{:?}",
+        s.syscalls
+    );
 }
 
 /// A program killed by a signal: the agent ends by the same signal, with
