@@ -96,6 +96,12 @@ nr! {
     STAT = SYS_fstatat64;
 }
 
+/// `fcntl`: the 32-bit ABIs' libcs make `fcntl64`.
+#[cfg(target_pointer_width = "64")]
+pub const FCNTL: u32 = libc::SYS_fcntl as u32;
+#[cfg(target_pointer_width = "32")]
+pub const FCNTL: u32 = libc::SYS_fcntl64 as u32;
+
 // Calls x86 (and 32-bit ARM) still have, which arm64's table dropped.
 #[cfg(not(target_arch = "aarch64"))]
 nr! {

@@ -129,6 +129,12 @@ macro_rules! libc_wrappers {
         (copy dup3, calls::DUP3, (fd: c_int, new_fd: c_int, flags: c_int) -> c_int, |r| r)
         (copy accept, calls::ACCEPT, (fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int, |r| r)
         (copy accept4, calls::ACCEPT4, (fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int, |r| r)
+        // `fcntl` (variadic: its optional argument declared as a fixed one,
+        // as `open`'s `mode`; passed on whatever it holds, the real call
+        // reads it only for the commands that take one): filed under its
+        // fd; F_DUPFD's new fd is of its kind.
+        (fcntl_like fcntl)
+        (fcntl_like fcntl64)
         (real connect, (fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int, |real| {
             let Some(obs) = observe::begin({ const CALL: observe::Call = observe::Call::of(calls::CONNECT); CALL }) else {
                 let r = real(fd, addr, len);
@@ -295,6 +301,29 @@ macro_rules! libc_wrappers {
                 real: &$name::REAL,
             }),*]
         }
+    };
+    // `fcntl` and `fcntl64`.
+    (@fcntl_like [$(#[$attr:meta])*] $name:ident) => {
+        $crate::libc_wrappers!(@real [$(#[$attr])*] $name, (fd: c_int, cmd: c_int, arg: $crate::__private::libc::c_ulong) -> c_int, |real| {
+            let dup = cmd == $crate::__private::libc::F_DUPFD || cmd == $crate::__private::libc::F_DUPFD_CLOEXEC;
+            let Some(obs) = observe::begin({ const CALL: observe::Call = observe::Call::of(calls::FCNTL); CALL }) else {
+                let r = real(fd, cmd, arg);
+                if dup && r >= 0 {
+                    observe::forget(r as i64);
+                }
+                return r;
+            };
+            let kind = observe::kind_of(fd as i64);
+            let r = real(fd, cmd, arg);
+            let errno = $crate::__private::errno();
+            if dup && r >= 0 {
+                observe::made(r as i64, kind);
+            }
+            let peer = observe::peer_of(fd as i64, kind);
+            obs.end([fd as u64, cmd as u64, arg as u64, 0, 0, 0], observe::kernel_ret(r as i64, errno), kind, peer);
+            $crate::__private::set_errno(errno);
+            r
+        });
     };
     // `_exit`: never returns.
     (@exit [$(#[$attr:meta])*] _exit) => {

@@ -59,6 +59,7 @@ const COVERED: &[&str] = &[
     "dup",
     "dup2",
     "dup3",
+    "fcntl",
     "newfstatat",
     "fsync",
     "fdatasync",
@@ -104,6 +105,7 @@ const BY_FD: &[&str] = &[
     "dup",
     "dup2",
     "dup3",
+    "fcntl",
     "fsync",
     "fdatasync",
     "connect",
@@ -684,6 +686,71 @@ fn preload_counts_match_strace_on_spawns_and_vforks() {
         "{:?}",
         s.syscalls
     );
+}
+
+const DUPS: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+/* Each kind of fd copied every way; each copy then asked its flags
+   (fcntl F_GETFD, filed under the copy's kind), and closed. */
+int main(void) {
+  getppid();
+  int p[2], s[2];
+  pipe(p);
+  socketpair(AF_UNIX, SOCK_STREAM, 0, s);
+  int tcp = socket(AF_INET, SOCK_STREAM, 0);
+  int file = open("/dev/null", O_RDONLY);
+  int fds[] = { p[0], s[0], tcp, file };
+  for (int i = 0; i < 4; i++) {
+    int copies[4];
+    copies[0] = dup(fds[i]);
+    copies[1] = dup2(fds[i], 50);
+    copies[2] = dup3(fds[i], 51, O_CLOEXEC);
+    copies[3] = fcntl(fds[i], F_DUPFD, 60);
+    for (int k = 0; k < 4; k++) { fcntl(copies[k], F_GETFD); close(copies[k]); }
+  }
+  /* A copy onto a number in use replaces what it was. */
+  dup2(p[0], 52);
+  dup2(tcp, 52);
+  fcntl(52, F_GETFD);
+  return 0;
+}
+"#;
+
+/// `--only` naming the fd-copying calls: each copy's kind (the kind of
+/// the fd it copies, kept when the copy is recorded, asked again when it
+/// is not) is strace -yy's, whether the copying calls are recorded or not.
+#[test]
+fn fd_copies_keep_their_kind_under_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_c(dir.path(), "dups", DUPS);
+    let cmd = [exe.to_str().unwrap()];
+    let (_, strace) = strace_marked(dir.path(), &cmd, false);
+    for only in ["dup,dup2,dup3,fcntl", "fcntl"] {
+        let names: Vec<&str> = only.split(',').collect();
+        let lib = library();
+        let mut args = PRELOAD.to_vec();
+        args.extend(["--only", only]);
+        let (out, s) = agent_run_env(
+            dir.path(),
+            &[("EDGE_AGENT_PRELOAD_LIB", lib.to_str().unwrap())],
+            &args,
+            &cmd,
+        );
+        assert!(out.status.success(), "{out:?}");
+        let theirs: Table = strace
+            .clone()
+            .into_iter()
+            .filter(|((name, _), _)| names.contains(&name.as_str()))
+            .collect();
+        assert_eq!(
+            summary_table(&s),
+            theirs,
+            "--only {only}: preload (left), strace -yy (right)"
+        );
+    }
 }
 
 /// A program killed by a signal: the agent ends by the same signal, with
