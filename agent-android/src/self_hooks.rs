@@ -67,3 +67,26 @@ pub fn on_fork_child(child: extern "C" fn()) -> Result<(), i32> {
         errno => Err(errno),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hook table is the wrapper set's own list: every wrapper
+    /// `libc_wrappers!` defines (one added there included, e.g. `fcntl`)
+    /// is hooked where this libc has the function, once.
+    #[test]
+    fn every_wrapper_of_the_set_is_hooked_where_libc_has_it() {
+        let hooks = hooks();
+        let set = wrappers::wrapped();
+        assert_eq!(set.len(), wrappers::WRAPPED_COUNT);
+        for w in set {
+            let symbol = CStr::from_bytes_with_nul(w.symbol.as_bytes()).unwrap();
+            let hooked = hooks.iter().filter(|h| h.symbol == symbol).count();
+            assert_eq!(hooked, usize::from(defined(symbol)), "{symbol:?}");
+        }
+        for name in [c"fcntl", c"posix_spawn", c"_exit", c"read"] {
+            assert!(hooks.iter().any(|h| h.symbol == name), "{name:?}");
+        }
+    }
+}
