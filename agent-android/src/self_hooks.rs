@@ -20,100 +20,6 @@ mod wrappers {
     agent_inproc::libc_wrappers!();
 }
 
-/// One entry of the hook table: libc's name (NUL-terminated), our
-/// wrapper, its real-function slot.
-type Candidate = (&'static str, usize, &'static agent_inproc::Real);
-
-/// Every wrapper of the set, by libc's name.
-macro_rules! candidates {
-    ($($name:ident),* $(,)?) => {
-        [$((
-            concat!(stringify!($name), "\0"),
-            wrappers::$name as *const () as usize,
-            &wrappers::$name::REAL,
-        )),*]
-    };
-}
-
-/// The wrapper set, as `libc_wrappers!` defines it (keep in step with
-/// agent-inproc/src/wrappers.rs: a wrapper missing here is never
-/// installed, one named here but not defined does not compile).
-fn candidates() -> impl IntoIterator<Item = Candidate> {
-    candidates![
-        read,
-        write,
-        pread,
-        pread64,
-        pwrite,
-        pwrite64,
-        readv,
-        writev,
-        preadv,
-        pwritev,
-        sendfile,
-        sendfile64,
-        fsync,
-        fdatasync,
-        bind,
-        listen,
-        shutdown,
-        send,
-        sendto,
-        sendmsg,
-        recv,
-        recvfrom,
-        recvmsg,
-        epoll_wait,
-        epoll_pwait,
-        open,
-        open64,
-        openat,
-        openat64,
-        creat,
-        creat64,
-        socket,
-        stat,
-        stat64,
-        lstat,
-        lstat64,
-        fstat,
-        fstat64,
-        fstatat,
-        fstatat64,
-        __xstat,
-        __xstat64,
-        __lxstat,
-        __lxstat64,
-        __fxstatat,
-        __fxstatat64,
-        poll,
-        ppoll,
-        select,
-        pselect,
-        nanosleep,
-        usleep,
-        sleep,
-        mmap,
-        mmap64,
-        munmap,
-        madvise,
-        wait4,
-        waitpid,
-        wait,
-        close,
-        dup,
-        dup2,
-        dup3,
-        accept,
-        accept4,
-        connect,
-        fork,
-        execve,
-        execv,
-        clock_nanosleep,
-    ]
-}
-
 /// Whether the process's libc (or any loaded object) defines `symbol`.
 fn defined(symbol: &CStr) -> bool {
     // SAFETY: `symbol` is NUL-terminated; dlsym only reads it.
@@ -130,8 +36,9 @@ pub fn hooks() -> &'static [Hook] {
     static HOOKS: OnceLock<Vec<Hook>> = OnceLock::new();
     HOOKS.get_or_init(|| {
         let mut hooks = Vec::new();
-        for (name, wrapper, real) in candidates() {
-            let Ok(symbol) = CStr::from_bytes_with_nul(name.as_bytes()) else {
+        // Every wrapper the set defines (`libc_wrappers!` lists them).
+        for wrapped in wrappers::wrapped() {
+            let Ok(symbol) = CStr::from_bytes_with_nul(wrapped.symbol.as_bytes()) else {
                 continue;
             };
             if !defined(symbol) {
@@ -139,8 +46,8 @@ pub fn hooks() -> &'static [Hook] {
             }
             hooks.push(Hook {
                 symbol,
-                wrapper,
-                real: real.slot(),
+                wrapper: wrapped.wrapper,
+                real: wrapped.real.slot(),
             });
         }
         hooks.push(got::dlopen_hook());
@@ -158,5 +65,28 @@ pub fn on_fork_child(child: extern "C" fn()) -> Result<(), i32> {
     match unsafe { libc::pthread_atfork(None, None, Some(child)) } {
         0 => Ok(()),
         errno => Err(errno),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hook table is the wrapper set's own list: every wrapper
+    /// `libc_wrappers!` defines (one added there included, e.g. `fcntl`)
+    /// is hooked where this libc has the function, once.
+    #[test]
+    fn every_wrapper_of_the_set_is_hooked_where_libc_has_it() {
+        let hooks = hooks();
+        let set = wrappers::wrapped();
+        assert_eq!(set.len(), wrappers::WRAPPED_COUNT);
+        for w in set {
+            let symbol = CStr::from_bytes_with_nul(w.symbol.as_bytes()).unwrap();
+            let hooked = hooks.iter().filter(|h| h.symbol == symbol).count();
+            assert_eq!(hooked, usize::from(defined(symbol)), "{symbol:?}");
+        }
+        for name in [c"fcntl", c"posix_spawn", c"_exit", c"read"] {
+            assert!(hooks.iter().any(|h| h.symbol == name), "{name:?}");
+        }
     }
 }

@@ -82,21 +82,28 @@ impl SyscallId {
         (self.0 as usize) < Self::COUNT || self.carried_raw().is_some()
     }
 
-    /// The canonical id of raw syscall `nr` in `arch`.
+    /// The canonical id of raw syscall `nr` in `arch`. A `const fn`, so
+    /// that a caller that knows its call at build time (the in-process
+    /// backend's wrappers) has the id as a constant.
     #[inline]
-    pub fn from_raw(arch: Arch, nr: u32) -> SyscallId {
+    pub const fn from_raw(arch: Arch, nr: u32) -> SyscallId {
         let table: &[u16] = match arch {
             Arch::X86_64 => &tables::RAW_TO_ID_X86_64,
             Arch::I386 => &tables::RAW_TO_ID_I386,
             Arch::Aarch64 => &tables::RAW_TO_ID_AARCH64,
             Arch::Arm => &tables::RAW_TO_ID_ARM,
         };
-        if let Some(id) = table.get(nr as usize) {
-            return SyscallId(*id);
+        if (nr as usize) < table.len() {
+            return SyscallId(table[nr as usize]);
         }
-        if arch == Arch::Arm {
-            if let Some((_, id)) = tables::ARM_PRIVATE.iter().find(|(raw, _)| *raw == nr) {
-                return SyscallId(*id);
+        if let Arch::Arm = arch {
+            let mut i = 0;
+            while i < tables::ARM_PRIVATE.len() {
+                let (raw, id) = tables::ARM_PRIVATE[i];
+                if raw == nr {
+                    return SyscallId(id);
+                }
+                i += 1;
             }
         }
         SyscallId::UNKNOWN

@@ -96,6 +96,12 @@ nr! {
     STAT = SYS_fstatat64;
 }
 
+/// `fcntl`: the 32-bit ABIs' libcs make `fcntl64`.
+#[cfg(target_pointer_width = "64")]
+pub const FCNTL: u32 = libc::SYS_fcntl as u32;
+#[cfg(target_pointer_width = "32")]
+pub const FCNTL: u32 = libc::SYS_fcntl64 as u32;
+
 // Calls x86 (and 32-bit ARM) still have, which arm64's table dropped.
 #[cfg(not(target_arch = "aarch64"))]
 nr! {
@@ -142,3 +148,17 @@ pub const FSTAT_AS: u32 = libc::SYS_fstat64 as u32;
 pub const FSTAT_AS: u32 = STAT;
 /// `select` is a `pselect6` (glibc 2.36; bionic too).
 pub const SELECT_AS: u32 = PSELECT;
+
+/// `vfork`: its own call where the ABI has one; arm64's libcs make it a
+/// `clone(CLONE_VM|CLONE_VFORK)`.
+#[cfg(not(target_arch = "aarch64"))]
+pub const VFORK: u32 = libc::SYS_vfork as u32;
+#[cfg(target_arch = "aarch64")]
+pub const VFORK: u32 = CLONE;
+
+/// The process `posix_spawn` (and `system`, `popen`, which use it) makes:
+/// glibc 2.36 a `clone3(CLONE_VM|CLONE_VFORK)`, bionic a `clone`.
+#[cfg(not(target_os = "android"))]
+pub const SPAWN_AS: u32 = 435; // clone3: the same number on every ABI
+#[cfg(target_os = "android")]
+pub const SPAWN_AS: u32 = CLONE;

@@ -53,7 +53,7 @@ mod sys;
 pub use active::{activate, deactivate, table as active_table};
 pub use fd_kinds::{FdKinds, CACHED_FDS};
 pub use fd_peers::{FdPeers, Known, CACHED_PEER_FDS};
-pub use real::Real;
+pub use real::{Real, Wrapped};
 pub use recorder::{Recorder, RecorderStats, LOST_FACT, RING, SLOTS};
 pub use sys::{fd_kind_of, monotonic_ns};
 pub use table::{RunTable, EXEC_SLOTS};
@@ -64,7 +64,7 @@ pub mod __private {
     pub use crate::calls;
     pub use crate::observe;
     pub use crate::ret::{unresolved, CRet};
-    pub use crate::sys::{errno, peer_named, set_errno};
+    pub use crate::sys::{errno, exit_now, peer_named, set_errno};
     pub use agent_core::FdKind;
     pub use libc;
 }

@@ -39,17 +39,47 @@ pub struct Observation {
     entry_ns: u64,
 }
 
-/// Begins observing a call filed as syscall `nr`, if the process is
-/// observed and the call wanted.
+/// A call as the statistics file it: the raw number libc makes for it
+/// and its canonical id, both known when the wrapper is built (each
+/// wrapper holds its `Call` as a constant: no table lookup per call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call {
+    nr: u32,
+    id: SyscallId,
+}
+
+impl Call {
+    /// The call of raw number `nr` on this ABI.
+    pub const fn of(nr: u32) -> Call {
+        Call {
+            nr,
+            id: SyscallId::from_raw(ARCH, nr),
+        }
+    }
+
+    /// Its canonical id.
+    pub const fn id(self) -> SyscallId {
+        self.id
+    }
+}
+
+/// The calls this module files itself.
+const EXECVE: Call = Call::of(crate::calls::EXECVE);
+const VFORK: Call = Call::of(crate::calls::VFORK);
+const SPAWN: Call = Call::of(crate::calls::SPAWN_AS);
+const WAIT4: Call = Call::of(crate::calls::WAIT4);
+
+/// Begins observing `call`, if the process is observed and the call
+/// wanted.
 #[inline]
-pub fn begin(nr: u32) -> Option<Observation> {
+pub fn begin(call: Call) -> Option<Observation> {
     let table = crate::active::table()?;
-    if !table.wants(SyscallId::from_raw(ARCH, nr)) {
+    if !table.wants(call.id) {
         return None;
     }
     Some(Observation {
         table,
-        nr,
+        nr: call.nr,
         entry_ns: sys::monotonic_ns(),
     })
 }
@@ -101,17 +131,143 @@ impl Observation {
 }
 
 /// This thread's id, asked once (its first observed call counts it).
+/// A `vfork` child shares its parent's memory, this thread-local
+/// included: it neither keeps its own id there (the parent would take it
+/// for its own) nor counts a thread.
 fn this_thread(table: &RunTable) -> u32 {
     TID.try_with(|t| match t.get() {
         0 => {
             let tid = sys::gettid();
-            t.set(tid);
-            table.thread_started();
+            if sys::getpid() == JOINED_PID.load(Ordering::Relaxed) {
+                t.set(tid);
+                table.thread_started();
+            }
             tid
         }
         tid => tid,
     })
     .unwrap_or_else(|_| sys::gettid())
+}
+
+/// The last `vfork` child that counted its parent's `vfork` (in memory the
+/// child shares with its parent: each child counts it once).
+static VFORK_COUNTED: AtomicU32 = AtomicU32::new(0);
+
+/// Called by the calls a `vfork` child may make (the `exec` family,
+/// `_exit`): in such a child, the first one counts the parent's `vfork`.
+/// `vfork` itself is not wrapped: a wrapper's frame would be returned
+/// through twice on the one stack parent and child share, and the parent
+/// would resume in a frame the child has overwritten. So the child, the
+/// only one to run between the two returns, files the call for its
+/// parent: on the parent's thread (whose id is in the thread-local the
+/// child shares; the parent thread is suspended until the child execs or
+/// exits, so nothing else records as it), returning the child's pid, with
+/// no duration (its time is the parent's wait for this exec or exit).
+/// Costs one `getpid` per exec or `_exit` of an observed process.
+pub fn vfork_child_check() {
+    let Some(table) = crate::active::table() else {
+        return;
+    };
+    let pid = sys::getpid();
+    if pid == JOINED_PID.load(Ordering::Relaxed)
+        || VFORK_COUNTED.swap(pid, Ordering::Relaxed) == pid
+    {
+        return;
+    }
+    if !table.wants(VFORK.id) {
+        return;
+    }
+    let now = sys::monotonic_ns();
+    let obs = Observation {
+        table,
+        nr: VFORK.nr,
+        entry_ns: now,
+    };
+    obs.record_at([0; 6], i64::from(pid), FdKind::None, None, now, now);
+}
+
+/// A `posix_spawn` (or `system`, `popen`) in progress, observed.
+#[derive(Debug)]
+pub struct Spawn {
+    table: &'static RunTable,
+    entry_ns: u64,
+}
+
+/// Begins observing a call that makes a process inside libc, where no
+/// wrapper sees the process made nor its `execve` (libc calls both
+/// directly, the `execve` in the child on a stack of its own).
+#[inline]
+pub fn spawn_begins() -> Option<Spawn> {
+    let table = crate::active::table()?;
+    Some(Spawn {
+        table,
+        entry_ns: sys::monotonic_ns(),
+    })
+}
+
+/// How a spawn ended, as the calls libc made for it.
+#[derive(Debug, Clone, Copy)]
+pub enum Spawned {
+    /// The process was made and its `execve` succeeded (`pid`: the
+    /// child's, 0 when not known).
+    Ran { pid: u32 },
+    /// The process was made (and reaped, glibc's `posix_spawn` waits for
+    /// a child whose exec failed) but its `execve` failed with `errno`.
+    ExecFailed { errno: i32 },
+    /// No process was made (`clone` failed with `errno`).
+    NotMade { errno: i32 },
+}
+
+impl Spawned {
+    /// What `posix_spawn`'s return (0 or an error number) says: the
+    /// errors `clone` gives (EAGAIN, ENOMEM, ENOSYS) are the process's,
+    /// any other is the `execve`'s (or a file action's: filed so too).
+    pub fn of_posix_spawn(ret: i32, pid: u32) -> Spawned {
+        match ret {
+            0 => Spawned::Ran { pid },
+            libc::EAGAIN | libc::ENOMEM | libc::ENOSYS => Spawned::NotMade { errno: ret },
+            errno => Spawned::ExecFailed { errno },
+        }
+    }
+}
+
+impl Spawn {
+    /// The spawn ended so: files the process-making call, its `execve`
+    /// and (an exec that failed) the reaping `wait4`, each timed over
+    /// the whole libc call (the parent waits for the child's exec).
+    pub fn ended(self, how: Spawned) {
+        let now = sys::monotonic_ns();
+        let (made, exec, reaped) = match how {
+            Spawned::Ran { pid } => (i64::from(pid.max(1)), Some(0), false),
+            Spawned::ExecFailed { errno } => (1, Some(-i64::from(errno)), true),
+            Spawned::NotMade { errno } => (-i64::from(errno), None, false),
+        };
+        self.file(SPAWN, made, now);
+        if let Some(ret) = exec {
+            self.file(EXECVE, ret, now);
+        }
+        if reaped {
+            self.file(WAIT4, made, now);
+        }
+    }
+
+    /// Files the `wait4` a call made inside libc (`system`'s, `pclose`'s)
+    /// that returned `ret` (the kernel's form).
+    pub fn waited(&self, ret: i64) {
+        self.file(WAIT4, ret, sys::monotonic_ns());
+    }
+
+    fn file(&self, call: Call, ret: i64, now: u64) {
+        if !self.table.wants(call.id) {
+            return;
+        }
+        let obs = Observation {
+            table: self.table,
+            nr: call.nr,
+            entry_ns: self.entry_ns,
+        };
+        obs.record_at([0; 6], ret, FdKind::None, None, self.entry_ns, now);
+    }
 }
 
 /// The calling process joined the run's `table` (at load, or as a child
@@ -225,10 +381,10 @@ pub fn exec_arrived_counted(table: &'static RunTable) -> bool {
         }
         let obs = Observation {
             table,
-            nr: crate::calls::EXECVE,
+            nr: EXECVE.nr,
             entry_ns,
         };
-        if table.wants(SyscallId::from_raw(ARCH, crate::calls::EXECVE)) {
+        if table.wants(EXECVE.id) {
             obs.record_at([0; 6], 0, FdKind::None, None, entry_ns, now);
         }
         return true;

@@ -66,3 +66,16 @@ impl Real {
         }
     }
 }
+
+/// One wrapper of a set made by [`crate::libc_wrappers!`] (its
+/// `wrapped()` lists them all): what an installer needs to route libc's
+/// function of that name to it.
+#[derive(Debug, Clone, Copy)]
+pub struct Wrapped {
+    /// libc's name, NUL-terminated.
+    pub symbol: &'static str,
+    /// The wrapper's address.
+    pub wrapper: usize,
+    /// Where the wrapper finds the real function.
+    pub real: &'static Real,
+}

@@ -41,6 +41,21 @@ impl CRet for *mut libc::c_void {
     }
 }
 
+/// `popen`: NULL on failure.
+impl CRet for *mut libc::FILE {
+    #[inline]
+    fn kernel(self, errno: i32) -> i64 {
+        if self.is_null() {
+            -(errno as i64)
+        } else {
+            0
+        }
+    }
+    fn failure() -> Self {
+        core::ptr::null_mut()
+    }
+}
+
 /// `sleep`: the seconds left when a signal ended it early.
 impl CRet for u32 {
     #[inline]

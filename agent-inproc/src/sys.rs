@@ -245,6 +245,14 @@ pub fn getpid() -> u32 {
     unsafe { libc::syscall(libc::SYS_getpid) as u32 }
 }
 
+/// Ends the process with `status` (the raw `exit_group`: what `_exit`
+/// does, for a libc whose `_exit` could not be found).
+pub fn exit_now(status: i32) -> ! {
+    // SAFETY: exit_group takes an int and does not return.
+    unsafe { libc::syscall(libc::SYS_exit_group, status as libc::c_long) };
+    unreachable!("exit_group returned")
+}
+
 /// This thread's `errno` (glibc and musl: `__errno_location`; bionic:
 /// `__errno`).
 fn errno_place() -> *mut libc::c_int {

@@ -59,6 +59,7 @@ const COVERED: &[&str] = &[
     "dup",
     "dup2",
     "dup3",
+    "fcntl",
     "newfstatat",
     "fsync",
     "fdatasync",
@@ -83,6 +84,8 @@ const COVERED: &[&str] = &[
     "munmap",
     "madvise",
     "clone",
+    "clone3",
+    "vfork",
     "execve",
     "wait4",
 ];
@@ -102,6 +105,7 @@ const BY_FD: &[&str] = &[
     "dup",
     "dup2",
     "dup3",
+    "fcntl",
     "fsync",
     "fdatasync",
     "connect",
@@ -392,8 +396,8 @@ int main(void) {
 }
 "#;
 
-/// Threads: each thread's calls (pthread_create's own stack mapping is
-/// libc's, not seen: mmap and friends are left out).
+/// Threads: each thread's calls (pthread_create's own stack mapping and
+/// its `clone3` are libc's, not seen: left out).
 #[test]
 fn preload_counts_match_strace_on_threads() {
     let dir = tempfile::tempdir().unwrap();
@@ -401,7 +405,7 @@ fn preload_counts_match_strace_on_threads() {
     let s = compare(
         dir.path(),
         &[exe.to_str().unwrap()],
-        &["mmap", "munmap", "madvise"],
+        &["mmap", "munmap", "madvise", "clone3"],
     );
     assert_eq!(s.run.threads, 5, "{:?}", s.run);
 }
@@ -606,6 +610,147 @@ fn vfork_children_are_processes_of_the_run() {
         .map(|e| e.count)
         .sum();
     assert_eq!((s.run.processes, execs), (4, 3), "{:?}", s.run);
+}
+
+const SPAWNS: &str = r#"
+#include <errno.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+extern char **environ;
+int main(void) {
+  /* A PATH whose first entry has `true`: one execve per search. */
+  setenv("PATH", "/usr/bin", 1);
+  getppid();
+  pid_t pid;
+  int st, failed = 0;
+  char *t[] = { "true", 0 };
+  failed |= posix_spawn(&pid, "/usr/bin/true", 0, 0, t, environ) != 0;
+  waitpid(pid, &st, 0);
+  failed |= posix_spawnp(&pid, "true", 0, 0, t, environ) != 0;
+  waitpid(pid, &st, 0);
+  /* An exec that fails: posix_spawn says so, libc reaps the child. */
+  failed |= posix_spawn(&pid, "/nonexistent", 0, 0, t, environ) != ENOENT;
+  int sys = system("exec /usr/bin/true");
+  FILE *f = popen("exec /usr/bin/true", "r");
+  int closed = f ? pclose(f) : -2;
+  /* vfork: a child that execs, one that execs by PATH, one that exits. */
+  pid = vfork();
+  if (pid == 0) { execv("/usr/bin/true", t); _exit(97); }
+  waitpid(pid, &st, 0);
+  failed |= st != 0;
+  pid = vfork();
+  if (pid == 0) { execvp("true", t); _exit(98); }
+  waitpid(pid, &st, 0);
+  failed |= st != 0;
+  pid = vfork();
+  if (pid == 0) _exit(5);
+  waitpid(pid, &st, 0);
+  failed |= WEXITSTATUS(st) != 5;
+  char line[64];
+  int len = snprintf(line, sizeof line, "failed %d system %d pclose %d\n", failed, sys, closed);
+  write(1, line, len);
+  return 0;
+}
+"#;
+
+/// Processes libc makes itself (`posix_spawn`, `posix_spawnp`, `system`,
+/// `popen`: a `clone3` and the child's `execve` that no wrapper sees, and
+/// the `wait4`s inside `system`, `pclose` and a failed spawn) and `vfork`
+/// children (their parent's `vfork` counted by the child, at its exec or
+/// `_exit`): the same counts as strace's; the program's output unchanged.
+/// A spawn's file actions and popen's pipe ends (`dup2`, `close`,
+/// `fcntl` in libc) and the child's stack libc maps for a spawn (`mmap`,
+/// `munmap`) are libc's own calls, not seen.
+#[test]
+fn preload_counts_match_strace_on_spawns_and_vforks() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_c(dir.path(), "spawns", SPAWNS);
+    let s = compare(
+        dir.path(),
+        &[exe.to_str().unwrap()],
+        &["close", "dup2", "fcntl", "mmap", "munmap"],
+    );
+    let count = |name: &str| -> u64 {
+        s.syscalls
+            .iter()
+            .filter(|e| e.key.id.to_string() == name)
+            .map(|e| e.count)
+            .sum()
+    };
+    assert_eq!(
+        (count("clone3"), count("vfork"), count("execve")),
+        (5, 3, 9),
+        "{:?}",
+        s.syscalls
+    );
+}
+
+const DUPS: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+/* Each kind of fd copied every way; each copy then asked its flags
+   (fcntl F_GETFD, filed under the copy's kind), and closed. */
+int main(void) {
+  getppid();
+  int p[2], s[2];
+  pipe(p);
+  socketpair(AF_UNIX, SOCK_STREAM, 0, s);
+  int tcp = socket(AF_INET, SOCK_STREAM, 0);
+  int file = open("/dev/null", O_RDONLY);
+  int fds[] = { p[0], s[0], tcp, file };
+  for (int i = 0; i < 4; i++) {
+    int copies[4];
+    copies[0] = dup(fds[i]);
+    copies[1] = dup2(fds[i], 50);
+    copies[2] = dup3(fds[i], 51, O_CLOEXEC);
+    copies[3] = fcntl(fds[i], F_DUPFD, 60);
+    for (int k = 0; k < 4; k++) { fcntl(copies[k], F_GETFD); close(copies[k]); }
+  }
+  /* A copy onto a number in use replaces what it was. */
+  dup2(p[0], 52);
+  dup2(tcp, 52);
+  fcntl(52, F_GETFD);
+  return 0;
+}
+"#;
+
+/// `--only` naming the fd-copying calls: each copy's kind (the kind of
+/// the fd it copies, kept when the copy is recorded, asked again when it
+/// is not) is strace -yy's, whether the copying calls are recorded or not.
+#[test]
+fn fd_copies_keep_their_kind_under_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_c(dir.path(), "dups", DUPS);
+    let cmd = [exe.to_str().unwrap()];
+    let (_, strace) = strace_marked(dir.path(), &cmd, false);
+    for only in ["dup,dup2,dup3,fcntl", "fcntl"] {
+        let names: Vec<&str> = only.split(',').collect();
+        let lib = library();
+        let mut args = PRELOAD.to_vec();
+        args.extend(["--only", only]);
+        let (out, s) = agent_run_env(
+            dir.path(),
+            &[("EDGE_AGENT_PRELOAD_LIB", lib.to_str().unwrap())],
+            &args,
+            &cmd,
+        );
+        assert!(out.status.success(), "{out:?}");
+        let theirs: Table = strace
+            .clone()
+            .into_iter()
+            .filter(|((name, _), _)| names.contains(&name.as_str()))
+            .collect();
+        assert_eq!(
+            summary_table(&s),
+            theirs,
+            "--only {only}: preload (left), strace -yy (right)"
+        );
+    }
 }
 
 /// A program killed by a signal: the agent ends by the same signal, with
