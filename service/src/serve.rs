@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use tokio::net::TcpListener;
 
+use crate::alerts::Alerts;
 use crate::conn::Limits;
 use crate::login_limit::LoginLimits;
 use crate::metrics::Metrics;
@@ -45,6 +46,8 @@ pub struct ServeOptions {
     pub quotas: crate::quota::QuotaConfig,
     /// `--web-max-runs` and the other bounds of one web UI analysis.
     pub web_limits: crate::webui::WebLimits,
+    /// `--alert-webhook` and its options (no URL: only the gauges).
+    pub alerts: crate::alerts::WebhookOptions,
 }
 
 /// `serve --retain AGE [--keep-raw]`.
@@ -109,12 +112,24 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         Auth::Tokens(file) => Some(std::sync::Arc::clone(file)),
         Auth::None => None,
     };
+    let metrics = Metrics::new();
+    // The online analysis reports its incidents here: the gauges of
+    // /metrics and the webhooks. Kept alive until the server stops.
+    let alerts = Alerts::start(&opts.alerts, metrics.alerts().clone())?;
+    for url in &opts.alerts.urls {
+        if let Ok(uri) = crate::alerts::webhook::check_url(url) {
+            eprintln!(
+                "edge-service: alert: incident events go to {}",
+                crate::alerts::webhook::target_of(&uri)
+            );
+        }
+    }
     let app = App::new(
         opts.db.opener(opts.busy_timeout),
         opts.db.writers(),
         auth,
         opts.quotas,
-        Metrics::new(),
+        metrics,
     )
     .with_context(|| format!("cannot open the store {}", opts.db))?;
     if let Some(r) = opts.retain {
@@ -163,6 +178,11 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     // Tasks still running (cut connections) are dropped with the runtime,
     // without waiting for them.
     runtime.shutdown_background();
+    let unsent = alerts.waiting();
+    if unsent > 0 {
+        eprintln!("edge-service: alert: {unsent} incident event(s) not sent at shutdown");
+    }
+    drop(alerts);
     eprintln!("edge-service stopped");
     Ok(())
 }
