@@ -128,11 +128,15 @@ impl AlertMetrics {
 
     /// The incident of `alert` is open (counted once per id).
     pub fn opened(&self, alert: &IncidentAlert) {
-        let labels = labels_of(alert);
-        let mut ids = self.ids();
-        if !ids.contains_key(&alert.id) {
+        self.add_open(&mut self.ids(), alert);
+    }
+
+    /// Counts `alert`'s incident as open unless it is already.
+    fn add_open(&self, ids: &mut HashMap<i64, Labels>, alert: &IncidentAlert) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = ids.entry(alert.id) {
+            let labels = labels_of(alert);
             self.open.with_label_values(&labels).inc();
-            ids.insert(alert.id, labels);
+            slot.insert(labels);
         }
     }
 
@@ -153,11 +157,7 @@ impl AlertMetrics {
         }
         ids.clear();
         for alert in open {
-            let labels = labels_of(alert);
-            if !ids.contains_key(&alert.id) {
-                self.open.with_label_values(&labels).inc();
-                ids.insert(alert.id, labels);
-            }
+            self.add_open(&mut ids, alert);
         }
     }
 
