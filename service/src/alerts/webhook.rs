@@ -308,7 +308,7 @@ impl Sender {
         let what = describe(&event.alert);
         let mut attempt = 1u32;
         loop {
-            let why = match self.attempt(&event.body) {
+            let (why, retry_after) = match self.attempt(&event.body) {
                 Attempt::Answered(status, retry_after) => match verdict(status) {
                     Verdict::Delivered => {
                         self.metrics.count_sent();
@@ -332,10 +332,10 @@ impl Sender {
             };
             self.metrics.count_failed();
             let delay = backoff(attempt, self.retry_first, self.retry_max)
-                .max(why.1.unwrap_or_default().min(self.retry_max));
+                .max(retry_after.unwrap_or_default().min(self.retry_max));
             log(&format!(
-                "{what} to {} failed: {} (attempt {attempt}); retrying in {delay:?}",
-                self.target, why.0
+                "{what} to {} failed: {why} (attempt {attempt}); retrying in {delay:?}",
+                self.target
             ));
             if !self.queue.sleep(delay) {
                 return false;
