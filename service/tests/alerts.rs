@@ -459,3 +459,80 @@ fn serve_exposes_the_alert_series_and_checks_its_webhook_url() {
         "{stderr}"
     );
 }
+
+/// An https receiver: the service's own HTTPS server (a certificate of a
+/// throwaway CA) answers the POST with a 4xx, which proves the TLS
+/// handshake: with `--alert-webhook-ca` it is trusted (the event is
+/// refused by HTTP, not retried); with Mozilla's roots it is not (retried).
+#[test]
+fn an_https_receiver_is_trusted_through_the_given_ca_only() {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let dir = tempfile::tempdir().unwrap();
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let (cert_path, key_path, ca_path) = (
+        dir.path().join("cert.pem"),
+        dir.path().join("key.pem"),
+        dir.path().join("ca.pem"),
+    );
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    std::fs::write(&ca_path, ca_cert.pem()).unwrap();
+    let server = common::start(
+        dir.path(),
+        &[
+            "--tls-cert",
+            cert_path.to_str().unwrap(),
+            "--tls-key",
+            key_path.to_str().unwrap(),
+        ],
+    );
+    let url = format!("{}/hooks/secret-path", server.url);
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+
+    let trusted = Metrics::new();
+    let opts = WebhookOptions {
+        ca_file: Some(ca_path),
+        ..options(&url)
+    };
+    let alerts = Alerts::start(&opts, trusted.alerts().clone()).unwrap();
+    alerts.incident(&opened(1));
+    wait_for_series(
+        &trusted,
+        "edge_alerts_dropped_total",
+        &["reason=\"refused\""],
+        1,
+    );
+    assert_eq!(
+        series(&trusted.render(), "edge_alerts_failed_total", &[]),
+        Some(0)
+    );
+
+    let untrusted = Metrics::new();
+    let alerts = Alerts::start(&options(&url), untrusted.alerts().clone()).unwrap();
+    alerts.incident(&opened(1));
+    let bound = Instant::now() + Duration::from_secs(60);
+    while series(&untrusted.render(), "edge_alerts_failed_total", &[]) == Some(0) {
+        assert!(Instant::now() < bound, "an unknown CA was never refused");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let text = untrusted.render();
+    assert_eq!(
+        series(&text, "edge_alerts_sent_total", &[]),
+        Some(0),
+        "{text}"
+    );
+    assert_eq!(
+        series(&text, "edge_alerts_dropped_total", &["reason=\"refused\""]),
+        Some(0),
+        "{text}"
+    );
+}
