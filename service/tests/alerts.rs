@@ -183,11 +183,13 @@ fn closed(id: i64) -> IncidentAlert {
     alert(id, IncidentEvent::Closed, IncidentCause::Disk)
 }
 
-/// Fast retries and a short request timeout, so the tests do not idle.
+/// Fast retries, so the tests do not idle; a request timeout long enough
+/// that a loaded machine never times out an answered request (the hanging
+/// receiver's test shortens it).
 fn options(url: &str) -> WebhookOptions {
     WebhookOptions {
         urls: vec![url.to_string()],
-        timeout: Duration::from_millis(300),
+        timeout: Duration::from_secs(10),
         retry_first: Duration::from_millis(5),
         retry_max: Duration::from_millis(40),
         ..WebhookOptions::default()
@@ -311,7 +313,11 @@ fn returns<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static
 fn a_hanging_receiver_never_blocks_the_caller_and_gets_later_events_once_it_recovers() {
     let receiver = Receiver::start(&[], true);
     let metrics = Metrics::new();
-    let alerts = Alerts::start(&options(&receiver.url), metrics.alerts().clone()).unwrap();
+    let opts = WebhookOptions {
+        timeout: Duration::from_millis(300),
+        ..options(&receiver.url)
+    };
+    let alerts = Alerts::start(&opts, metrics.alerts().clone()).unwrap();
     alerts.incident(&opened(1));
     receiver.wait_until("the first request (held)", |s| !s.requests.is_empty());
     // The receiver holds the request; more events are queued at once.
