@@ -13,11 +13,12 @@
 //! of the [`store`] before anyone is acknowledged. Every JSON body a device
 //! reads or the service answers is a type of the `wire` crate.
 
+pub mod alerts;
 pub mod conn;
 pub mod directive;
 pub mod ingest;
 pub mod login_limit;
-mod metrics;
+pub mod metrics;
 pub mod online;
 pub mod operators;
 pub mod proactive;

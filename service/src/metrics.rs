@@ -1,7 +1,9 @@
-//! Prometheus metrics (`GET /metrics`, text format).
+//! Prometheus metrics (`GET /metrics`, text format); the alerting's own
+//! series are [`crate::alerts::AlertMetrics`], registered here.
 
 use std::time::Duration;
 
+use crate::alerts::AlertMetrics;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
     Registry, TextEncoder,
@@ -31,6 +33,7 @@ pub struct Metrics {
     web_running: IntGauge,
     web_refused: IntCounter,
     web_cancelled: IntCounter,
+    alerts: AlertMetrics,
 }
 
 fn counter(name: &str, help: &str) -> IntCounter {
@@ -200,6 +203,7 @@ impl Metrics {
         ] {
             registry.register(c).expect("metric names are unique");
         }
+        let alerts = AlertMetrics::register(&registry);
         Metrics {
             registry,
             requests,
@@ -222,7 +226,13 @@ impl Metrics {
             web_running,
             web_refused,
             web_cancelled,
+            alerts,
         }
+    }
+
+    /// The alerting's series (open incidents, webhook outcomes).
+    pub fn alerts(&self) -> &AlertMetrics {
+        &self.alerts
     }
 
     /// An upload was refused over an ingest quota (`address`, `device`).

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use tokio::net::TcpListener;
 
+use crate::alerts::Alerts;
 use crate::conn::Limits;
 use crate::login_limit::LoginLimits;
 use crate::metrics::Metrics;
@@ -50,6 +51,8 @@ pub struct ServeOptions {
     pub quotas: crate::quota::QuotaConfig,
     /// `--web-max-runs` and the other bounds of one web UI analysis.
     pub web_limits: crate::webui::WebLimits,
+    /// `--alert-webhook` and its options (no URL: only the gauges).
+    pub alerts: crate::alerts::WebhookOptions,
 }
 
 /// `serve --retain AGE [--keep-raw]`.
@@ -117,12 +120,24 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
         Auth::Tokens(file) => Some(std::sync::Arc::clone(file)),
         Auth::None => None,
     };
+    let metrics = Metrics::new();
+    // The online analysis reports its incidents here: the gauges of
+    // /metrics and the webhooks. Kept alive until the server stops.
+    let alerts = Alerts::start(&opts.alerts, metrics.alerts().clone())?;
+    for url in &opts.alerts.urls {
+        if let Ok(uri) = crate::alerts::webhook::check_url(url) {
+            eprintln!(
+                "edge-service: alert: incident events go to {}",
+                crate::alerts::webhook::target_of(&uri)
+            );
+        }
+    }
     let app = App::new(
         opts.db.opener(opts.busy_timeout),
         opts.db.writers(),
         auth,
         opts.quotas,
-        Metrics::new(),
+        metrics,
     )
     .with_context(|| format!("cannot open the store {}", opts.db))?;
     if let Some(r) = opts.retain {
@@ -138,12 +153,26 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
             .context("cannot start the detector")?;
     }
     if let Some(online) = opts.online.clone() {
-        crate::online::task::start(
-            opts.db.opener(opts.busy_timeout),
-            online,
-            opts.online_sink.clone(),
-        )
-        .context("cannot start the live peer analysis")?;
+        // The incidents the store holds open count in the gauges from the
+        // start (an earlier run, or another instance, opened them).
+        let open_store = opts.db.opener(opts.busy_timeout);
+        let open = open_store()
+            .and_then(|mut store| store.open_incidents(None))
+            .context("cannot read the open incidents")?;
+        let open: Vec<_> = open
+            .iter()
+            .map(|row| row.alert(wire::alert::IncidentEvent::Opened))
+            .collect();
+        alerts.set_open(&open);
+        // Opened and closed incidents go to the gauges and the webhooks
+        // (a test may give its own sink instead).
+        let sink = match opts.online_sink.clone() {
+            Some(sink) => sink,
+            None => crate::online::sink::SinkQueue::start(Box::new(alerts.clone()), 1024)
+                .context("cannot start the incident sink")?,
+        };
+        crate::online::task::start(open_store, online, Some(sink))
+            .context("cannot start the live peer analysis")?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -179,6 +208,11 @@ pub fn serve(opts: ServeOptions) -> anyhow::Result<()> {
     // Tasks still running (cut connections) are dropped with the runtime,
     // without waiting for them.
     runtime.shutdown_background();
+    let unsent = alerts.waiting();
+    if unsent > 0 {
+        eprintln!("edge-service: alert: {unsent} incident event(s) not sent at shutdown");
+    }
+    drop(alerts);
     eprintln!("edge-service stopped");
     Ok(())
 }

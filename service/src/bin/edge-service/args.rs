@@ -300,6 +300,8 @@ pub struct ServeArgs {
     pub auto: AutoArgs,
     #[command(flatten)]
     pub online: OnlineArgs,
+    #[command(flatten)]
+    pub alerts: AlertArgs,
 }
 
 /// `serve --peers-online`: the live peer analysis (docs/peers.md, "Online").
@@ -346,6 +348,37 @@ impl OnlineArgs {
             n: self.peers_online_n,
             hang_after: self.peers_online_hang_after,
         })
+    }
+}
+
+/// `serve --alert-webhook URL`: incident events as JSON POSTs (docs/peers.md,
+/// "Online: alerting").
+#[derive(Debug, Args)]
+pub struct AlertArgs {
+    /// POST each incident event (opened, closed) as JSON to this URL
+    /// (http:// or https://); repeat for several receivers, each gets
+    /// every event in order. Retried with back-off on connection errors,
+    /// 5xx and 429; never delays ingest.
+    #[arg(long, value_name = "URL")]
+    pub alert_webhook: Vec<String>,
+    /// The longest one webhook request may take, connecting included.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub alert_webhook_timeout_ms: u64,
+    /// PEM file of the CA(s) to trust for https webhooks instead of
+    /// Mozilla's roots (a private CA).
+    #[arg(long, value_name = "FILE")]
+    pub alert_webhook_ca: Option<PathBuf>,
+}
+
+impl AlertArgs {
+    /// The webhooks' options.
+    pub fn options(self) -> service::alerts::WebhookOptions {
+        service::alerts::WebhookOptions {
+            urls: self.alert_webhook,
+            timeout: Duration::from_millis(self.alert_webhook_timeout_ms),
+            ca_file: self.alert_webhook_ca,
+            ..service::alerts::WebhookOptions::default()
+        }
     }
 }
 
@@ -461,6 +494,7 @@ impl ServeArgs {
                 analyses: self.web_analyses,
                 analyses_per_group: self.web_analyses_per_group,
             },
+            alerts: self.alerts.options(),
         })
     }
 }
