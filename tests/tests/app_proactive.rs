@@ -172,17 +172,25 @@ fn apps_take_part_in_the_proactive_loop() {
         assert_eq!(run_app(&exe, &library, work, &service.url, d, 3), 0);
     }
     let light = get(&service, "/v1/runs?kind=light");
-    assert_eq!(light["runs"].as_array().unwrap().len(), 3 * DEVICES, "{light}");
+    assert_eq!(
+        light["runs"].as_array().unwrap().len(),
+        3 * DEVICES,
+        "{light}"
+    );
 
     // The detector directs two slow and two good devices by itself; each
     // app learns it at its next fetch.
-    let directed: Vec<usize> = wait_for("the detector's directives", Duration::from_secs(60), || {
-        let with: Vec<usize> = (0..DEVICES)
-            .filter(|&d| run_app(&exe, &library, work, &service.url, d, 0) > 0)
-            .collect();
-        (with.len() == 4).then_some(with)
-    });
-    assert!(directed.contains(&4) && directed.contains(&5), "{directed:?}");
+    let directed: Vec<usize> =
+        wait_for("the detector's directives", Duration::from_secs(60), || {
+            let with: Vec<usize> = (0..DEVICES)
+                .filter(|&d| run_app(&exe, &library, work, &service.url, d, 0) > 0)
+                .collect();
+            (with.len() == 4).then_some(with)
+        });
+    assert!(
+        directed.contains(&4) && directed.contains(&5),
+        "{directed:?}"
+    );
 
     // Their next two runs are observed in full, in-process, and uploaded.
     for &d in &directed {
