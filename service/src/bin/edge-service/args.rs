@@ -29,7 +29,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the HTTP(S) API.
-    Serve(ServeArgs),
+    // Boxed: the largest by far (clippy's large_enum_variant).
+    Serve(Box<ServeArgs>),
     /// Set or show what devices of a group should trace.
     #[command(subcommand)]
     Directive(DirectiveCommand),
