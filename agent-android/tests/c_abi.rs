@@ -57,20 +57,8 @@ fn c_program_uses_the_header_and_library() {
 #[test]
 fn c_program_observes_its_own_reads() {
     let library = common::cdylib();
-    let crate_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let work = tempfile::tempdir().unwrap();
-    let exe = work.path().join("self_observe");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let status = Command::new(&cc)
-        .args(["-std=gnu11", "-O0", "-Wall", "-Wextra", "-Werror", "-I"])
-        .arg(crate_dir.join("include"))
-        .arg(crate_dir.join("tests/c/self_observe.c"))
-        .arg("-o")
-        .arg(&exe)
-        .arg("-ldl")
-        .status()
-        .unwrap_or_else(|e| panic!("{cc}: {e}"));
-    assert!(status.success(), "compiling self_observe.c failed");
+    let exe = compile_dlopen_program("self_observe", work.path());
     const SIZE: usize = 37 * 4096;
     let file = work.path().join("data");
     std::fs::write(&file, vec![7u8; SIZE]).unwrap();
