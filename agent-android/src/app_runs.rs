@@ -36,7 +36,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use agent_core::{CpuTime, Exit, Facts, IoBytes, Origin, RunRecord, Summary, MAX_ENCODED_LEN};
 use agent_linux::arch::{Abi, Native};
@@ -121,7 +121,11 @@ pub fn run_begin(name: &str, props: &dyn Properties) -> Result<u64, Error> {
             Err(e) => state.last_refusal = Some(e.to_string()),
         }
     }
-    let (cpu, io) = process_counters();
+    // A directed run's summary has the table's figures: no counters.
+    let (cpu, io) = match directive {
+        Some(_) => (None, None),
+        None => process_counters(),
+    };
     let handle = NEXT_HANDLE.fetch_add(1, Ordering::Relaxed);
     state.open.insert(
         handle,
@@ -149,7 +153,6 @@ pub fn run_end(handle: u64, status: i32, props: &dyn Properties) -> Result<Vec<u
             "run handle {handle}: no such open run (never begun, or ended already)"
         )));
     };
-    let (cpu, io) = process_counters();
     let record = RunRecord {
         processes: 1,
         threads: 1,
@@ -168,6 +171,7 @@ pub fn run_end(handle: u64, status: i32, props: &dyn Properties) -> Result<Vec<u
     if run.directive.is_some() {
         return self_observe::end_run_observation(record, facts);
     }
+    let (cpu, io) = process_counters();
     let cpu = cpu.zip(run.cpu).map(|(now, then)| CpuTime {
         user_ns: now.user_ns.saturating_sub(then.user_ns),
         system_ns: now.system_ns.saturating_sub(then.system_ns),
@@ -196,10 +200,15 @@ fn run_facts(
     free: &[(String, String)],
     props: &dyn Properties,
 ) -> Result<Facts, Error> {
-    let platform =
-        device::platform(props, PlatformFacts::detect).unwrap_or_else(PlatformFacts::detect);
+    // Read once per process: the platform does not change under a running
+    // app, and a light run should cost its two /proc reads, not a uname
+    // and os-release per run.
+    static PLATFORM: OnceLock<PlatformFacts> = OnceLock::new();
+    let platform = PLATFORM.get_or_init(|| {
+        device::platform(props, PlatformFacts::detect).unwrap_or_else(PlatformFacts::detect)
+    });
     let free = device::free_facts(props, free);
-    facts::build(&platform, name, &free)
+    facts::build(platform, name, &free)
         .map_err(|e| Error::Internal(format!("the device's facts: {e:#}")))
 }
 

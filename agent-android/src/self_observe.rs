@@ -263,7 +263,7 @@ pub(crate) fn begin_run_observation(props: &dyn Properties) -> Result<bool, Erro
 /// pass through again, and the encoded full summary of what the process
 /// did since the begin is returned, with `run` (the app's duration and
 /// status) and `facts` (the run's name as program, `directive=<id>`).
-pub(crate) fn end_run_observation(run: RunRecord, facts: Facts) -> Result<Vec<u8>, Error> {
+pub(crate) fn end_run_observation(mut run: RunRecord, facts: Facts) -> Result<Vec<u8>, Error> {
     let mut state = state();
     let Some(o) = state
         .as_mut()
@@ -274,6 +274,8 @@ pub(crate) fn end_run_observation(run: RunRecord, facts: Facts) -> Result<Vec<u8
     agent_inproc::deactivate();
     o.active = false;
     let now = sys::monotonic_ns();
+    let (_, threads) = o.table.population();
+    run.threads = threads.max(1);
     stack::run(|| {
         let mut summary = cut_summary(o, now, run);
         summary.facts = facts;
