@@ -542,3 +542,159 @@ fn an_https_receiver_is_trusted_through_the_given_ca_only() {
         "{text}"
     );
 }
+
+/// `serve` end to end, no operator command: devices upload 1 s windows
+/// timed from now; once the live analysis judges (its baseline learnt),
+/// windows in which one device's disk is 3 times slower open an incident
+/// (`/metrics` counts it open) and its clean windows after close it; the
+/// webhook receiver gets the two events, in order, naming the device and
+/// the cause.
+#[test]
+fn serve_opens_and_closes_an_incident_and_its_webhook_gets_both_in_order() {
+    use fixtures::synth::{Fault, FleetSpec};
+    use std::process::Stdio;
+
+    const SECOND: u64 = 1_000_000_000;
+    let receiver = Receiver::start(&[], false);
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = common::write_tokens(dir.path());
+    let mut child = Command::new(common::bin())
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--quota-address-burst",
+            "0",
+        ])
+        .args(["--db", dir.path().join("s.db").to_str().unwrap()])
+        .args(["--tokens", tokens.to_str().unwrap()])
+        .args([
+            "--peers-online-tick",
+            "1s",
+            "--peers-online-baseline",
+            "20s",
+        ])
+        .args([
+            "--peers-online-close-after",
+            "5s",
+            "--peers-online-hang-after",
+            "5s",
+        ])
+        .args(["--alert-webhook", &receiver.url])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no listening line: {line:?}"))
+        .to_string();
+    // The log, line by line (and on to this test's stderr).
+    let (log_tx, log) = mpsc::channel::<String>();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let _child = Kill(child);
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            eprintln!("{line}");
+            let _ = log_tx.send(line);
+        }
+    });
+    let wait_for_log = |what: &str| {
+        let bound = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = bound.saturating_duration_since(Instant::now());
+            match log.recv_timeout(left) {
+                Ok(line) if line.contains(what) => return,
+                Ok(_) => {}
+                Err(_) => panic!("serve never logged {what:?}"),
+            }
+        }
+    };
+
+    // Five devices; windows from 14 s ago on (the analysis reads windows up
+    // to a minute ahead of its clock and, at first, a baseline back).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut spec = FleetSpec::new(5, 75);
+    spec.group = common::group_of(common::TOKEN).to_string();
+    spec.start_unix_ns = (now - 14) * SECOND;
+    spec.faults.push(Fault::Disk {
+        device: 2,
+        from: 55,
+        until: 62,
+        factor: 3.0,
+    });
+    let upload = |windows: std::ops::Range<u64>| {
+        for w in windows {
+            let items: Vec<Vec<u8>> = (0..spec.devices)
+                .map(|d| {
+                    let mut buf = [0u8; 4096];
+                    spec.window(d, w).encode(&mut buf).unwrap().to_vec()
+                })
+                .collect();
+            let (status, json) = common::post_items(&url, &items);
+            assert_eq!(status, 200, "{json}");
+        }
+    };
+    let open_disk = |url: &str| {
+        let (status, text) = common::get(url, "/metrics", None);
+        assert_eq!(status, 200);
+        series(
+            text.as_str().unwrap(),
+            "edge_incidents_open",
+            &["cause=\"disk\""],
+        )
+    };
+    // 55 fault-free windows: the first tick learns a baseline of 20 from
+    // them (the newest 35 stay judged), the next judges.
+    upload(0..55);
+    wait_for_log("judging each new window against it");
+    upload(55..62);
+    receiver.wait_until("the incident opened", |s| !s.requests.is_empty());
+    assert_eq!(open_disk(&url), Some(1));
+    upload(62..75);
+    receiver.wait_until("the incident closed", |s| s.requests.len() >= 2);
+    let got: Vec<_> = receiver.with(|s| {
+        s.requests
+            .iter()
+            .map(|(a, _)| (a.id, a.event, a.device, a.cause.clone()))
+            .collect()
+    });
+    let id = got[0].0;
+    assert_eq!(
+        got,
+        vec![
+            (
+                id,
+                IncidentEvent::Opened,
+                spec.device_id(2),
+                IncidentCause::Disk
+            ),
+            (
+                id,
+                IncidentEvent::Closed,
+                spec.device_id(2),
+                IncidentCause::Disk
+            ),
+        ]
+    );
+    let bound = Instant::now() + Duration::from_secs(60);
+    while open_disk(&url) != Some(0) {
+        assert!(Instant::now() < bound, "the gauge never went back to 0");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -6,16 +6,21 @@
 //! stops sending is a hang only when a client waits on it; and the same
 //! through a real SQLite store and the task.
 
+mod common;
+
+use std::path::Path;
 use std::time::Duration;
 
 use agent_core::{FdKind, Summary};
+use common::pg;
 use fixtures::synth::{add_in_flight, silence, Fault, FleetSpec};
 use service::online::analysis::Online;
 use service::online::incidents::Event;
+use service::online::sink::{IncidentSink, SinkQueue};
 use service::online::task::OnlineTask;
 use service::online::OnlineOptions;
-use service::store::{NewRun, SqliteStore, Store};
-use wire::alert::{IncidentCause, IncidentEvent};
+use service::store::{IncidentRow, Location, NewRun, SqliteStore, Store};
+use wire::alert::{IncidentAlert, IncidentCause, IncidentEvent};
 
 const SECOND: u64 = 1_000_000_000;
 /// Windows per tick (a 5 s tick with 1 s windows).
@@ -178,13 +183,39 @@ fn clients() -> FleetSpec {
 /// `write` started 0.2 s into window 80 never returns (its later windows
 /// have no calls but that one in flight).
 fn stopped(waiting: bool) -> impl Fn(usize, usize, u64, &mut Summary) -> bool {
+    stopped_until(waiting, Silent::SendsNothing, u64::MAX)
+}
+
+/// How a stopped server's windows look.
+#[derive(Clone, Copy, Debug)]
+enum Silent {
+    /// None come.
+    SendsNothing,
+    /// They come, with no call in them (its agent still cuts windows).
+    SendsEmptyWindows,
+}
+
+/// As [`stopped`], the server `silent` in windows 80 up to `back`, from
+/// which on it answers again (and the client's call returns).
+fn stopped_until(
+    waiting: bool,
+    silent: Silent,
+    back: u64,
+) -> impl Fn(usize, usize, u64, &mut Summary) -> bool {
     move |s, d, w, summary| {
+        let down = (80..back).contains(&w);
         if s == 0 {
             let addr = format!("10.214.0.{}", d + 1);
             summary.facts.add("addr", &addr).unwrap();
-            return !(d == 3 && w >= 80);
+            if d == 3 && down {
+                match silent {
+                    Silent::SendsNothing => return false,
+                    Silent::SendsEmptyWindows => silence(summary),
+                }
+            }
+            return true;
         }
-        if waiting && d == 0 && w >= 80 {
+        if waiting && d == 0 && down {
             add_in_flight(
                 summary,
                 4242,
@@ -218,6 +249,37 @@ fn a_device_that_stops_sending_is_a_hang_only_when_a_client_waits_on_it() {
     // The same silence with no client waiting: no incident.
     let seen = stream(&[&s, &c], 160, &stopped(false));
     assert_eq!(seen, vec![]);
+}
+
+#[test]
+fn a_hang_stays_open_while_its_server_is_silent_and_closes_once_it_calls_again() {
+    let (s, c) = (servers(), clients());
+    let hangs = |seen: &[Seen]| -> Vec<(Event, u64)> {
+        seen.iter()
+            .filter(|x| x.0 != Event::Updated && x.1 == 3 && x.2 == IncidentCause::Hang)
+            .map(|x| (x.0, x.3))
+            .collect()
+    };
+    for silent in [Silent::SendsNothing, Silent::SendsEmptyWindows] {
+        // Silent to the end (80 windows, far past close-after's 15): open.
+        let seen = stream(&[&s, &c], 160, &stopped_until(true, silent, u64::MAX));
+        let events = hangs(&seen);
+        assert_eq!(events.len(), 1, "{silent:?}: {seen:?}");
+        assert_eq!(events[0].0, Event::Opened, "{silent:?}: {seen:?}");
+        // Answering again from window 125: closed at the first tick after
+        // it made calls in close-after's 15 windows (125 to 139).
+        let seen = stream(&[&s, &c], 200, &stopped_until(true, silent, 125));
+        let events = hangs(&seen);
+        assert_eq!(
+            events.iter().map(|e| e.0).collect::<Vec<_>>(),
+            vec![Event::Opened, Event::Closed],
+            "{silent:?}: {seen:?}"
+        );
+        assert!(
+            (139..139 + TICK).contains(&events[1].1),
+            "{silent:?}: {seen:?}"
+        );
+    }
 }
 
 /// Stores `summary` as the service's ingest does.
@@ -297,6 +359,58 @@ fn the_task_reads_new_windows_from_the_store_and_stores_the_incident() {
         store.recent_incidents(Some("fleet"), 10).unwrap(),
         vec![stored]
     );
+}
+
+/// A sink that keeps only the open sets it is handed.
+struct OpenSets(std::sync::mpsc::Sender<Vec<IncidentAlert>>);
+
+impl IncidentSink for OpenSets {
+    fn deliver(&mut self, _alert: IncidentAlert) {}
+
+    fn open_now(&mut self, open: Vec<IncidentAlert>) {
+        let _ = self.0.send(open);
+    }
+}
+
+/// Two instances on one PostgreSQL database: the one that waits while the
+/// other runs the analysis hands the store's open incidents to its sink at
+/// every tick (its gauges then say what the running one's say), and
+/// follows when one closes.
+#[test]
+fn a_waiting_instance_hands_the_running_ones_open_incidents_to_its_sink() {
+    let Some(url) = pg::database("online_waiting") else {
+        return;
+    };
+    let open = || Location::parse(Path::new(&url)).opener(Duration::from_secs(5))().unwrap();
+    let (mut running, mut waiting) = (open(), open());
+    assert!(running.hold_online_lock().unwrap());
+    let spec = FleetSpec::new(3, 10);
+    let mut row = IncidentRow {
+        id: 0,
+        group: spec.group.clone(),
+        program: spec.program.clone(),
+        device: spec.device_id(1),
+        cause: IncidentCause::Disk,
+        metric: "read@file mean".into(),
+        deviation: 4.0,
+        first_window_unix_ns: spec.window_start(3),
+        last_window_unix_ns: spec.window_start(6),
+        opened_unix_ns: spec.window_start(7),
+        closed_unix_ns: None,
+        evidence: serde_json::json!({}),
+    };
+    row.id = running.add_incident(&row).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let sink = SinkQueue::start(Box::new(OpenSets(tx)), 4).unwrap();
+    let mut task = OnlineTask::new(options(), Some(sink));
+    let now = spec.window_start(8);
+    assert_eq!(task.tick(waiting.as_mut(), now).unwrap(), vec![]);
+    let handed = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    assert_eq!(handed, vec![row.alert(IncidentEvent::Opened)]);
+    row.closed_unix_ns = Some(spec.window_start(9));
+    assert!(running.update_incident(&row).unwrap());
+    assert_eq!(task.tick(waiting.as_mut(), now + SECOND).unwrap(), vec![]);
+    assert_eq!(rx.recv_timeout(Duration::from_secs(60)).unwrap(), vec![]);
 }
 
 /// What the analysis costs (not a check: figures for docs/peers.md):

@@ -35,6 +35,52 @@ pub enum IncidentCause {
     Hang,
 }
 
+impl IncidentCause {
+    /// The cause's kind as the body's `kind` names it (`disk`, `errno`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            IncidentCause::Disk => "disk",
+            IncidentCause::Network => "network",
+            IncidentCause::Errno { .. } => "errno",
+            IncidentCause::Crash => "crash",
+            IncidentCause::Hang => "hang",
+        }
+    }
+
+    /// The errno's name of an errno cause.
+    pub fn errno(&self) -> Option<&str> {
+        match self {
+            IncidentCause::Errno { name } => Some(name),
+            _ => None,
+        }
+    }
+
+    /// The kind read back (`errno`: with its name); `None` for a kind this
+    /// build does not know (a newer build wrote it).
+    pub fn from_kind(kind: &str, errno: Option<String>) -> Option<IncidentCause> {
+        Some(match kind {
+            "disk" => IncidentCause::Disk,
+            "network" => IncidentCause::Network,
+            "errno" => IncidentCause::Errno {
+                name: errno.unwrap_or_default(),
+            },
+            "crash" => IncidentCause::Crash,
+            "hang" => IncidentCause::Hang,
+            _ => return None,
+        })
+    }
+}
+
+/// `disk`, `network`, ... and `errno EIO`: how logs and pages name it.
+impl std::fmt::Display for IncidentCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.errno() {
+            Some(name) => write!(f, "errno {name}"),
+            None => f.write_str(self.kind()),
+        }
+    }
+}
+
 /// One webhook POST: an incident opened or closed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IncidentAlert {
@@ -98,5 +144,31 @@ mod tests {
         assert_eq!(back, alert);
         let disk = serde_json::to_value(IncidentCause::Disk).unwrap();
         assert_eq!(disk, serde_json::json!({"kind": "disk"}));
+    }
+
+    #[test]
+    fn every_cause_reads_back_from_its_kind_as_serde_names_it() {
+        let causes = [
+            IncidentCause::Disk,
+            IncidentCause::Network,
+            IncidentCause::Errno { name: "EIO".into() },
+            IncidentCause::Crash,
+            IncidentCause::Hang,
+        ];
+        for cause in causes {
+            let json = serde_json::to_value(&cause).unwrap();
+            assert_eq!(json["kind"], cause.kind());
+            let errno = cause.errno().map(str::to_string);
+            assert_eq!(IncidentCause::from_kind(cause.kind(), errno), Some(cause));
+        }
+        assert_eq!(IncidentCause::from_kind("meteor", None), None);
+        assert_eq!(
+            IncidentCause::Errno {
+                name: "ENOSPC".into()
+            }
+            .to_string(),
+            "errno ENOSPC"
+        );
+        assert_eq!(IncidentCause::Hang.to_string(), "hang");
     }
 }

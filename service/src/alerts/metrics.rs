@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use prometheus::{IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
-use wire::alert::{IncidentAlert, IncidentCause};
+use wire::alert::IncidentAlert;
 
 /// Why an event was given up (the `reason` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,14 +42,11 @@ impl DropReason {
 type Labels = [String; 3];
 
 fn labels_of(alert: &IncidentAlert) -> Labels {
-    let (cause, errno) = match &alert.cause {
-        IncidentCause::Disk => ("disk", ""),
-        IncidentCause::Network => ("network", ""),
-        IncidentCause::Errno { name } => ("errno", name.as_str()),
-        IncidentCause::Crash => ("crash", ""),
-        IncidentCause::Hang => ("hang", ""),
-    };
-    [alert.group.clone(), cause.to_string(), errno.to_string()]
+    [
+        alert.group.clone(),
+        alert.cause.kind().to_string(),
+        alert.cause.errno().unwrap_or_default().to_string(),
+    ]
 }
 
 /// The alerting's series; cheap to clone (shared).
@@ -187,7 +184,7 @@ impl AlertMetrics {
 mod tests {
     use super::*;
     use agent_core::DeviceId;
-    use wire::alert::IncidentEvent;
+    use wire::alert::{IncidentCause, IncidentEvent};
 
     fn alert(id: i64, group: &str, cause: IncidentCause) -> IncidentAlert {
         IncidentAlert {

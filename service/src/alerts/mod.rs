@@ -106,4 +106,8 @@ impl crate::online::sink::IncidentSink for Alerts {
     fn deliver(&mut self, alert: IncidentAlert) {
         self.incident(&alert);
     }
+
+    fn open_now(&mut self, open: Vec<IncidentAlert>) {
+        self.set_open(&open);
+    }
 }

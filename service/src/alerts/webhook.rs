@@ -16,7 +16,7 @@ use anyhow::{bail, Context};
 use ureq::http::{StatusCode, Uri};
 use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig, TlsProvider};
 use ureq::Agent;
-use wire::alert::{IncidentAlert, IncidentCause, IncidentEvent};
+use wire::alert::{IncidentAlert, IncidentEvent};
 
 use super::metrics::{AlertMetrics, DropReason};
 use super::queue::{Pushed, Queue};
@@ -137,16 +137,9 @@ fn describe(alert: &IncidentAlert) -> String {
         IncidentEvent::Opened => "opened",
         IncidentEvent::Closed => "closed",
     };
-    let cause = match &alert.cause {
-        IncidentCause::Disk => "disk".to_string(),
-        IncidentCause::Network => "network".to_string(),
-        IncidentCause::Errno { name } => format!("errno {name}"),
-        IncidentCause::Crash => "crash".to_string(),
-        IncidentCause::Hang => "hang".to_string(),
-    };
     format!(
-        "incident {} {event} ({}/{}, device {}, {cause})",
-        alert.id, alert.group, alert.program, alert.device
+        "incident {} {event} ({}/{}, device {}, {})",
+        alert.id, alert.group, alert.program, alert.device, alert.cause
     )
 }
 

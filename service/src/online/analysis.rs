@@ -69,10 +69,21 @@ impl Online {
         if !self.groups.contains_key(group) {
             self.groups.insert(group.to_string(), Group::default());
         }
-        match self.groups.get_mut(group) {
-            Some(g) => g.windows.add(summary),
-            None => Added::NotPeer,
+        let Some(g) = self.groups.get_mut(group) else {
+            return Added::NotPeer;
+        };
+        let device = summary.origin.device;
+        let start = summary.run.start_unix_ns;
+        let active = summary.syscalls.iter().any(|s| s.count > 0);
+        let added = g.windows.add(summary);
+        if matches!(added, Added::Taken | Added::Late) {
+            // The index as the windows file it (starts rounded to the
+            // nearest window).
+            let window_ns = g.windows.window_ns().max(1);
+            let index = start.saturating_add(window_ns / 2) / window_ns;
+            g.incidents.saw(device, index, active);
         }
+        added
     }
 
     /// Takes back an incident stored open by an earlier process, so that
@@ -196,7 +207,7 @@ impl Online {
                 }
             }
             out.changes
-                .extend(g.incidents.close(newest, window_ns, close_after, now));
+                .extend(g.incidents.close(window_ns, close_after, now));
             // Lines said long ago may be said again when they come back.
             if g.said.len() > 1000 {
                 g.said.clear();

@@ -2,7 +2,9 @@
 //! channel): an [`IncidentSink`] runs on a thread of its own behind a
 //! bounded queue, so a slow or stuck receiver never holds up the analysis,
 //! and through it never ingest; when the queue is full the alert is
-//! dropped and counted.
+//! dropped and counted. An instance that waits while another runs the
+//! analysis hands it the store's open incidents instead, each tick, so
+//! its gauges say what the running instance's say.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
@@ -14,6 +16,17 @@ use wire::alert::IncidentAlert;
 pub trait IncidentSink: Send {
     /// Delivers one event (may take its time: it has its own thread).
     fn deliver(&mut self, alert: IncidentAlert);
+
+    /// The incidents open now, as another instance's analysis stored them
+    /// (events of theirs this instance does not deliver).
+    fn open_now(&mut self, _open: Vec<IncidentAlert>) {}
+}
+
+/// What the queue carries to the sink's thread.
+#[derive(Debug)]
+enum Item {
+    Event(IncidentAlert),
+    OpenNow(Vec<IncidentAlert>),
 }
 
 /// A sink that hands each alert to a channel (tests, or a deliverer that
@@ -28,7 +41,7 @@ impl IncidentSink for std::sync::mpsc::Sender<IncidentAlert> {
 /// The queue in front of a sink's thread.
 #[derive(Debug, Clone)]
 pub struct SinkQueue {
-    tx: SyncSender<IncidentAlert>,
+    tx: SyncSender<Item>,
     dropped: Arc<AtomicU64>,
 }
 
@@ -36,12 +49,15 @@ impl SinkQueue {
     /// Starts `sink` on a thread of its own behind a queue of `capacity`
     /// alerts (at least 1).
     pub fn start(mut sink: Box<dyn IncidentSink>, capacity: usize) -> std::io::Result<SinkQueue> {
-        let (tx, rx) = sync_channel::<IncidentAlert>(capacity.max(1));
+        let (tx, rx) = sync_channel::<Item>(capacity.max(1));
         std::thread::Builder::new()
             .name("incident-sink".into())
             .spawn(move || {
-                for alert in rx {
-                    sink.deliver(alert);
+                for item in rx {
+                    match item {
+                        Item::Event(alert) => sink.deliver(alert),
+                        Item::OpenNow(open) => sink.open_now(open),
+                    }
                 }
             })?;
         Ok(SinkQueue {
@@ -53,13 +69,19 @@ impl SinkQueue {
     /// Queues `alert` without waiting; false (and counted) when the queue
     /// is full or the sink's thread is gone.
     pub fn offer(&self, alert: IncidentAlert) -> bool {
-        match self.tx.try_send(alert) {
+        match self.tx.try_send(Item::Event(alert)) {
             Ok(()) => true,
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 false
             }
         }
+    }
+
+    /// Hands the incidents open now without waiting; a full queue skips
+    /// it (the next tick hands a newer set), so nothing is counted.
+    pub fn offer_open(&self, open: Vec<IncidentAlert>) {
+        let _ = self.tx.try_send(Item::OpenNow(open));
     }
 
     /// Alerts dropped so far.

@@ -90,6 +90,15 @@ impl OnlineTask {
             self.holding = Some(held);
         }
         if !held {
+            // The running instance's incidents, for this one's gauges.
+            if let Some(sink) = &self.sink {
+                let open = store.open_incidents(None)?;
+                sink.offer_open(
+                    open.iter()
+                        .map(|row| row.alert(IncidentEvent::Opened))
+                        .collect(),
+                );
+            }
             return Ok(Vec::new());
         }
         self.read(store, now)?;
@@ -125,10 +134,7 @@ impl OnlineTask {
                 },
                 row.device,
                 row.program,
-                match &row.cause {
-                    wire::alert::IncidentCause::Errno { name } => format!("errno {name}"),
-                    other => crate::store::cause_columns(other).0.to_string(),
-                },
+                row.cause,
                 row.metric,
                 row.deviation,
                 row.first_window_unix_ns,

@@ -51,26 +51,11 @@ impl IncidentRow {
 
 /// The `cause` and `errno` columns of a cause.
 pub fn cause_columns(cause: &IncidentCause) -> (&'static str, Option<&str>) {
-    match cause {
-        IncidentCause::Disk => ("disk", None),
-        IncidentCause::Network => ("network", None),
-        IncidentCause::Errno { name } => ("errno", Some(name.as_str())),
-        IncidentCause::Crash => ("crash", None),
-        IncidentCause::Hang => ("hang", None),
-    }
+    (cause.kind(), cause.errno())
 }
 
 /// The cause the `cause` and `errno` columns hold; `None` for a kind this
 /// build does not know (a newer build wrote it).
 pub fn cause_of(kind: &str, errno: Option<String>) -> Option<IncidentCause> {
-    Some(match kind {
-        "disk" => IncidentCause::Disk,
-        "network" => IncidentCause::Network,
-        "errno" => IncidentCause::Errno {
-            name: errno.unwrap_or_default(),
-        },
-        "crash" => IncidentCause::Crash,
-        "hang" => IncidentCause::Hang,
-        _ => return None,
-    })
+    IncidentCause::from_kind(kind, errno)
 }
