@@ -150,6 +150,31 @@ fn one_peer_drifting_alone_opens_one_incident_that_closes_after_it_recovers() {
 }
 
 #[test]
+fn devices_joining_and_leaving_open_nothing_and_a_newcomer_is_judged_once_in_the_baseline() {
+    // Six devices: device 5 joins at window 100, device 4 leaves at 120;
+    // from window 200 the newcomer's disk is 3 times slower.
+    let mut spec = FleetSpec::new(6, 240);
+    spec.faults.push(Fault::Disk {
+        device: 5,
+        from: 200,
+        until: 240,
+        factor: 3.0,
+    });
+    let present = |_: usize, d: usize, w: u64, _: &mut Summary| match d {
+        5 => w >= 100,
+        4 => w < 120,
+        _ => true,
+    };
+    let seen = stream(&[&spec], 240, &present);
+    assert_eq!(
+        opened_and_closed(&seen),
+        vec![(Event::Opened, 5, IncidentCause::Disk)],
+        "{seen:?}"
+    );
+    assert!((200..=205 + TICK).contains(&seen[0].3), "{seen:?}");
+}
+
+#[test]
 fn a_slow_network_is_blamed_on_the_network() {
     let mut spec = FleetSpec::new(5, 120);
     spec.faults.push(Fault::Network {
