@@ -3,8 +3,9 @@
 //! process), reads the window summaries that started since its last read
 //! (plus a margin for late uploads), judges them ([`super::analysis`]),
 //! stores each incident change and hands opened and closed incidents to
-//! the sink. Every decision is one line on stderr (`edge-service: online:
-//! ...`).
+//! the sink. An instance that does not hold the lock hands the sink the
+//! store's open incidents instead (its gauges follow the running one's).
+//! Every decision is one line on stderr (`edge-service: online: ...`).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
