@@ -430,6 +430,35 @@ fn metrics_show_open_incidents_per_group_and_cause() {
 
 /// The series are in the real server's `/metrics`, and a bad URL is
 /// refused at start with a message naming it.
+/// With `--public-url` each body links the incident's page in the web UI;
+/// a `url` already set is kept.
+#[test]
+fn the_body_links_the_incidents_page_under_the_public_url() {
+    let receiver = Receiver::start(&[], false);
+    let metrics = Metrics::new();
+    let opts = WebhookOptions {
+        public_url: Some("https://edge.example.com/".into()),
+        ..options(&receiver.url)
+    };
+    let alerts = Alerts::start(&opts, metrics.alerts().clone()).unwrap();
+    alerts.incident(&opened(12));
+    let elsewhere = IncidentAlert {
+        url: Some("https://other.example.com/i/13".into()),
+        ..opened(13)
+    };
+    alerts.incident(&elsewhere);
+    receiver.wait_until("both events", |s| s.requests.len() >= 2);
+    let urls: Vec<Option<String>> =
+        receiver.with(|s| s.requests.iter().map(|(a, _)| a.url.clone()).collect());
+    assert_eq!(
+        urls,
+        [
+            Some("https://edge.example.com/incidents/12".to_string()),
+            Some("https://other.example.com/i/13".to_string())
+        ]
+    );
+}
+
 #[test]
 fn serve_exposes_the_alert_series_and_checks_its_webhook_url() {
     let dir = tempfile::tempdir().unwrap();
@@ -462,6 +491,19 @@ fn serve_exposes_the_alert_series_and_checks_its_webhook_url() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("--alert-webhook") && stderr.contains("ftp://example.com/hook"),
+        "{stderr}"
+    );
+    let out = Command::new(common::bin())
+        .args(["serve", "--insecure-no-auth", "--listen", "127.0.0.1:0"])
+        .args(["--db", dir.path().join("other.db").to_str().unwrap()])
+        .args(["--public-url", "edge.example.com/ui"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // The option's own check, not clap's.
+    assert!(
+        stderr.contains("--public-url \"edge.example.com/ui\" is not a URL"),
         "{stderr}"
     );
 }

@@ -140,6 +140,7 @@ on_both_backends!(
     device_directives_count_their_runs_and_reports_are_kept,
     operators_and_their_credentials_are_kept_hashed_and_revoked,
     incidents_are_stored_updated_closed_and_listed,
+    incidents_are_listed_a_page_at_a_time_by_state,
     one_connection_holds_the_online_lock,
 );
 
@@ -222,6 +223,66 @@ fn incidents_are_stored_updated_closed_and_listed(backend: &Backend) {
         .unwrap());
     // A second connection sees the same.
     assert_eq!(backend.open().open_incidents(None).unwrap().len(), 1);
+}
+
+/// The web UI's Incidents page lists open or closed incidents of a group,
+/// newest first, a page at a time (`before_id`): never more than the
+/// limit.
+fn incidents_are_listed_a_page_at_a_time_by_state(backend: &Backend) {
+    use service::store::{IncidentFilter, IncidentRow};
+    use wire::alert::IncidentCause;
+    let mut store = backend.open();
+    let row = |group: &str, n: u64, closed: bool| IncidentRow {
+        id: 0,
+        group: group.into(),
+        program: "glusterfsd".into(),
+        device: DeviceId([n as u8; 16]),
+        cause: IncidentCause::Disk,
+        metric: "dread".into(),
+        deviation: 2.0,
+        first_window_unix_ns: 1_763_700_000_000_000_000 + n,
+        last_window_unix_ns: 1_763_700_010_000_000_000 + n,
+        opened_unix_ns: 1_763_700_020_000_000_000 + n,
+        closed_unix_ns: closed.then_some(1_763_700_090_000_000_000 + n),
+        evidence: serde_json::json!({}),
+    };
+    // Fleet: 1 open, 2 closed, 3 open, 4 closed, 5 closed; other: 6 open.
+    let mut ids = Vec::new();
+    for (n, closed) in [(1, false), (2, true), (3, false), (4, true), (5, true)] {
+        ids.push(store.add_incident(&row("fleet", n, closed)).unwrap());
+    }
+    store.add_incident(&row("other", 6, false)).unwrap();
+    let list = |store: &mut Box<dyn service::store::Store>, open, before_id, limit| {
+        store
+            .incidents(&IncidentFilter {
+                group: Some("fleet".into()),
+                open,
+                before_id,
+                limit,
+            })
+            .unwrap()
+            .iter()
+            .map(|i| i.id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(list(&mut store, true, None, 10), vec![ids[2], ids[0]]);
+    assert_eq!(
+        list(&mut store, false, None, 10),
+        vec![ids[4], ids[3], ids[1]]
+    );
+    assert_eq!(list(&mut store, false, None, 2), vec![ids[4], ids[3]]);
+    assert_eq!(list(&mut store, false, Some(ids[3]), 2), vec![ids[1]]);
+    assert_eq!(list(&mut store, true, Some(ids[0]), 2), Vec::<i64>::new());
+    let every_group = store
+        .incidents(&IncidentFilter {
+            group: None,
+            open: true,
+            before_id: None,
+            limit: 10,
+        })
+        .unwrap();
+    assert_eq!(every_group.len(), 3);
+    assert_eq!(every_group[0].group, "other");
 }
 
 /// Of two connections to one PostgreSQL database only the first holds the

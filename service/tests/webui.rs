@@ -1,7 +1,7 @@
 //! The web UI over HTTP (the browser test, webui_browser.rs, clicks
 //! through it): login and its cookie, the strict headers, every page
 //! scoped to the session's group, CSRF on the directive form, the proxy
-//! header only when configured.
+//! header only when configured; the live analysis' incidents.
 
 mod common;
 
@@ -10,7 +10,8 @@ use common::webui::{upload, upload_demo, BAD, GOOD, WINDOWS};
 use common::{start, Server, OPERATOR_PASSWORD, OTHER_TOKEN, TOKEN};
 use fixtures::synth::{Fault, FleetSpec};
 use service::proactive::reports::{self, Report, ReportDevice};
-use service::store::Location;
+use service::store::{IncidentRow, Location};
+use wire::alert::IncidentCause;
 
 /// An agent that neither follows redirects nor keeps cookies: each test
 /// sees every Set-Cookie and Location itself.
@@ -971,4 +972,250 @@ fn a_busy_group_is_told_to_retry_and_a_gone_clients_analysis_stops() {
         Some(&cookie),
     );
     assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// An incident of the live peer analysis as `online` stores it: a median
+/// finding's evidence holds the metric's series in the device's peer set
+/// (`device` second of three, flagged in windows 101..=103 of 1 s).
+fn incident(group: &str, program: &str, device: DeviceId, t0: u64, closed: bool) -> IncidentRow {
+    let s = 1_000_000_000u64;
+    let others = [DeviceId([0x51; 16]), DeviceId([0x52; 16])];
+    IncidentRow {
+        id: 0,
+        group: group.into(),
+        program: program.into(),
+        device,
+        cause: IncidentCause::Disk,
+        metric: "dread".into(),
+        deviation: 3.25,
+        first_window_unix_ns: t0 + 100 * s,
+        last_window_unix_ns: t0 + 110 * s,
+        opened_unix_ns: t0 + 115 * s,
+        closed_unix_ns: closed.then_some(t0 + 140 * s),
+        evidence: serde_json::json!({
+            "method": "median",
+            "evidence": "dread 3.1x the peers' median <b>",
+            "score": 3.25,
+            "flagged_windows_unix_ns": [t0 + 101 * s, t0 + 102 * s, t0 + 103 * s],
+            "window_ns": s,
+            "series": {
+                "program": program,
+                "metric": "dread",
+                "devices": [others[0].to_string(), device.to_string(), others[1].to_string()],
+                "windows_unix_ns": (99..105).map(|w| t0 + w * s).collect::<Vec<_>>(),
+                "values_ns": [
+                    [1e6, 1e6, 1e6, 1e6, 1e6, 1e6],
+                    [1e6, 1e6, 3e6, 3e6, 3e6, 1e6],
+                    [1e6, 1e6, 1e6, null, 1e6, 1e6],
+                ],
+                "median_ns": [1e6, 1e6, 1e6, 1e6, 1e6, 1e6],
+                "thresholds_ns": [5e5, 5e5, 5e5],
+            },
+        }),
+    }
+}
+
+/// The value of the attribute that follows `before`, unescaped as a
+/// browser reads it (minijinja escapes `/` and `&`).
+fn attribute(html: &str, before: &str) -> String {
+    let at = html
+        .find(before)
+        .unwrap_or_else(|| panic!("no {before}: {html}"))
+        + before.len();
+    html[at..at + html[at..].find('"').unwrap()]
+        .replace("&#x2f;", "/")
+        .replace("&amp;", "&")
+}
+
+/// The Incidents pages (issue 35): the live analysis' incidents stored
+/// through the store API, open ones listed before closed ones, newest
+/// first, closed ones a page at a time; a program name from a device
+/// escaped; one incident with its evidence plot and a link to the
+/// device's windows around it (followed: exactly those windows); another
+/// group's, a missing and a malformed id; login needed, an upload token
+/// opening nothing.
+#[test]
+fn incidents_are_listed_open_first_and_shown_with_their_evidence() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), &[]);
+    let url = &server.url;
+    let phones = login(&server, TOKEN);
+    let laptops = login(&server, OTHER_TOKEN);
+    let empty = get(url, "/incidents", Some(&phones));
+    assert_eq!(empty.status, 200, "{}", empty.body);
+    assert!(empty.body.contains("id=\"no-open\"") && empty.body.contains("id=\"no-closed\""));
+    assert!(empty
+        .body
+        .contains("<a href=\"/incidents\" class=\"active\">Incidents</a>"));
+
+    let t0 = 1_763_700_000_000_000_000u64; // 2025-11-21T04:40:00Z
+    let device = DeviceId([0xd1; 16]);
+    let hostile = "<script>alert(1)</script>&\"x";
+    let mut store = Location::parse(&dir.path().join("service.db"))
+        .open_existing()
+        .unwrap();
+    let open_old = store
+        .add_incident(&incident("phones", "glusterfsd", device, t0, false))
+        .unwrap();
+    let closed = store
+        .add_incident(&incident("phones", hostile, device, t0, true))
+        .unwrap();
+    let open_new = store
+        .add_incident(&IncidentRow {
+            cause: IncidentCause::Errno {
+                name: "ENOSPC".into(),
+            },
+            metric: "ENOSPC".into(),
+            evidence: serde_json::json!({"method": "errno", "evidence": "ENOSPC on 40 of 41 writes"}),
+            ..incident("phones", "glusterfsd", DeviceId([0xd2; 16]), t0, false)
+        })
+        .unwrap();
+    let theirs = store
+        .add_incident(&incident(
+            "laptops",
+            "rsyncd",
+            DeviceId([0xe1; 16]),
+            t0,
+            false,
+        ))
+        .unwrap();
+
+    let list = get(url, "/incidents", Some(&phones));
+    assert_eq!(list.status, 200, "{}", list.body);
+    let l = &list.body;
+    assert_eq!(l.matches("class=\"incident\"").count(), 3, "{l}");
+    let at = |id: i64| {
+        l.find(&format!("href=\"/incidents/{id}\""))
+            .unwrap_or_else(|| panic!("no incident {id}: {l}"))
+    };
+    assert!(
+        at(open_new) < at(open_old) && at(open_old) < at(closed),
+        "{l}"
+    );
+    let (open_table, closed_table) = l.split_at(l.find("id=\"closed-incidents\"").unwrap());
+    assert!(open_table.contains("id=\"open-incidents\""));
+    assert!(open_table.contains("class=\"cause\">errno ENOSPC<"), "{l}");
+    assert!(
+        closed_table.contains("&lt;script&gt;alert(1)&lt;&#x2f;script&gt;&amp;&quot;x"),
+        "{l}"
+    );
+    assert!(
+        closed_table.contains("2025-11-21T04:42:20"),
+        "the close time: {l}"
+    );
+    assert!(!l.contains("<script") && !l.contains("rsyncd"), "{l}");
+    assert!(!l.contains(&format!("/incidents/{theirs}\"")));
+
+    // The median incident: its facts, the series drawn (this device in
+    // red, its 3 flagged windows shaded), the link to its windows.
+    let one = get(url, &format!("/incidents/{closed}"), Some(&phones));
+    assert_eq!(one.status, 200, "{}", one.body);
+    let p = &one.body;
+    assert!(
+        p.contains(&device.to_string()) && p.contains("class=\"cause\">disk<"),
+        "{p}"
+    );
+    assert!(
+        p.contains("dread 3.1x the peers&#x27; median &lt;b&gt;")
+            || p.contains("dread 3.1x the peers' median &lt;b&gt;"),
+        "{p}"
+    );
+    assert!(
+        !p.contains("<script") && p.contains("&lt;script&gt;"),
+        "{p}"
+    );
+    let plot = &p[p.find("id=\"evidence-plot\"").expect("the plot")..];
+    let svg = &plot[plot.find("<svg").unwrap()..plot.find("</svg>").unwrap()];
+    assert_eq!(svg.matches("<rect").count(), 3, "{svg}");
+    assert!(svg.contains("stroke=\"#d73027\""), "{svg}");
+    let href = attribute(p, "id=\"windows-link\" href=\"");
+    assert_eq!(
+        href,
+        format!(
+            "/runs?program=%3Cscript%3Ealert%281%29%3C%2Fscript%3E%26%22x&device={device}\
+             &since=2025-11-21T04%3A40%3A40.000000Z&until=2025-11-21T04%3A42%3A51.000000Z\
+             &limit=1000"
+        )
+    );
+    // The errno incident has no series: said so, no plot.
+    let errno = get(url, &format!("/incidents/{open_new}"), Some(&phones)).body;
+    assert!(
+        errno.contains("id=\"no-plot\"") && !errno.contains("<svg"),
+        "{errno}"
+    );
+    assert!(errno.contains("ENOSPC on 40 of 41 writes"));
+
+    // Followed, the link lists the device's windows of the program from a
+    // minute before the first window to a minute after the last one's end:
+    // windows 41..=171 of 200 (1 s each from t0), not its other program's.
+    let windows = fixtures::sample::windowed_run(5, "glusterfsd", device, t0, 200);
+    let mut other = fixtures::sample::windowed_run(6, "nfsd", device, t0 + 100_000_000_000, 3);
+    other.extend(windows);
+    upload(url, TOKEN, &other);
+    let runs_href = attribute(
+        &get(url, &format!("/incidents/{open_old}"), Some(&phones)).body,
+        "id=\"windows-link\" href=\"",
+    );
+    let runs = get(url, &runs_href, Some(&phones));
+    assert_eq!(runs.status, 200, "{runs_href}: {}", runs.body);
+    let r = &runs.body;
+    assert_eq!(r.matches("class=\"run\"").count(), 131, "{runs_href}: {r}");
+    // The first and last rows' starts (the form shows the range's ends).
+    let row = |t: &str| r.contains(&format!("\">2025-11-21T{t}.000000Z</a>"));
+    assert!(row("04:40:40") && row("04:42:50"), "{r}");
+    assert!(!row("04:40:39") && !row("04:42:51"), "{r}");
+    assert!(!r.contains("nfsd"), "{r}");
+
+    // Another group's, a missing and a malformed id.
+    for (path, cookie, status) in [
+        (format!("/incidents/{theirs}"), &phones, 404),
+        (format!("/incidents/{theirs}"), &laptops, 200),
+        (format!("/incidents/{closed}"), &laptops, 404),
+        ("/incidents/99999".to_string(), &phones, 404),
+        ("/incidents/x1".to_string(), &phones, 400),
+        ("/incidents/99999999999999999999".to_string(), &phones, 400),
+        ("/incidents?before=x".to_string(), &phones, 400),
+    ] {
+        let r = get(url, &path, Some(cookie));
+        assert_eq!(r.status, status, "{path}: {}", r.body);
+    }
+    let theirs_list = get(url, "/incidents", Some(&laptops)).body;
+    assert!(theirs_list.contains("rsyncd") && !theirs_list.contains("glusterfsd"));
+
+    // Closed incidents a page (50) at a time.
+    for _ in 0..50 {
+        store
+            .add_incident(&incident("phones", "nginx", device, t0, true))
+            .unwrap();
+    }
+    let first = get(url, "/incidents", Some(&phones)).body;
+    let (_, closed_part) = first.split_at(first.find("id=\"closed-incidents\"").unwrap());
+    assert_eq!(closed_part.matches("class=\"incident\"").count(), 50);
+    assert!(!closed_part.contains(&format!("href=\"/incidents/{closed}\"")));
+    let older = attribute(&first, "id=\"older\" href=\"");
+    let second = get(url, &older, Some(&phones)).body;
+    assert_eq!(
+        second.matches("class=\"incident\"").count(),
+        2 + 1,
+        "{second}"
+    );
+    assert!(second.contains(&format!("href=\"/incidents/{closed}\"")));
+    assert!(!second.contains("id=\"older\""));
+
+    // No session, or an upload token in any form: the login form.
+    for header in [
+        None,
+        Some(("Authorization", format!("Bearer {TOKEN}"))),
+        Some(("Cookie", format!("edge_session={TOKEN}"))),
+        Some(("Cookie", format!("edge_session={}", hex_of(TOKEN)))),
+    ] {
+        for path in ["/incidents".to_string(), format!("/incidents/{closed}")] {
+            let r = match &header {
+                None => get(url, &path, None),
+                Some((name, value)) => get_with(url, &path, (name, value)),
+            };
+            assert_eq!(r.status, 303, "{path} {header:?}");
+            assert_eq!(r.header("location"), Some("/login"));
+        }
+    }
 }

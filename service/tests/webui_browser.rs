@@ -2,9 +2,9 @@
 //! WebDriver (chromium-driver, installed by scripts/deps.d/webui.sh) from
 //! fantoccini, clicking login → devices → a run → diagnosis on the demo's
 //! data uploaded through ingest, then peers (on a synthetic fleet) →
-//! reports → a report, asserting on what the pages show, and
-//! saving a screenshot of each page into the test's output folder
-//! (`$CARGO_TARGET_TMPDIR/webui-browser/`).
+//! reports → a report → incidents → an incident → its windows, asserting
+//! on what the pages show, and saving a screenshot of each page into the
+//! test's output folder (`$CARGO_TARGET_TMPDIR/webui-browser/`).
 
 mod common;
 
@@ -19,7 +19,8 @@ use common::{bin, start, OPERATOR_PASSWORD, TOKEN};
 use fantoccini::{Client, ClientBuilder, Locator};
 use fixtures::synth::{Fault, FleetSpec};
 use service::proactive::reports::{self, Report, ReportDevice};
-use service::store::Location;
+use service::store::{IncidentRow, Location};
+use wire::alert::IncidentCause;
 
 /// chromedriver, killed when dropped.
 struct Driver {
@@ -315,7 +316,73 @@ fn add_peers_and_report(url: &str, dir: &Path) -> String {
             html: std::fs::read_to_string(&html).unwrap(),
         })
         .unwrap();
+    store.add_incident(&peers_incident()).unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The incident the live analysis would store for the peers fleet's slow
+/// disk: open, device 3 flagged in windows 50..80, its evidence the
+/// `dread` series of the 4 devices in windows 40..90 as `online` keeps it.
+fn peers_incident() -> IncidentRow {
+    let fleet = peers_fleet();
+    let windows: Vec<u64> = (40..80).collect();
+    let slow = |d: usize, w: u64| d == 3 && (50..80).contains(&w);
+    IncidentRow {
+        id: 0,
+        group: "phones".into(),
+        program: fleet.program.clone(),
+        device: fleet.device_id(3),
+        cause: IncidentCause::Disk,
+        metric: "dread".into(),
+        deviation: 2.84,
+        first_window_unix_ns: fleet.window_start(50),
+        last_window_unix_ns: fleet.window_start(79),
+        opened_unix_ns: fleet.window_start(55),
+        closed_unix_ns: None,
+        evidence: serde_json::json!({
+            "method": "median",
+            "evidence": "dread: 3.0x the median of its 4 peers in 30 of 30 windows",
+            "score": 2.84,
+            "flagged_windows_unix_ns": (50..80).map(|w| fleet.window_start(w)).collect::<Vec<_>>(),
+            "window_ns": fleet.window_ns,
+            "series": {
+                "program": fleet.program,
+                "metric": "dread",
+                "devices": (0..4).map(|d| fleet.device_id(d).to_string()).collect::<Vec<_>>(),
+                "windows_unix_ns": windows.iter().map(|w| fleet.window_start(*w)).collect::<Vec<_>>(),
+                "values_ns": (0..4).map(|d| windows.iter().map(|w| {
+                    let base = 1.0e6 + 4.0e4 * (((*w as usize + d) % 5) as f64);
+                    if slow(d, *w) { 3.0 * base } else { base }
+                }).collect::<Vec<_>>()).collect::<Vec<_>>(),
+                "median_ns": windows.iter().map(|_| 1.08e6).collect::<Vec<_>>(),
+                "thresholds_ns": [4.0e5, 4.0e5, 4.0e5, 4.0e5],
+            },
+        }),
+    }
+}
+
+/// The Incidents page lists the fleet's open incident; its page draws the
+/// evidence and links to the device's windows, which the Runs page lists.
+async fn click_incidents(client: &Client, out: &Path) {
+    let fleet = peers_fleet();
+    follow(client, Locator::LinkText("Incidents")).await;
+    assert_eq!(count(client, "#open-incidents tr.incident").await, 1);
+    assert_eq!(text(client, "#open-incidents .cause").await, "disk");
+    assert_eq!(text(client, "#open-incidents .program").await, "glusterfsd");
+    shot(client, out, "9-incidents.png").await;
+    follow(client, Locator::Css("a.incident-link")).await;
+    assert_eq!(
+        text(client, "#incident-facts code.device").await,
+        fleet.device_id(3).to_string()
+    );
+    // The series of the 4 devices, the flagged windows shaded.
+    assert_eq!(count(client, "#evidence-plot svg").await, 1);
+    assert_eq!(count(client, "#evidence-plot svg rect").await, 30);
+    shot(client, out, "10-incident.png").await;
+    follow(client, Locator::Id("windows-link")).await;
+    // Windows 0..80 of device 3: a minute either side of 50..80 covers
+    // them all (1 s windows), its peers' not at all.
+    assert_eq!(count(client, "#runs a.run").await, 80);
 }
 
 async fn fill(client: &Client, name: &str, value: &str) {
@@ -413,6 +480,7 @@ fn login_devices_run_diagnosis_in_chromium() {
                         .await
                         .unwrap();
                 click_peers_and_reports(&client, &out, &report_text).await;
+                click_incidents(&client, &out).await;
             }
         })
         .await;

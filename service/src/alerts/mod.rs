@@ -35,6 +35,8 @@ use webhook::{Outgoing, Webhook};
 pub struct Alerts {
     metrics: AlertMetrics,
     webhooks: Arc<Vec<Webhook>>,
+    /// What makes each body's `url` (`--public-url`).
+    opts: Arc<WebhookOptions>,
 }
 
 impl Alerts {
@@ -51,11 +53,14 @@ impl Alerts {
         Ok(Alerts {
             metrics,
             webhooks: Arc::new(webhooks),
+            opts: Arc::new(opts.clone()),
         })
     }
 
     /// An incident opened or closed: the gauges follow and each webhook
-    /// gets the event queued. Never waits on a receiver.
+    /// gets the event queued, its `url` the incident's page under
+    /// `--public-url` when given and not already set. Never waits on a
+    /// receiver.
     pub fn incident(&self, alert: &IncidentAlert) {
         match alert.event {
             IncidentEvent::Opened => self.metrics.opened(alert),
@@ -64,6 +69,17 @@ impl Alerts {
         if self.webhooks.is_empty() {
             return;
         }
+        let linked;
+        let alert = match self.opts.incident_url(alert.id) {
+            Some(url) if alert.url.is_none() => {
+                linked = IncidentAlert {
+                    url: Some(url),
+                    ..alert.clone()
+                };
+                &linked
+            }
+            _ => alert,
+        };
         let body = match serde_json::to_vec(alert) {
             Ok(body) => body,
             // Only a non-finite deviation makes a body JSON cannot hold.

@@ -39,6 +39,10 @@ pub struct WebhookOptions {
     pub retry_first: Duration,
     /// The longest delay between retries.
     pub retry_max: Duration,
+    /// `--public-url`: the web UI's address as operators reach it; each
+    /// body's `url` is then the incident's page there
+    /// (`URL/incidents/ID`), else `null`.
+    pub public_url: Option<String>,
 }
 
 impl Default for WebhookOptions {
@@ -50,6 +54,7 @@ impl Default for WebhookOptions {
             queue: 1000,
             retry_first: Duration::from_secs(1),
             retry_max: Duration::from_secs(60),
+            public_url: None,
         }
     }
 }
@@ -69,8 +74,35 @@ impl WebhookOptions {
         for url in &self.urls {
             check_url(url)?;
         }
+        if let Some(url) = &self.public_url {
+            check_public_url(url)?;
+        }
         Ok(())
     }
+
+    /// The page of incident `id` in the web UI at `--public-url`, if given.
+    pub fn incident_url(&self, id: i64) -> Option<String> {
+        let base = self.public_url.as_deref()?.trim_end_matches('/');
+        Some(format!("{base}/incidents/{id}"))
+    }
+}
+
+/// Checks `--public-url`: http or https, a host, and no query or fragment
+/// (an incident's path is appended to it).
+pub fn check_public_url(url: &str) -> anyhow::Result<()> {
+    let uri: Uri = url
+        .parse()
+        .with_context(|| format!("--public-url {url:?} is not a URL"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        bail!("--public-url {url:?}: the URL must start with http:// or https://");
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        bail!("--public-url {url:?} has no host");
+    }
+    if url.contains(['?', '#']) {
+        bail!("--public-url {url:?}: no query or fragment (the incident's path is appended)");
+    }
+    Ok(())
 }
 
 /// Checks a `--alert-webhook` URL: http or https, with a host.
@@ -370,6 +402,35 @@ impl Sender {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_public_url_makes_each_incidents_link_and_is_checked() {
+        let opts = |url: &str| WebhookOptions {
+            public_url: Some(url.into()),
+            ..WebhookOptions::default()
+        };
+        assert_eq!(WebhookOptions::default().incident_url(3), None);
+        for base in ["https://edge.example.com", "https://edge.example.com/"] {
+            assert_eq!(
+                opts(base).incident_url(12).as_deref(),
+                Some("https://edge.example.com/incidents/12")
+            );
+        }
+        assert_eq!(
+            opts("http://10.0.0.1:8080/edge").incident_url(1).as_deref(),
+            Some("http://10.0.0.1:8080/edge/incidents/1")
+        );
+        for bad in [
+            "edge.example.com",
+            "ftp://x/",
+            "https://x/?a=1",
+            "https://x/#f",
+            "http://",
+        ] {
+            let e = opts(bad).check().unwrap_err().to_string();
+            assert!(e.contains("--public-url"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn backoff_doubles_up_to_its_cap() {

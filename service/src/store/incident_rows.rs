@@ -28,6 +28,20 @@ pub struct IncidentRow {
     pub evidence: Value,
 }
 
+/// Which incidents [`super::Store::incidents`] lists: one state (open or
+/// closed) of a group, newest first (by id: the order they opened), at
+/// most `limit`, older than `before_id` when given (the next page).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IncidentFilter {
+    /// Every group's when `None`.
+    pub group: Option<String>,
+    /// Open (`closed_unix_ns` NULL) or closed ones.
+    pub open: bool,
+    /// Only ids below this one.
+    pub before_id: Option<i64>,
+    pub limit: u64,
+}
+
 impl IncidentRow {
     /// The webhook's body for `event` (no web UI link: the sender adds it).
     pub fn alert(&self, event: IncidentEvent) -> IncidentAlert {

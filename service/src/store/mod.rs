@@ -15,7 +15,7 @@ mod redact;
 mod rows;
 mod sqlite;
 
-pub use incident_rows::{cause_columns, cause_of, IncidentRow};
+pub use incident_rows::{cause_columns, cause_of, IncidentFilter, IncidentRow};
 pub use location::Location;
 pub use postgres::PgStore;
 pub use proactive_rows::{directive_of, DeviceDirective, Report, ReportDevice, DIRECTIVE_FACT};
@@ -170,6 +170,9 @@ pub trait Store: Send {
     ) -> Result<Vec<IncidentRow>, StoreError>;
     /// One incident by id.
     fn incident(&mut self, id: i64) -> Result<Option<IncidentRow>, StoreError>;
+    /// A page of incidents ([`IncidentFilter`]): never more than its
+    /// limit, so a list of them is bounded however many are stored.
+    fn incidents(&mut self, filter: &IncidentFilter) -> Result<Vec<IncidentRow>, StoreError>;
     /// Whether this connection holds (now takes, or already held) the live
     /// peer analysis' lock: of several instances on one database only one
     /// runs it. PostgreSQL: a session advisory lock, released when the

@@ -32,7 +32,7 @@ use super::columns::{
     INCIDENT_COLUMNS, REPORT_SUMMARY_COLUMNS, RUN_COLUMNS,
 };
 use super::redact::redact_passwords;
-use super::{cause_columns, DeviceDirective, IncidentRow, Report};
+use super::{cause_columns, DeviceDirective, IncidentFilter, IncidentRow, Report};
 use super::{
     DeviceFilter, DeviceRow, Inserted, NewRun, RunFilter, RunRow, Store, StoreError, StoredRun,
     SCHEMA_VERSION,
@@ -1720,6 +1720,23 @@ impl Store for PgStore {
         .first()
         .map(incident_row)
         .transpose()
+    }
+
+    fn incidents(&mut self, f: &IncidentFilter) -> Result<Vec<IncidentRow>, StoreError> {
+        // Two statements rather than a parameter, so each state's
+        // condition is plain SQL the `incidents_open` index serves.
+        let state = if f.open { "IS NULL" } else { "IS NOT NULL" };
+        self.query(
+            &format!(
+                "SELECT {INCIDENT_COLUMNS} FROM incidents WHERE closed_unix_ns {state} \
+                 AND ($1::text IS NULL OR group_name = $1) AND ($2::bigint IS NULL OR id < $2) \
+                 ORDER BY id DESC LIMIT $3"
+            ),
+            &[&f.group, &f.before_id, &sql_int(f.limit)],
+        )?
+        .iter()
+        .map(incident_row)
+        .collect()
     }
 
     /// Held when this session already holds it (a reconnection loses it:

@@ -18,7 +18,7 @@ use super::columns::{
     report_row, run_row, Columns, DEVICE_COLUMNS, DIRECTIVE_COLUMNS, GROUP_DIRECTIVE_COLUMNS,
     INCIDENT_COLUMNS, REPORT_SUMMARY_COLUMNS, RUN_COLUMNS,
 };
-use super::{cause_columns, DeviceDirective, IncidentRow, Report};
+use super::{cause_columns, DeviceDirective, IncidentFilter, IncidentRow, Report};
 use super::{
     DeviceFilter, DeviceRow, Inserted, NewRun, RunFilter, RunRow, Store, StoreError, StoredRun,
     SCHEMA_VERSION,
@@ -965,6 +965,25 @@ impl Store for SqliteStore {
                 "SELECT {INCIDENT_COLUMNS} FROM incidents WHERE id = ?1"
             ))
             .and_then(|mut s| s.query_row([id], |r| incident_row(r)).optional())
+            .map_err(store_error)
+    }
+
+    fn incidents(&mut self, f: &IncidentFilter) -> Result<Vec<IncidentRow>, StoreError> {
+        // Two statements rather than a parameter, so each state's
+        // condition is plain SQL the `incidents_open` index serves.
+        let state = if f.open { "IS NULL" } else { "IS NOT NULL" };
+        self.conn
+            .prepare_cached(&format!(
+                "SELECT {INCIDENT_COLUMNS} FROM incidents WHERE closed_unix_ns {state} \
+                 AND (?1 IS NULL OR group_name = ?1) AND (?2 IS NULL OR id < ?2) \
+                 ORDER BY id DESC LIMIT ?3"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_map(params![f.group, f.before_id, sql_int(f.limit)], |r| {
+                    incident_row(r)
+                })?
+                .collect()
+            })
             .map_err(store_error)
     }
 }

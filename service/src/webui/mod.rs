@@ -6,10 +6,12 @@
 //! Content-Security-Policy, and the plots are inline SVG ([`plots`], and
 //! the diagnosis report's own, [`diagnosis`]; the peers analysis' own,
 //! [`peers`]). What one analysis may read and how many run at once:
-//! [`limits`]. The proactive loop's reports are listed by [`reports`].
+//! [`limits`]. The proactive loop's reports are listed by [`reports`], the
+//! live peer analysis' incidents by [`incidents`].
 
 pub mod cookie;
 pub mod diagnosis;
+pub mod incidents;
 pub mod limits;
 mod pages;
 pub mod peers;
@@ -71,6 +73,8 @@ pub fn router(app: Arc<App>, sessions: SessionConfig, limits: WebLimits) -> anyh
             get(pages::directives).post(pages::edit_directive),
         )
         .route("/peers", get(pages::peers))
+        .route("/incidents", get(pages::incidents))
+        .route("/incidents/{id}", get(pages::incident))
         .route("/reports", get(pages::reports))
         .route("/reports/{id}", get(pages::report))
         .route("/style.css", get(pages::style))

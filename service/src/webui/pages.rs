@@ -13,6 +13,7 @@ use minijinja::context;
 use serde::{Deserialize, Serialize};
 
 use super::diagnosis::{self, DiagnosisQuery};
+use super::incidents;
 use super::limits::{Budget, StopOnDrop, WebLimits};
 use super::peers::{self, PeersQuery};
 use super::plots::{time_series_svg, Series};
@@ -865,4 +866,54 @@ pub(super) async fn report(
         .await?;
     let view = found.ok_or_else(not_found)?;
     web.page("report.html", &session, "reports", context! { r => view })
+}
+
+/// The Incidents page's query: the page of closed incidents below this
+/// id (none: the newest).
+#[derive(Debug, Deserialize)]
+pub(super) struct IncidentsQuery {
+    #[serde(default)]
+    before: Option<i64>,
+}
+
+pub(super) async fn incidents(
+    State(web): State<Arc<WebUi>>,
+    headers: HeaderMap,
+    query: Result<Query<IncidentsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Page {
+    let session = session_or_login!(web, headers);
+    let Query(q) = query.map_err(|e| bad_request(e.body_text()))?;
+    let group = session.group.clone();
+    let view = web
+        .read(move |store| incidents::list(store, &group, q.before))
+        .await?;
+    web.page(
+        "incidents.html",
+        &session,
+        "incidents",
+        context! { i => view },
+    )
+}
+
+pub(super) async fn incident(
+    State(web): State<Arc<WebUi>>,
+    headers: HeaderMap,
+    Path(id_text): Path<String>,
+) -> Page {
+    let session = session_or_login!(web, headers);
+    let id: i64 = id_text
+        .parse()
+        .map_err(|_| bad_request(format!("`{id_text}` is not an incident id (a number)")))?;
+    let group = session.group.clone();
+    let found = web
+        .read(move |store| incidents::one(store, &group, id))
+        .await?;
+    let view =
+        found.ok_or_else(|| PageError::new(StatusCode::NOT_FOUND, format!("no incident {id}")))?;
+    web.page(
+        "incident.html",
+        &session,
+        "incidents",
+        context! { x => view },
+    )
 }

@@ -18,6 +18,8 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("peers.html", include_str!("templates/peers.html")),
     ("reports.html", include_str!("templates/reports.html")),
     ("report.html", include_str!("templates/report.html")),
+    ("incidents.html", include_str!("templates/incidents.html")),
+    ("incident.html", include_str!("templates/incident.html")),
 ];
 
 /// The stylesheet, served at `/style.css`.

@@ -21,8 +21,7 @@ const PEER: &str = "#9fb3c8";
 /// dotted and its flagged windows shaded. The web UI's Peers page draws it
 /// too.
 pub fn series_svg(d: &PeerDiagnosis, s: &Series) -> String {
-    let (w, h, left, right, bottom, top) = (760.0, 260.0, 80.0, 10.0, 30.0, 12.0);
-    let culprits: Vec<(usize, &crate::peers::Finding)> = d
+    let culprits: Vec<(usize, &[u64])> = d
         .findings
         .iter()
         .filter(|f| f.method == Method::Median && f.metric == s.metric)
@@ -30,8 +29,24 @@ pub fn series_svg(d: &PeerDiagnosis, s: &Series) -> String {
             s.devices
                 .iter()
                 .position(|x| *x == f.device)
-                .map(|i| (i, f))
+                .map(|i| (i, f.windows.as_slice()))
         })
+        .collect();
+    series_plot(s, d.window_ns, &culprits)
+}
+
+/// [`series_svg`] from the series alone, for a plot drawn again from what
+/// was stored of it (the web UI's incident page): `culprits` are the
+/// flagged devices, each as its position in `s.devices` (and so in
+/// `s.values` and `s.thresholds`) with its flagged window indices.
+/// Positions outside the series are ignored, and non-finite values are
+/// not drawn, so stored data of any shape draws without a panic.
+pub fn series_plot(s: &Series, window_ns: u64, culprits: &[(usize, &[u64])]) -> String {
+    let (w, h, left, right, bottom, top) = (760.0, 260.0, 80.0, 10.0, 30.0, 12.0);
+    let culprits: Vec<(usize, &[u64])> = culprits
+        .iter()
+        .copied()
+        .filter(|(i, _)| *i < s.values.len())
         .collect();
     let n = s.windows.len();
     let mut hi = f64::MIN;
@@ -39,7 +54,7 @@ pub fn series_svg(d: &PeerDiagnosis, s: &Series) -> String {
         hi = hi.max(*v);
     }
     for (i, _) in &culprits {
-        if let Some(t) = s.thresholds[*i] {
+        if let Some(t) = s.thresholds.get(*i).copied().flatten() {
             for m in &s.median {
                 hi = hi.max(m + t);
             }
@@ -55,8 +70,8 @@ pub fn series_svg(d: &PeerDiagnosis, s: &Series) -> String {
     let mut o = format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img">"#
     );
-    for (_, f) in &culprits {
-        for win in &f.windows {
+    for (_, windows) in &culprits {
+        for win in windows.iter() {
             if let Ok(i) = s.windows.binary_search(win) {
                 let _ = write!(
                     o,
@@ -92,7 +107,7 @@ pub fn series_svg(d: &PeerDiagnosis, s: &Series) -> String {
                 r##"<text x="{:.1}" y="{}" font-size="11" text-anchor="{anchor}" fill="#444">{} UTC</text>"##,
                 x(i),
                 h - 10.0,
-                utc(d.window_ns.saturating_mul(*win))
+                utc(window_ns.saturating_mul(*win))
             );
         }
     }
@@ -111,6 +126,12 @@ pub fn series_svg(d: &PeerDiagnosis, s: &Series) -> String {
             run.clear();
         };
         for (i, v) in points {
+            // A value that is not a number (stored data) is a gap.
+            if !v.is_finite() {
+                flush(&mut run, o);
+                prev = None;
+                continue;
+            }
             if prev.is_some_and(|p| p + 1 != *i) {
                 flush(&mut run, o);
             }
@@ -140,7 +161,7 @@ pub fn series_svg(d: &PeerDiagnosis, s: &Series) -> String {
             .filter_map(|(i, v)| v.map(|v| (i, v)))
             .collect();
         polyline(&mut o, &points, CULPRIT, "");
-        if let Some(t) = s.thresholds[*di] {
+        if let Some(t) = s.thresholds.get(*di).copied().flatten() {
             let limit: Vec<(usize, f64)> = s.median.iter().map(|m| m + t).enumerate().collect();
             polyline(&mut o, &limit, CULPRIT, r#"stroke-dasharray="2 3""#);
         }
@@ -203,4 +224,52 @@ pub fn html(d: &PeerDiagnosis) -> String {
     }
     o.push_str("</body></html>\n");
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series() -> Series {
+        Series {
+            program: "glusterfsd".into(),
+            metric: "dread".into(),
+            devices: vec![0, 1, 2],
+            windows: vec![10, 11, 12],
+            values: vec![
+                vec![Some(1e6), Some(1.1e6), Some(0.9e6)],
+                vec![Some(1e6), None, Some(1e6)],
+                vec![Some(1e6), Some(4e6), Some(5e6)],
+            ],
+            median: vec![1e6, 1.05e6, 1e6],
+            thresholds: vec![Some(0.5e6), Some(0.5e6), Some(0.5e6)],
+        }
+    }
+
+    #[test]
+    fn a_stored_series_draws_its_culprit_and_never_panics() {
+        let s = series();
+        let svg = series_plot(&s, 1_000_000_000, &[(2, &[11, 12])]);
+        // Two flagged windows shaded, the culprit and its threshold in red.
+        assert_eq!(svg.matches("<rect").count(), 2, "{svg}");
+        assert_eq!(svg.matches(&format!("stroke=\"{CULPRIT}\"")).count(), 2);
+        assert!(svg.contains("1970-01-01"), "{svg}");
+        // Positions outside the series, ragged rows and NaN draw, without
+        // a NaN coordinate.
+        let ragged = Series {
+            values: vec![vec![Some(f64::NAN), Some(1.0)], vec![]],
+            median: vec![f64::NAN],
+            thresholds: vec![],
+            ..series()
+        };
+        let svg = series_plot(&ragged, 1, &[(7, &[1]), (1, &[10])]);
+        assert!(svg.ends_with("</svg>") && !svg.contains("NaN"), "{svg}");
+        let empty = Series {
+            windows: vec![],
+            values: vec![],
+            median: vec![],
+            ..series()
+        };
+        assert!(series_plot(&empty, 0, &[]).ends_with("</svg>"));
+    }
 }

@@ -6,7 +6,7 @@ mod html;
 mod json;
 mod text;
 
-pub use html::{html, series_svg};
+pub use html::{html, series_plot, series_svg};
 pub use json::json;
 pub use text::text;
 

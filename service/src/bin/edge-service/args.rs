@@ -369,6 +369,11 @@ pub struct AlertArgs {
     /// Mozilla's roots (a private CA).
     #[arg(long, value_name = "FILE")]
     pub alert_webhook_ca: Option<PathBuf>,
+    /// The web UI's address as operators reach it
+    /// (https://edge.example.com): each webhook body's `url` is then the
+    /// incident's page there, URL/incidents/ID (else null).
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<String>,
 }
 
 impl AlertArgs {
@@ -378,6 +383,7 @@ impl AlertArgs {
             urls: self.alert_webhook,
             timeout: Duration::from_millis(self.alert_webhook_timeout_ms),
             ca_file: self.alert_webhook_ca,
+            public_url: self.public_url,
             ..service::alerts::WebhookOptions::default()
         }
     }
