@@ -382,8 +382,16 @@ fn the_task_reads_new_windows_from_the_store_and_stores_the_incident() {
     assert_eq!(series["devices"].as_array().unwrap().len(), 5);
     assert_eq!(
         store.recent_incidents(Some("fleet"), 10).unwrap(),
-        vec![stored]
+        vec![stored.clone()]
     );
+    // The evidence as the analysis wrote it is what the incident's web
+    // page draws (its field names are one contract).
+    let page = service::webui::incidents::one(&mut store, "fleet", stored.id)
+        .unwrap()
+        .unwrap();
+    assert!(page.plot.is_some(), "{:?}", page.no_plot);
+    assert_eq!(page.method, "median");
+    assert!(page.flagged_total > 0);
 }
 
 /// A sink that keeps only the open sets it is handed.

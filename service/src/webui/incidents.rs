@@ -10,7 +10,7 @@ use diagnose::peers::Series;
 use serde::{Deserialize, Serialize};
 use summary_view::observe::time_text;
 
-use crate::store::{cause_columns, IncidentFilter, IncidentRow, Store, StoreError};
+use crate::store::{IncidentFilter, IncidentRow, Store, StoreError};
 
 /// Open incidents the list shows (more is a fleet-wide fault: the page
 /// says so rather than reading them all).
@@ -118,20 +118,13 @@ struct StoredSeries {
     thresholds_ns: Vec<Option<f64>>,
 }
 
-fn cause_text(row: &IncidentRow) -> String {
-    match cause_columns(&row.cause) {
-        (_, Some(errno)) => format!("errno {errno}"),
-        (kind, None) => kind.to_string(),
-    }
-}
-
 fn view(row: &IncidentRow) -> IncidentView {
     IncidentView {
         id: row.id,
         group: row.group.clone(),
         program: row.program.clone(),
         device: row.device.to_string(),
-        cause: cause_text(row),
+        cause: row.cause.to_string(),
         metric: row.metric.clone(),
         deviation: format!("{:.2}", row.deviation),
         first: time_text(row.first_window_unix_ns),
