@@ -10,6 +10,7 @@ use diagnose::peers::Series;
 use serde::{Deserialize, Serialize};
 use summary_view::observe::time_text;
 
+use super::peers::PlotView;
 use crate::store::{IncidentFilter, IncidentRow, Store, StoreError};
 
 /// Open incidents the list shows (more is a fleet-wide fault: the page
@@ -79,15 +80,6 @@ pub struct IncidentPage {
 
 /// Flagged windows listed by their start on the page.
 const FLAGGED_SHOWN: usize = 50;
-
-/// The evidence's plot: its caption and SVG.
-#[derive(Debug, Clone, Serialize)]
-pub struct PlotView {
-    pub program: String,
-    pub metric: String,
-    pub devices: usize,
-    pub svg: String,
-}
 
 /// The evidence JSON as `online::incidents::evidence` writes it; every
 /// field optional, since a row stored by another build may lack some.
