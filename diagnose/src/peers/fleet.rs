@@ -190,6 +190,49 @@ pub struct Fleet {
     /// While diagnosis windows are laid over the training ones
     /// ([`Fleet::overlay`]): what takes them out again.
     overlay: Option<Box<Overlay>>,
+    /// What the methods learnt from the training windows, kept for the
+    /// next judging of this fleet with the training windows changed
+    /// ([`Fleet::training_changes`]).
+    pub(super) learnt: Learnt,
+    /// Counts the training windows added: each one's count is its
+    /// generation.
+    training_generation: u64,
+    /// Per training window index, the generation of its last change.
+    training_changed: BTreeMap<u64, u64>,
+    /// Changes when device indices stop meaning what they meant (devices
+    /// reordered, or gone).
+    devices_epoch: u64,
+}
+
+/// What the methods learnt from a fleet's training windows, to learn
+/// again only from the windows that changed: the median method's training
+/// tables (per peer set's devices and raw metric). Emptied when the fleet
+/// is cloned.
+#[derive(Default)]
+pub(super) struct Learnt {
+    pub(super) median: std::sync::Mutex<HashMap<(Vec<usize>, usize), super::median::Learnt>>,
+}
+
+impl Clone for Learnt {
+    fn clone(&self) -> Learnt {
+        Learnt::default()
+    }
+}
+
+impl std::fmt::Debug for Learnt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Learnt")
+    }
+}
+
+/// How the training windows changed ([`Fleet::training_changes`]).
+pub(super) struct TrainingChanges<'a> {
+    /// Device indices mean what they meant as long as this stays.
+    pub(super) devices_epoch: u64,
+    /// The generation of the newest change.
+    pub(super) generation: u64,
+    /// Per training window index, the generation of its last change.
+    pub(super) changed: &'a BTreeMap<u64, u64>,
 }
 
 /// What [`Fleet::overlay`] saved: the fleet as it was, but for the
@@ -231,6 +274,20 @@ impl Fleet {
             seen: HashSet::new(),
             classifier: Classifier::new(),
             overlay: None,
+            learnt: Learnt::default(),
+            training_generation: 0,
+            training_changed: BTreeMap::new(),
+            devices_epoch: 0,
+        }
+    }
+
+    /// How the training windows changed: the generation of each window
+    /// index's last change (indices evicted are gone from it).
+    pub(super) fn training_changes(&self) -> TrainingChanges<'_> {
+        TrainingChanges {
+            devices_epoch: self.devices_epoch,
+            generation: self.training_generation,
+            changed: &self.training_changed,
         }
     }
 
@@ -274,6 +331,9 @@ impl Fleet {
             ids,
         } = *o;
         let kept = devices.len();
+        if kept < self.devices.len() {
+            self.devices_epoch += 1;
+        }
         let from = (Phase::Diagnosis, 0);
         for d in 0..kept {
             self.service[d].split_off(&from);
@@ -335,6 +395,7 @@ impl Fleet {
         let cut = |every: u64| (before / every, before % every != 0);
         let (slice, cut_slice) = cut(self.slice_windows);
         let (link, cut_link) = cut(LINK_SLICE_WINDOWS);
+        self.training_changed = self.training_changed.split_off(&before);
         for d in 0..self.devices.len() {
             self.service[d] = self.service[d].split_off(&(Phase::Training, before));
             self.slices[d] =
@@ -394,6 +455,7 @@ impl Fleet {
         if order.iter().copied().eq(0..self.devices.len()) {
             return;
         }
+        self.devices_epoch += 1;
         fn pick<T: Default>(v: &mut [T], order: &[usize]) -> Vec<T> {
             order.iter().map(|d| std::mem::take(&mut v[*d])).collect()
         }
@@ -544,6 +606,11 @@ impl Fleet {
         device.accepting += usize::from(calls.accepted);
         device.windows[phase as usize] += 1;
         let index = self.index(s);
+        if phase == Phase::Training {
+            self.training_generation += 1;
+            self.training_changed
+                .insert(index, self.training_generation);
+        }
         self.trails[d].add(phase, index, self.window_ns, s);
         self.add_links(d, phase, index, s);
         let new_window = !self.service[d].contains_key(&(phase, index));

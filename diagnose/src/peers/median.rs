@@ -4,6 +4,8 @@
 //! learnt in the training windows — in at least k of the last n windows is
 //! flagged.
 
+use std::collections::BTreeMap;
+
 use super::fleet::{Device, Fleet};
 use super::kofn::{persistent, sustained};
 use super::metrics::{Metric, FILE_READ, FILE_WRITE, SOCKET_READ};
@@ -154,6 +156,84 @@ fn table(fleet: &Fleet, devices: &[usize], metric: Metric, phase: Phase) -> Tabl
     }
 }
 
+/// A training table as learnt at some generation of the fleet's training
+/// windows ([`Fleet::training_changes`]): its columns (the windows kept:
+/// each device's mean, the median), which depend on that window's values
+/// alone, so only windows changed since are computed again.
+#[derive(Debug, Default)]
+pub(super) struct Learnt {
+    devices_epoch: u64,
+    generation: u64,
+    columns: BTreeMap<u64, (Vec<Option<f64>>, f64)>,
+}
+
+/// The training table of `devices` on `metric`, from what was learnt at
+/// an earlier judging of the fleet when it is kept (the live analysis'
+/// baseline): the windows changed since are computed again, those gone
+/// dropped; what [`table`] gives.
+fn training_table(fleet: &Fleet, devices: &[usize], metric: Metric) -> Table {
+    let raw = raw_of(metric);
+    let changes = fleet.training_changes();
+    let mut cache = match fleet.learnt.median.lock() {
+        Ok(c) => c,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    // Peer sets' device lists change seldom; an old one's is forgotten.
+    if cache.len() > 64 {
+        cache.clear();
+    }
+    let learnt = cache.entry((devices.to_vec(), raw)).or_default();
+    if learnt.columns.is_empty() || learnt.devices_epoch != changes.devices_epoch {
+        let t = table(fleet, devices, metric, Phase::Training);
+        learnt.columns = t
+            .windows
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (*w, (t.values.iter().map(|v| v[i]).collect(), t.median[i])))
+            .collect();
+    } else {
+        let first = changes.changed.keys().next().copied().unwrap_or(u64::MAX);
+        learnt.columns = learnt.columns.split_off(&first);
+        let mut column = Vec::with_capacity(devices.len());
+        for (w, _) in changes
+            .changed
+            .iter()
+            .filter(|(_, g)| **g > learnt.generation)
+        {
+            let values: Vec<Option<f64>> = devices
+                .iter()
+                .map(|d| {
+                    fleet.service[*d]
+                        .get(&(Phase::Training, *w))
+                        .and_then(|m| m[raw].mean_ns())
+                })
+                .collect();
+            column.clear();
+            column.extend(values.iter().flatten().copied());
+            if column.len() >= MIN_DEVICES {
+                learnt.columns.insert(*w, (values, median_of(&mut column)));
+            } else {
+                learnt.columns.remove(w);
+            }
+        }
+    }
+    learnt.devices_epoch = changes.devices_epoch;
+    learnt.generation = changes.generation;
+    let mut out = Table {
+        windows: Vec::with_capacity(learnt.columns.len()),
+        values: vec![Vec::with_capacity(learnt.columns.len()); devices.len()],
+        median: Vec::with_capacity(learnt.columns.len()),
+    };
+    for (w, (values, median)) in &learnt.columns {
+        out.windows.push(*w);
+        out.median.push(*median);
+        for (row, v) in out.values.iter_mut().zip(values) {
+            row.push(*v);
+        }
+    }
+    out
+}
+
 /// What the median method found in one peer set.
 #[derive(Debug)]
 pub struct MedianResult {
@@ -179,7 +259,7 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
             .copied()
             .filter(|d| takes(metric, &fleet.devices[*d]))
             .collect();
-        let train = table(fleet, &devices, metric, Phase::Training);
+        let train = training_table(fleet, &devices, metric);
         let diag = table(fleet, &devices, metric, Phase::Diagnosis);
         if diag.windows.is_empty() {
             let with_calls = devices
