@@ -15,7 +15,7 @@ use std::net::IpAddr;
 
 use agent_core::{DeviceId, Facts, PeerIp, RunId, Source, Summary};
 
-use super::metrics::{Calls, Classifier, Group, Service, RAW_METRICS};
+use super::metrics::{Calls, Classifier, Group, Service, WindowCalls, RAW_METRICS};
 use super::phase::Phase;
 use super::trail::Trail;
 
@@ -194,6 +194,9 @@ pub struct Fleet {
     /// next judging of this fleet with the training windows changed
     /// ([`Fleet::training_changes`]).
     pub(super) learnt: Learnt,
+    /// The windows laid over at the last overlay, classified (a summary
+    /// id names one summary: the service keeps the first of an id).
+    classified: HashMap<RunId, Box<WindowCalls>>,
     /// Counts the training windows added: each one's count is its
     /// generation.
     training_generation: u64,
@@ -275,6 +278,7 @@ impl Fleet {
             classifier: Classifier::new(),
             overlay: None,
             learnt: Learnt::default(),
+            classified: HashMap::new(),
             training_generation: 0,
             training_changed: BTreeMap::new(),
             devices_epoch: 0,
@@ -351,9 +355,12 @@ impl Fleet {
         self.window_ns = window_ns;
         self.training = training;
         self.diagnosis = diagnosis;
-        for id in ids {
-            self.seen.remove(&id);
+        for id in &ids {
+            self.seen.remove(id);
         }
+        // Only the windows of this overlay are kept classified.
+        let ids: HashSet<RunId> = ids.into_iter().collect();
+        self.classified.retain(|id, _| ids.contains(id));
     }
 
     /// Takes out the training windows of index below `before`, leaving the
@@ -596,7 +603,13 @@ impl Fleet {
                 self.devices.len() - 1
             }
         };
-        let calls = self.classifier.window_calls(s);
+        // A window laid over at the last judging is likely laid over again
+        // (the live analysis judges its recent windows at every tick):
+        // classified once.
+        let calls = self
+            .classified
+            .remove(&s.id)
+            .unwrap_or_else(|| Box::new(self.classifier.window_calls(s)));
         let device = &mut self.devices[d];
         if s.run.start_unix_ns >= device.latest_start {
             device.latest_start = s.run.start_unix_ns;
@@ -625,6 +638,9 @@ impl Fleet {
         slice.windows += u64::from(new_window);
         for (sum, add) in slice.groups.iter_mut().zip(calls.groups.iter()) {
             sum.merge(add);
+        }
+        if self.overlay.is_some() {
+            self.classified.insert(s.id, calls);
         }
     }
 }
