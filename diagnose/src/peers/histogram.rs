@@ -77,12 +77,17 @@ struct Scaled {
 }
 
 fn scaled(slice: &Slice, slice_windows: u64) -> Scaled {
-    let f = slice_windows as f64 / slice.windows.max(1) as f64;
     let mut out = Scaled {
         total: [0.0; Group::COUNT],
         buckets: [[0.0; BUCKETS]; Group::COUNT],
         calls: [0.0; Group::COUNT],
     };
+    scale_into(slice, slice_windows, &mut out);
+    out
+}
+
+fn scale_into(slice: &Slice, slice_windows: u64, out: &mut Scaled) {
+    let f = slice_windows as f64 / slice.windows.max(1) as f64;
     for (g, c) in slice.groups.iter().enumerate() {
         out.total[g] = c.total_ns as f64 * f;
         out.calls[g] = c.count as f64 * f;
@@ -90,7 +95,6 @@ fn scaled(slice: &Slice, slice_windows: u64) -> Scaled {
             out.buckets[g][b] = *n as f64 * f;
         }
     }
-    out
 }
 
 /// A device's admissible range, learnt from its training slices.
@@ -102,8 +106,15 @@ struct Admissible {
 }
 
 impl Admissible {
-    fn learn(slices: &[Scaled], margin: f64) -> Option<Admissible> {
-        let first = slices.first()?;
+    fn learn<'a>(
+        mut slices: impl Iterator<Item = &'a Slice>,
+        slice_windows: u64,
+        margin: f64,
+    ) -> Option<Admissible> {
+        // Scaled one at a time into one buffer: the live analysis learns
+        // from hundreds of training slices per device at every tick.
+        let mut s = scaled(slices.next()?, slice_windows);
+        let first = &s;
         let mut a = Admissible {
             total: [(0.0, 0.0); Group::COUNT],
             buckets: [[(0.0, 0.0); BUCKETS]; Group::COUNT],
@@ -115,7 +126,7 @@ impl Admissible {
                 a.buckets[g][b] = (first.buckets[g][b], first.buckets[g][b]);
             }
         }
-        for s in slices {
+        loop {
             for g in 0..Group::COUNT {
                 let t = &mut a.total[g];
                 *t = (t.0.min(s.total[g]), t.1.max(s.total[g]));
@@ -125,6 +136,8 @@ impl Admissible {
                     *r = (r.0.min(s.buckets[g][b]), r.1.max(s.buckets[g][b]));
                 }
             }
+            let Some(next) = slices.next() else { break };
+            scale_into(next, slice_windows, &mut s);
         }
         let widen = |(lo, hi): (f64, f64)| (lo * (1.0 - margin), hi * (1.0 + margin));
         for g in 0..Group::COUNT {
@@ -159,15 +172,21 @@ impl Admissible {
     }
 }
 
-/// The training and diagnosis slices of a device, scaled; slices with
-/// fewer than half their windows are left out (a device that started or
-/// stopped within them).
-fn slices_of(fleet: &Fleet, d: usize, phase: Phase) -> BTreeMap<u64, Scaled> {
+/// A device's slices of a phase, by index; slices with fewer than half
+/// their windows are left out (a device that started or stopped within
+/// them).
+fn full_slices(fleet: &Fleet, d: usize, phase: Phase) -> impl Iterator<Item = (u64, &Slice)> {
     let half = fleet.slice_windows.div_ceil(2);
     fleet.slices[d]
         .range((phase, 0)..=(phase, u64::MAX))
-        .filter(|(_, s)| s.windows >= half)
-        .map(|((_, i), s)| (*i, scaled(s, fleet.slice_windows)))
+        .filter(move |(_, s)| s.windows >= half)
+        .map(|((_, i), s)| (*i, &**s))
+}
+
+/// The slices of a device (as [`full_slices`]), scaled.
+fn slices_of(fleet: &Fleet, d: usize, phase: Phase) -> BTreeMap<u64, Scaled> {
+    full_slices(fleet, d, phase)
+        .map(|(i, s)| (i, scaled(s, fleet.slice_windows)))
         .collect()
 }
 
@@ -186,10 +205,8 @@ pub fn histogram(fleet: &Fleet, set: &PeerSet, params: &HistogramParams) -> Hist
     let mut ranges = Vec::new();
     let mut diag = Vec::new();
     for d in &set.devices {
-        let train: Vec<Scaled> = slices_of(fleet, *d, Phase::Training)
-            .into_values()
-            .collect();
-        match Admissible::learn(&train, params.range_margin) {
+        let train = full_slices(fleet, *d, Phase::Training).map(|(_, s)| s);
+        match Admissible::learn(train, fleet.slice_windows, params.range_margin) {
             Some(a) => {
                 devices.push(*d);
                 ranges.push(a);

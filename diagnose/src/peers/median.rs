@@ -4,6 +4,8 @@
 //! learnt in the training windows — in at least k of the last n windows is
 //! flagged.
 
+use std::collections::BTreeMap;
+
 use super::fleet::{Device, Fleet};
 use super::kofn::{persistent, sustained};
 use super::metrics::{Metric, FILE_READ, FILE_WRITE, SOCKET_READ};
@@ -58,15 +60,20 @@ fn takes(metric: Metric, device: &Device) -> bool {
     }
 }
 
-/// The median of `values` (sorted in place; not empty).
+/// The median of `values` (reordered in place; not empty): the middle
+/// value in `f64::total_cmp` order, or the mean of the two middle ones.
 pub(super) fn median_of(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
+    let odd = values.len() % 2 == 1;
     let m = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[m]
-    } else {
-        (values[m - 1] + values[m]) / 2.0
+    // Selecting the middle is linear where sorting is not; the values
+    // (and so the median) are those sorting would put there.
+    let (low, mid, _) = values.select_nth_unstable_by(m, f64::total_cmp);
+    let mid = *mid;
+    if odd {
+        return mid;
     }
+    let below = low.iter().copied().max_by(f64::total_cmp).unwrap_or(mid);
+    (below + mid) / 2.0
 }
 
 /// One metric's values in one phase: the windows where at least
@@ -78,30 +85,51 @@ struct Table {
     median: Vec<f64>,
 }
 
+/// The sorted union of sorted `a` and `b`, without repeats.
+fn union_sorted(a: &[u64], b: impl Iterator<Item = u64>) -> Vec<u64> {
+    let mut out = Vec::with_capacity(a.len());
+    let mut a = a.iter().copied().peekable();
+    for x in b {
+        while let Some(y) = a.next_if(|y| *y < x) {
+            out.push(y);
+        }
+        a.next_if_eq(&x);
+        if out.last() != Some(&x) {
+            out.push(x);
+        }
+    }
+    out.extend(a);
+    out
+}
+
 fn table(fleet: &Fleet, devices: &[usize], metric: Metric, phase: Phase) -> Table {
     let raw = raw_of(metric);
-    let mut windows: Vec<u64> = devices
-        .iter()
-        .flat_map(|d| {
-            fleet.service[*d]
-                .range((phase, 0)..=(phase, u64::MAX))
-                .filter(|(_, m)| m[raw].count > 0)
-                .map(|((_, w), _)| *w)
-        })
-        .collect();
-    windows.sort_unstable();
-    windows.dedup();
+    let range = (phase, 0)..=(phase, u64::MAX);
+    // Each device's windows come in order: merged, not sorted (a baseline
+    // holds hundreds of windows of a hundred devices).
+    let mut windows: Vec<u64> = Vec::new();
+    for d in devices {
+        let with_calls = fleet.service[*d]
+            .range(range.clone())
+            .filter(|(_, m)| m[raw].count > 0)
+            .map(|((_, w), _)| *w);
+        windows = union_sorted(&windows, with_calls);
+    }
+    // Walked alongside `windows`, in order, rather than looked up.
     let mut values: Vec<Vec<Option<f64>>> = devices
         .iter()
         .map(|d| {
-            windows
-                .iter()
-                .map(|w| {
-                    fleet.service[*d]
-                        .get(&(phase, *w))
-                        .and_then(|m| m[raw].mean_ns())
-                })
-                .collect()
+            let mut v = vec![None; windows.len()];
+            let mut at = 0;
+            for ((_, w), m) in fleet.service[*d].range(range.clone()) {
+                while at < windows.len() && windows[at] < *w {
+                    at += 1;
+                }
+                if at < windows.len() && windows[at] == *w {
+                    v[at] = m[raw].mean_ns();
+                }
+            }
+            v
         })
         .collect();
     let mut keep = Vec::with_capacity(windows.len());
@@ -126,6 +154,84 @@ fn table(fleet: &Fleet, devices: &[usize], metric: Metric, phase: Phase) -> Tabl
         values,
         median,
     }
+}
+
+/// A training table as learnt at some generation of the fleet's training
+/// windows ([`Fleet::training_changes`]): its columns (the windows kept:
+/// each device's mean, the median), which depend on that window's values
+/// alone, so only windows changed since are computed again.
+#[derive(Debug, Default)]
+pub(super) struct Learnt {
+    devices_epoch: u64,
+    generation: u64,
+    columns: BTreeMap<u64, (Vec<Option<f64>>, f64)>,
+}
+
+/// The training table of `devices` on `metric`, from what was learnt at
+/// an earlier judging of the fleet when it is kept (the live analysis'
+/// baseline): the windows changed since are computed again, those gone
+/// dropped; what [`table`] gives.
+fn training_table(fleet: &Fleet, devices: &[usize], metric: Metric) -> Table {
+    let raw = raw_of(metric);
+    let changes = fleet.training_changes();
+    let mut cache = match fleet.learnt.median.lock() {
+        Ok(c) => c,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    // Peer sets' device lists change seldom; an old one's is forgotten.
+    if cache.len() > 64 {
+        cache.clear();
+    }
+    let learnt = cache.entry((devices.to_vec(), raw)).or_default();
+    if learnt.columns.is_empty() || learnt.devices_epoch != changes.devices_epoch {
+        let t = table(fleet, devices, metric, Phase::Training);
+        learnt.columns = t
+            .windows
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (*w, (t.values.iter().map(|v| v[i]).collect(), t.median[i])))
+            .collect();
+    } else {
+        let first = changes.changed.keys().next().copied().unwrap_or(u64::MAX);
+        learnt.columns = learnt.columns.split_off(&first);
+        let mut column = Vec::with_capacity(devices.len());
+        for (w, _) in changes
+            .changed
+            .iter()
+            .filter(|(_, g)| **g > learnt.generation)
+        {
+            let values: Vec<Option<f64>> = devices
+                .iter()
+                .map(|d| {
+                    fleet.service[*d]
+                        .get(&(Phase::Training, *w))
+                        .and_then(|m| m[raw].mean_ns())
+                })
+                .collect();
+            column.clear();
+            column.extend(values.iter().flatten().copied());
+            if column.len() >= MIN_DEVICES {
+                learnt.columns.insert(*w, (values, median_of(&mut column)));
+            } else {
+                learnt.columns.remove(w);
+            }
+        }
+    }
+    learnt.devices_epoch = changes.devices_epoch;
+    learnt.generation = changes.generation;
+    let mut out = Table {
+        windows: Vec::with_capacity(learnt.columns.len()),
+        values: vec![Vec::with_capacity(learnt.columns.len()); devices.len()],
+        median: Vec::with_capacity(learnt.columns.len()),
+    };
+    for (w, (values, median)) in &learnt.columns {
+        out.windows.push(*w);
+        out.median.push(*median);
+        for (row, v) in out.values.iter_mut().zip(values) {
+            row.push(*v);
+        }
+    }
+    out
 }
 
 /// What the median method found in one peer set.
@@ -153,7 +259,7 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
             .copied()
             .filter(|d| takes(metric, &fleet.devices[*d]))
             .collect();
-        let train = table(fleet, &devices, metric, Phase::Training);
+        let train = training_table(fleet, &devices, metric);
         let diag = table(fleet, &devices, metric, Phase::Diagnosis);
         if diag.windows.is_empty() {
             let with_calls = devices
@@ -265,4 +371,46 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{median_of, union_sorted};
+
+    #[test]
+    fn the_median_selected_is_the_median_of_the_sorted_values() {
+        let sorted_median = |v: &[f64]| {
+            let mut v = v.to_vec();
+            v.sort_by(f64::total_cmp);
+            let m = v.len() / 2;
+            if v.len() % 2 == 1 {
+                v[m]
+            } else {
+                (v[m - 1] + v[m]) / 2.0
+            }
+        };
+        let mut x = 7u64;
+        for len in 1..40 {
+            let v: Vec<f64> = (0..len)
+                .map(|_| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    // Repeats on purpose: few distinct values.
+                    ((x >> 33) % 13) as f64 * 1.5
+                })
+                .collect();
+            assert_eq!(median_of(&mut v.clone()), sorted_median(&v), "{v:?}");
+        }
+    }
+
+    #[test]
+    fn windows_are_merged_in_order_without_repeats() {
+        assert_eq!(union_sorted(&[], [3, 5].into_iter()), vec![3, 5]);
+        assert_eq!(union_sorted(&[1, 4, 9], [].into_iter()), vec![1, 4, 9]);
+        assert_eq!(
+            union_sorted(&[1, 4, 9], [0, 4, 5, 9, 12].into_iter()),
+            vec![0, 1, 4, 5, 9, 12]
+        );
+    }
 }

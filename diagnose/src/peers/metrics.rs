@@ -313,6 +313,19 @@ impl Classifier {
         Classifier { by_id, accept }
     }
 
+    /// Whether a window summary has `accept`/`accept4` calls (what
+    /// [`Classifier::window_calls`] says as `accepted`).
+    pub fn accepts(&self, summary: &Summary) -> bool {
+        summary.syscalls.iter().any(|s| {
+            s.count > 0
+                && self.accept.contains(&s.key.id)
+                && self
+                    .by_id
+                    .get(s.key.id.0 as usize)
+                    .is_some_and(|r| r.any_fd.is_some())
+        })
+    }
+
     /// Sums a window summary's entries into metrics and groups.
     pub fn window_calls(&self, summary: &Summary) -> WindowCalls {
         let mut out = WindowCalls::default();

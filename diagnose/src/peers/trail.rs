@@ -72,6 +72,12 @@ pub struct Trail {
     /// Per socket peer, its most recent call as each diagnosis window
     /// listed it (distinct calls, in the order read).
     pub peers: BTreeMap<PeerAddr, Vec<LastCall>>,
+    /// How many training windows gave each of `trained` and of `waits`:
+    /// a training window taken out again ([`Trail::untrain`], the live
+    /// analysis evicting its baseline's oldest windows) removes what no
+    /// other window holds.
+    trained_windows: BTreeMap<(SyscallId, u16), usize>,
+    waits_windows: BTreeMap<(SyscallId, FdKind), usize>,
 }
 
 impl Trail {
@@ -86,6 +92,7 @@ impl Trail {
                 match phase {
                     Phase::Training => {
                         self.trained.insert((s.key.id, errno));
+                        *self.trained_windows.entry((s.key.id, errno)).or_default() += 1;
                     }
                     Phase::Diagnosis => self.failures.push(Failure {
                         id: s.key.id,
@@ -103,6 +110,7 @@ impl Trail {
             for c in &summary.in_flight.oldest {
                 if end.saturating_sub(c.start_unix_ns) >= window_ns {
                     self.waits.insert((c.id, c.fd_kind));
+                    *self.waits_windows.entry((c.id, c.fd_kind)).or_default() += 1;
                 }
             }
             return;
@@ -138,6 +146,46 @@ impl Trail {
                 calls.push(last);
             }
         }
+    }
+
+    /// Takes back what [`Trail::add`] kept of training window `summary`,
+    /// `window_ns` long: its errnos and waits stay only when another
+    /// training window has them too.
+    pub fn untrain(&mut self, window_ns: u64, summary: &Summary) {
+        fn take<K: Ord + Copy>(n: &mut BTreeMap<K, usize>, set: &mut BTreeSet<K>, key: K) {
+            if let Some(c) = n.get_mut(&key) {
+                *c -= 1;
+                if *c == 0 {
+                    n.remove(&key);
+                    set.remove(&key);
+                }
+            }
+        }
+        let end = summary.run.start_unix_ns.saturating_add(window_ns);
+        for s in &summary.syscalls {
+            let Some(f) = &s.failures else { continue };
+            for &(errno, _) in &f.errnos {
+                take(
+                    &mut self.trained_windows,
+                    &mut self.trained,
+                    (s.key.id, errno),
+                );
+            }
+        }
+        for c in &summary.in_flight.oldest {
+            if end.saturating_sub(c.start_unix_ns) >= window_ns {
+                take(&mut self.waits_windows, &mut self.waits, (c.id, c.fd_kind));
+            }
+        }
+    }
+
+    /// Forgets every diagnosis window (what [`Trail::add`] kept of them),
+    /// keeping what the training windows gave.
+    pub fn clear_diagnosis(&mut self) {
+        self.failures.clear();
+        self.flying.clear();
+        self.active.clear();
+        self.peers.clear();
     }
 
     /// The most recent call on `peer`'s sockets that ended before `until`.

@@ -177,10 +177,7 @@ impl Online {
                     ));
                 }
                 out.judged += g.windows.recent_windows() as usize;
-                let diagnosis = g
-                    .windows
-                    .fleet(SLICE_WINDOWS)
-                    .map(|f| analyse(&f, &methods));
+                let diagnosis = g.windows.judge(SLICE_WINDOWS, |f| analyse(f, &methods));
                 match diagnosis {
                     Some(Ok(d)) => {
                         flagged = flagged_windows(&d);

@@ -54,9 +54,9 @@ pub struct GroupWindows {
     /// Ids of the summaries held (repeats of a re-read are not kept twice).
     ids: HashSet<RunId>,
     /// The baseline reduced as the peer methods read it (all training),
-    /// kept between ticks: promoted windows are added to it; evicting
-    /// windows drops it (rebuilt at the next tick), which is why the
-    /// baseline is evicted by a tenth of its span at a time.
+    /// kept between ticks: promoted windows are added to it, evicted ones
+    /// taken out ([`Fleet::evict_training`]), the recent windows laid over
+    /// it to judge them ([`GroupWindows::judge`]).
     reduced: Option<Fleet>,
 }
 
@@ -128,10 +128,12 @@ impl GroupWindows {
         Added::Taken
     }
 
-    /// The fleet the peer methods judge: the baseline as training, the
-    /// recent windows as the range to diagnose. `None` without recent
-    /// windows.
-    pub fn fleet(&mut self, slice_windows: u64) -> Option<Fleet> {
+    /// Runs `judge` on the fleet the peer methods judge: the baseline as
+    /// training, the recent windows as the range to diagnose. `None`
+    /// without recent windows. The recent windows are laid over the
+    /// reduced baseline and taken out again afterwards
+    /// ([`Fleet::overlay`]): the baseline is never copied.
+    pub fn judge<T>(&mut self, slice_windows: u64, judge: impl FnOnce(&Fleet) -> T) -> Option<T> {
         let first = *self.recent.first_key_value()?.0;
         // A window of index i starts within half a window of i × length
         // (see `add`): the boundary between the two ranges.
@@ -146,21 +148,24 @@ impl GroupWindows {
             }
             fleet
         });
-        let mut fleet = reduced.clone();
-        fleet.set_ranges(
-            Range {
-                since: 0,
-                until: boundary,
-            },
-            Range {
-                since: boundary,
-                until: u64::MAX,
-            },
-        );
+        reduced.overlay(boundary);
         for s in self.recent.values().flatten() {
-            fleet.add(s);
+            reduced.add(s);
         }
-        Some(fleet)
+        let out = judge(reduced);
+        reduced.end_overlay();
+        Some(out)
+    }
+
+    /// The reduced baseline kept between ticks, if built (tests compare
+    /// it with one reduced from scratch).
+    pub fn reduced(&self) -> Option<&Fleet> {
+        self.reduced.as_ref()
+    }
+
+    /// The baseline's summaries, oldest first.
+    pub fn baseline_summaries(&self) -> impl Iterator<Item = &Summary> {
+        self.baseline.values().flatten().map(|s| &**s)
     }
 
     /// Moves the recent windows older than the newest `keep_recent` out:
@@ -200,21 +205,133 @@ impl GroupWindows {
                 out.dropped += 1;
             }
         }
-        // Evicted a tenth of the span at a time: each eviction rebuilds the
-        // reduced baseline.
+        // Evicted a tenth of the span at a time: the windows of the evicted
+        // indices are taken out of the reduced baseline, and the histogram
+        // and link slices the cut falls in summed again from the windows
+        // left in them.
         let span = baseline_windows.max(1);
         if self.baseline.len() as u64 <= span + span / 10 {
             return out;
         }
-        self.reduced = None;
+        let mut evicted = Vec::new();
         while self.baseline.len() as u64 > span {
             if let Some((_, windows)) = self.baseline.pop_first() {
                 for w in &windows {
                     self.ids.remove(&w.id);
                 }
+                evicted.extend(windows);
                 out.evicted += 1;
             }
         }
+        if let (Some(reduced), Some((&before, _))) =
+            (&mut self.reduced, self.baseline.first_key_value())
+        {
+            reduced.evict_training(
+                before,
+                evicted.iter().map(|s| &**s),
+                self.baseline.values().flatten().map(|s| &**s),
+            );
+        }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use agent_core::{FdKind, SyscallId};
+    use diagnose::peers::fleet::{Fleet, Range};
+    use diagnose::peers::{analyse, Options};
+    use fixtures::synth::{add_failures, add_in_flight, FleetSpec};
+
+    use super::{GroupWindows, ALL, NONE};
+
+    const SLICE: u64 = 10;
+
+    /// What judging a fleet gives, as text.
+    fn judged(fleet: &Fleet) -> String {
+        format!(
+            "{:?}",
+            analyse(fleet, &Options::default()).map_err(|e| e.to_string())
+        )
+    }
+
+    /// The reduced baseline kept between ticks (windows promoted into it,
+    /// evicted out of it, recent windows laid over it and taken out again)
+    /// is, after every tick, the fleet reduced from scratch from the same
+    /// baseline; and judging through the overlay gives what a fleet built
+    /// from scratch of the baseline and the recent windows gives. With a
+    /// span that is no multiple of the slices (the cut falls inside
+    /// histogram and link slices), windows dropped as flagged, a device
+    /// that leaves and one that joins late (the devices' order changes), a
+    /// device that stops accepting (its role is inferred), failures and
+    /// waits in some training windows.
+    #[test]
+    fn the_kept_baseline_is_the_baseline_reduced_from_scratch() {
+        let spec = FleetSpec {
+            role: None,
+            links: 3,
+            ..FleetSpec::new(5, 0)
+        };
+        let accept4 = SyscallId::from_name("accept4").unwrap();
+        let (span, recent) = (23, 7);
+        let mut g = GroupWindows::default();
+        let mut evicted = 0;
+        for w in 0..170u64 {
+            for d in 0..spec.devices {
+                if (d == 4 && w >= 60) || (d == 0 && w < 20) {
+                    continue;
+                }
+                let mut s = spec.window(d, w);
+                if d == 1 && w >= 40 {
+                    s.syscalls.retain(|e| e.key.id != accept4);
+                }
+                if w % 7 == 3 {
+                    add_failures(&mut s, "pwrite64", FdKind::File, 28, 2, 10, 20);
+                }
+                if w % 11 == 5 {
+                    let start = s.run.start_unix_ns - 2_000_000_000;
+                    add_in_flight(&mut s, 9, "read", FdKind::Pipe, start);
+                }
+                g.add(s);
+            }
+            if (w + 1) % 5 != 0 {
+                continue;
+            }
+            let first = *g.recent.first_key_value().unwrap().0;
+            let boundary = first * g.window_ns - g.window_ns / 2;
+            let mut scratch = Fleet::new(
+                Range {
+                    since: 0,
+                    until: boundary,
+                },
+                Range {
+                    since: boundary,
+                    until: u64::MAX,
+                },
+                SLICE,
+            );
+            for s in g
+                .baseline_summaries()
+                .chain(g.recent.values().flatten().map(|s| &**s))
+            {
+                scratch.add(s);
+            }
+            assert_eq!(g.judge(SLICE, judged), Some(judged(&scratch)), "window {w}");
+            // Every third tick the oldest recent index is taken as flagged.
+            let flagged: BTreeSet<u64> = [first].into_iter().filter(|_| w % 3 == 0).collect();
+            evicted += g.settle(&flagged, recent, false, span).evicted;
+            let mut scratch = Fleet::new(ALL, NONE, SLICE);
+            for s in g.baseline_summaries() {
+                scratch.add(s);
+            }
+            assert_eq!(
+                g.reduced().unwrap().reduced_text(),
+                scratch.reduced_text(),
+                "window {w}"
+            );
+        }
+        assert!(evicted > 100, "{evicted}");
     }
 }
