@@ -5,10 +5,11 @@ of the run it opened in (segments.jsonl), per fault x workload.
 
 - An incident opened between a fault's start and the start of the next
   fault phase (the fault phase and its fault-free recovery) naming the
-  faulty node with the fault's cause, on windows from the fault's start
-  on, is a detection (TP); its delays are from the fault's start to the
-  incident's opened time (`opened_unix_ns`, the service's clock), to the
-  receiver getting it, and to the end of its first flagged window.
+  faulty node with the fault's cause is a detection (TP); its delays are
+  from the fault's start to the incident's opened time (`opened_unix_ns`,
+  the service's clock), to the receiver getting it, and to the end of its
+  first flagged window (which may come before the fault: a finding's
+  windows run back over over-threshold windows just before it).
 - An incident on another node there is a false incident of that phase
   (FP); one on the faulty node with another cause is counted apart.
 - Any incident opening in a fault-free stretch (the `none` phases and
@@ -124,7 +125,7 @@ def main():
                    "segment": k, "kind": s["kind"], "rep": s["rep"], "workload": s["workload"], "fault": s["fault"]}
             incidents.append(row)
             if s["kind"] == "fault" and s["fault"] != "none" and node == s["target_node"]:
-                if b["cause"].get("kind") == s["cause"] and b["first_window_unix_ns"] >= s["fault_at_ns"] - 1_000_000_000:
+                if b["cause"].get("kind") == s["cause"]:
                     right.append(iid)
                 else:
                     wrong_cause.append(iid)
