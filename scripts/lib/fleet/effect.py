@@ -6,7 +6,8 @@ fault touched the traced calls at all, which the issue's aim is scoped to.
   server's file reads, writes and syncs over the phase, divided by the
   median of the other servers' (10 means ten times slower; about 1: the
   fault did not reach its file calls);
-- network faults (network-hog on a server, slow-client-link on a client):
+- network faults (network-hog, receive-pktloss and send-pktloss on a
+  server, slow-client-link on a client):
   the bytes per socket call on the node's links (its own socket-peer
   tables, and the other devices' tables naming its address) divided by
   the bytes per call on every other link (0.1: a tenth; about 1: the
@@ -21,7 +22,7 @@ import statistics
 FILE_CALLS = ("read", "pread64", "readv", "preadv", "preadv2", "write", "pwrite64", "writev",
               "pwritev", "pwritev2", "fsync", "fdatasync")
 DISK_FAULTS = ("disk-hog", "disk-busy")
-NETWORK_FAULTS = ("network-hog", "slow-client-link")
+NETWORK_FAULTS = ("network-hog", "slow-client-link", "receive-pktloss", "send-pktloss")
 
 
 def _addresses(con, node_of_device):

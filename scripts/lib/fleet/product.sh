@@ -12,6 +12,11 @@
 FLEET_GROUP=fleet
 FLEET_TOKEN=fleet-eval-token-0123456789abcdef
 
+# Extra options of `serve` (the live analysis' and the webhook's, for
+# --online) and the uploaders' interval in seconds.
+FLEET_SERVE_OPTS=()
+FLEET_UPLOAD_INTERVAL=${FLEET_UPLOAD_INTERVAL:-5}
+
 fleet_service_up() {
     printf '%s %s\n' "$FLEET_GROUP" "$FLEET_TOKEN" >"$FLEET_WORK/tokens"
     printf '%s\n' "$FLEET_TOKEN" >"$FLEET_WORK/token"
@@ -19,7 +24,7 @@ fleet_service_up() {
     FLEET_URL=http://127.0.0.1:$FLEET_PORT
     # The whole fleet uploads from this host's one address: no per-address quota.
     "$FLEET_SERVICE" serve --listen "127.0.0.1:$FLEET_PORT" --db "$FLEET_DB" --tokens "$FLEET_WORK/tokens" \
-        --quota-address-burst 0 </dev/null >"$FLEET_WORK/serve.log" 2>&1 &
+        --quota-address-burst 0 ${FLEET_SERVE_OPTS[@]+"${FLEET_SERVE_OPTS[@]}"} </dev/null >"$FLEET_WORK/serve.log" 2>&1 &
     disown $!
     echo $! >"$FLEET_WORK/serve.pid"
     fleet_wait "edge-service serve on $FLEET_URL" 30 curl -fsS "$FLEET_URL/healthz"
@@ -95,7 +100,7 @@ fleet_uploaders_up() {
     local node
     for node in "${FLEET_NODES[@]}"; do
         "$FLEET_AGENT" upload --server "$FLEET_URL" --token-file "$FLEET_WORK/token" \
-            --spool "$FLEET_WORK/$node/spool" --now --no-spread --ignore-power --interval 5 \
+            --spool "$FLEET_WORK/$node/spool" --now --no-spread --ignore-power --interval "$FLEET_UPLOAD_INTERVAL" \
             </dev/null >>"$FLEET_WORK/$node/upload.log" 2>&1 &
         disown $!
         echo $! >>"$FLEET_WORK/uploaders.pids"
