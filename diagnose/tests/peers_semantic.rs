@@ -290,6 +290,54 @@ fn an_errno_from_every_server_at_once_is_the_workloads_not_a_culprit() {
     assert_eq!(found(&d).len(), 3, "{:?}", found(&d));
 }
 
+#[test]
+fn an_errno_from_every_server_up_while_one_is_silent_is_the_workloads() {
+    // Server 3 is hung (no call from window 85 on) and the other three
+    // return ENOENT at once, matched at a client (GlusterFS's lookups
+    // after a brick hangs): every server that was up, so no culprit among
+    // them; the silent one is the hang method's.
+    let d = diagnose(&|server, d, w, s| {
+        if server && d == 3 && w >= 85 {
+            silence(s);
+        }
+        if w == 90 && server && d < 3 {
+            add_failures(
+                s,
+                "lgetxattr",
+                FdKind::None,
+                ENOENT,
+                40,
+                200_000_000,
+                700_000_000,
+            );
+        }
+        if w == 90 && !server && d == 0 {
+            add_failures(
+                s,
+                "faccessat2",
+                FdKind::None,
+                ENOENT,
+                3,
+                300_000_000,
+                600_000_000,
+            );
+        }
+        Keep::Yes
+    });
+    let errno: Vec<_> = found(&d)
+        .into_iter()
+        .filter(|f| f.2 == Method::Errno)
+        .collect();
+    assert_eq!(errno, vec![], "{:?}", found(&d));
+    assert!(
+        d.notes
+            .iter()
+            .any(|n| n.contains("ENOENT from every glusterfsd server (3)")),
+        "{:?}",
+        d.notes
+    );
+}
+
 fn crash(server: bool, d: usize, w: u64, s: &mut Summary) -> Keep {
     if server && d == 1 && w > 90 {
         return Keep::No;

@@ -126,17 +126,35 @@ pub fn errno(fleet: &Fleet, params: &ErrnoParams) -> (Vec<Finding>, Vec<String>)
         }
     }
     let mut notes = Vec::new();
-    // Servers per program, and per (program, errno) the servers matched.
-    let mut servers: BTreeMap<&str, usize> = BTreeMap::new();
-    for device in fleet.devices.iter().filter(|d| d.is_server()) {
-        *servers.entry(device.program()).or_default() += 1;
+    // Per (program, errno) the servers matched and the windows they were
+    // matched in; then the servers of the program that made calls in those
+    // windows: every server that was up, not a silent (hung, crashed) one,
+    // which cannot return the workload's errors.
+    let mut at: BTreeMap<(&str, u16), (usize, BTreeSet<u64>)> = BTreeMap::new();
+    for ((d, errno), m) in &matched {
+        let e = at.entry((fleet.devices[*d].program(), *errno)).or_default();
+        e.0 += 1;
+        e.1.extend(m.windows.iter().copied());
     }
-    let mut at: BTreeMap<(&str, u16), usize> = BTreeMap::new();
-    for (d, errno) in matched.keys() {
-        *at.entry((fleet.devices[*d].program(), *errno)).or_default() += 1;
-    }
+    let servers: BTreeMap<(&str, u16), usize> = at
+        .iter()
+        .map(|(key, (_, windows))| {
+            let up = fleet
+                .devices
+                .iter()
+                .enumerate()
+                .filter(|(d, device)| {
+                    device.is_server()
+                        && device.program() == key.0
+                        && windows.iter().any(|w| fleet.trails[*d].active.contains(w))
+                })
+                .count();
+            (*key, up)
+        })
+        .collect();
+    let at: BTreeMap<(&str, u16), usize> = at.into_iter().map(|(k, (n, _))| (k, n)).collect();
     for ((program, errno), n) in &at {
-        if *n >= FLEET_WIDE && servers.get(program) == Some(n) {
+        if *n >= FLEET_WIDE && servers.get(&(*program, *errno)) == Some(n) {
             notes.push(format!(
                 "errno: {} from every {program} server ({n}) at once, matched at clients: the \
                  workload's errors, not one server's (train with this workload to make them normal)",
@@ -147,7 +165,7 @@ pub fn errno(fleet: &Fleet, params: &ErrnoParams) -> (Vec<Finding>, Vec<String>)
     let fleet_wide = |d: usize, errno: u16| {
         let program = fleet.devices[d].program();
         at.get(&(program, errno))
-            .is_some_and(|n| *n >= FLEET_WIDE && servers.get(program) == Some(n))
+            .is_some_and(|n| *n >= FLEET_WIDE && servers.get(&(program, errno)) == Some(n))
     };
     let findings = matched
         .into_iter()

@@ -9,7 +9,10 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use agent_core::Summary;
 use diagnose::peers::fleet::LINK_SLICE_WINDOWS;
+use diagnose::peers::hang::HangParams;
+use diagnose::peers::metrics::Cause;
 use diagnose::peers::{analyse, Method, PeerDiagnosis};
+use wire::alert::IncidentCause;
 
 use super::incidents::{Change, Incidents, Key};
 use super::windows::{Added, GroupWindows};
@@ -39,6 +42,9 @@ struct Group {
     judging: bool,
     /// Lines already said (the methods repeat their notes every tick).
     said: HashSet<String>,
+    /// Window ranges of closed hangs and crashes, kept out of the baseline
+    /// until they have settled (see [`waiting_windows`]).
+    quarantine: Vec<(u64, u64)>,
 }
 
 /// The live analysis' state: per group its windows and open incidents.
@@ -180,7 +186,7 @@ impl Online {
                 let diagnosis = g.windows.judge(SLICE_WINDOWS, |f| analyse(f, &methods));
                 match diagnosis {
                     Some(Ok(d)) => {
-                        flagged = flagged_windows(&d);
+                        flagged = flagged_windows(&d, &methods.hang_params);
                         let (changes, notes) =
                             g.incidents.update(&name, &d, newest, close_after, now);
                         out.changes.extend(changes);
@@ -203,8 +209,28 @@ impl Online {
                     None => {}
                 }
             }
-            out.changes
-                .extend(g.incidents.close(window_ns, close_after, now));
+            let closed = g.incidents.close(window_ns, close_after, now);
+            for c in &closed {
+                if let Some(first) = waited_since(&c.incident, &methods.hang_params, window_ns) {
+                    g.quarantine.push((first, newest));
+                }
+            }
+            out.changes.extend(closed);
+            if !learning {
+                flagged.extend(waiting_windows(
+                    &g.incidents,
+                    &methods.hang_params,
+                    window_ns,
+                    newest,
+                    baseline_windows,
+                ));
+                for (first, last) in &g.quarantine {
+                    flagged.extend(*first..=*last);
+                }
+            }
+            // A range whose windows have all left the recent ones is done.
+            g.quarantine
+                .retain(|(_, last)| last.saturating_add(keep_recent) > newest);
             // Lines said long ago may be said again when they come back.
             if g.said.len() > 1000 {
                 g.said.clear();
@@ -218,21 +244,75 @@ impl Online {
 
 /// The window indices in which a finding (a culprit's, or a symptom set
 /// apart) flagged anything: a histogram or link finding flags the slices
-/// its windows start.
-fn flagged_windows(d: &PeerDiagnosis) -> BTreeSet<u64> {
+/// its windows start; a hang or crash finding flags the window it became
+/// certain in and the windows before it back to where it began (the stuck
+/// call's start, the first failure), so that the hang method never learns
+/// a hung call as one of the program's normal waits from the baseline.
+fn flagged_windows(d: &PeerDiagnosis, hang: &HangParams) -> BTreeSet<u64> {
     let mut out = BTreeSet::new();
     for f in d
         .findings
         .iter()
         .chain(d.explained.iter().map(|e| &e.finding))
     {
-        let span = match f.method {
-            Method::Histogram => d.slice_windows.max(1),
-            Method::Link => LINK_SLICE_WINDOWS,
-            Method::Median | Method::Errno | Method::Hang => 1,
+        let (before, span) = match f.method {
+            Method::Histogram => (0, d.slice_windows.max(1)),
+            Method::Link => (0, LINK_SLICE_WINDOWS),
+            Method::Median | Method::Errno => (0, 1),
+            Method::Hang => (lookback(f.cause, hang, d.window_ns), 1),
         };
         for w in &f.windows {
-            out.extend(*w..w.saturating_add(span));
+            out.extend(w.saturating_sub(before)..w.saturating_add(span));
+        }
+    }
+    out
+}
+
+/// Windows from a crash's first failure, or a hang's call start, to the
+/// window the method was certain in.
+fn lookback(cause: Cause, hang: &HangParams, window_ns: u64) -> u64 {
+    match cause {
+        Cause::Hang => hang.hang_after_ns.div_ceil(window_ns.max(1)),
+        _ => hang.quiet_windows,
+    }
+}
+
+/// The first window of a hang or crash incident's wait: where its stuck
+/// call began, or its first failure; `None` for other causes.
+fn waited_since(row: &IncidentRow, hang: &HangParams, window_ns: u64) -> Option<u64> {
+    let cause = match row.cause {
+        IncidentCause::Hang => Cause::Hang,
+        IncidentCause::Crash => Cause::Crash,
+        _ => return None,
+    };
+    Some(
+        (row.first_window_unix_ns / window_ns.max(1))
+            .saturating_sub(lookback(cause, hang, window_ns)),
+    )
+}
+
+/// While a hang or crash incident is open its clients' windows still hold
+/// the call that waits on the silent server (the method flags only the
+/// window it became certain in), and they do until the server answers
+/// (when the incident closes, whose range is then quarantined until it
+/// has settled): those windows stay out of the baseline, from where the
+/// incident began to the newest. While open, only for a baseline span: a
+/// server that never answers again does not freeze its group's baseline
+/// for ever (what its clients do then is the fleet's new normal).
+fn waiting_windows(
+    incidents: &Incidents,
+    hang: &HangParams,
+    window_ns: u64,
+    newest: u64,
+    baseline_windows: u64,
+) -> BTreeSet<u64> {
+    let mut out = BTreeSet::new();
+    for (_, row) in incidents.open() {
+        let Some(first) = waited_since(row, hang, window_ns) else {
+            continue;
+        };
+        if newest.saturating_sub(first) <= baseline_windows {
+            out.extend(first..=newest);
         }
     }
     out
