@@ -221,38 +221,41 @@ fn errno_ignores_errnos_seen_in_training() {
     assert_eq!(found(&d), vec![]);
 }
 
-/// Server 1 is killed in window 90 (no windows after); from then the
-/// clients' opens fail ENOTCONN.
+/// In window 90 the lookups of the servers `at` names fail ENOENT and
+/// client 0's access does too, 0.1 s later (a small-file workload creating
+/// new files).
+fn lookups_fail(at: bool, server: bool, d: usize, w: u64, s: &mut Summary) -> Keep {
+    if w == 90 && at {
+        add_failures(
+            s,
+            "lgetxattr",
+            FdKind::None,
+            ENOENT,
+            40,
+            200_000_000,
+            700_000_000,
+        );
+    }
+    if w == 90 && !server && d == 0 {
+        add_failures(
+            s,
+            "faccessat2",
+            FdKind::None,
+            ENOENT,
+            3,
+            300_000_000,
+            600_000_000,
+        );
+    }
+    Keep::Yes
+}
+
 #[test]
 fn an_errno_from_every_server_at_once_is_the_workloads_not_a_culprit() {
     // Every server's lookups fail ENOENT in window 90 and a client's
     // access does too (a small-file workload creating new files): no
     // server stands out, so a note instead of four findings.
-    let d = diagnose(&|server, d, w, s| {
-        if w == 90 && server {
-            add_failures(
-                s,
-                "lgetxattr",
-                FdKind::None,
-                ENOENT,
-                40,
-                200_000_000,
-                700_000_000,
-            );
-        }
-        if w == 90 && !server && d == 0 {
-            add_failures(
-                s,
-                "faccessat2",
-                FdKind::None,
-                ENOENT,
-                3,
-                300_000_000,
-                600_000_000,
-            );
-        }
-        Keep::Yes
-    });
+    let d = diagnose(&|server, d, w, s| lookups_fail(server && w == 90, server, d, w, s));
     assert_eq!(found(&d), vec![]);
     assert!(
         d.notes
@@ -262,31 +265,7 @@ fn an_errno_from_every_server_at_once_is_the_workloads_not_a_culprit() {
         d.notes
     );
     // Three of the four: they stand out from the fourth, and are named.
-    let d = diagnose(&|server, d, w, s| {
-        if w == 90 && server && d < 3 {
-            add_failures(
-                s,
-                "lgetxattr",
-                FdKind::None,
-                ENOENT,
-                40,
-                200_000_000,
-                700_000_000,
-            );
-        }
-        if w == 90 && !server && d == 0 {
-            add_failures(
-                s,
-                "faccessat2",
-                FdKind::None,
-                ENOENT,
-                3,
-                300_000_000,
-                600_000_000,
-            );
-        }
-        Keep::Yes
-    });
+    let d = diagnose(&|server, d, w, s| lookups_fail(server && d < 3, server, d, w, s));
     assert_eq!(found(&d).len(), 3, "{:?}", found(&d));
 }
 
@@ -300,29 +279,7 @@ fn an_errno_from_every_server_up_while_one_is_silent_is_the_workloads() {
         if server && d == 3 && w >= 85 {
             silence(s);
         }
-        if w == 90 && server && d < 3 {
-            add_failures(
-                s,
-                "lgetxattr",
-                FdKind::None,
-                ENOENT,
-                40,
-                200_000_000,
-                700_000_000,
-            );
-        }
-        if w == 90 && !server && d == 0 {
-            add_failures(
-                s,
-                "faccessat2",
-                FdKind::None,
-                ENOENT,
-                3,
-                300_000_000,
-                600_000_000,
-            );
-        }
-        Keep::Yes
+        lookups_fail(server && d < 3, server, d, w, s)
     });
     let errno: Vec<_> = found(&d)
         .into_iter()
@@ -338,6 +295,8 @@ fn an_errno_from_every_server_up_while_one_is_silent_is_the_workloads() {
     );
 }
 
+/// Server 1 is killed in window 90 (no windows after); from then the
+/// clients' opens fail ENOTCONN.
 fn crash(server: bool, d: usize, w: u64, s: &mut Summary) -> Keep {
     if server && d == 1 && w > 90 {
         return Keep::No;
