@@ -151,6 +151,13 @@ struct {
 } THREAD_STORE SEC(".maps");
 #endif
 const volatile __u8 task_storage = 0;
+/* Whether this program keeps the threads in THREAD_STORE (never in the
+ * object without it, whatever the loader set). */
+#ifdef PREALLOC_MAPS
+#define IN_TASK_STORAGE 0
+#else
+#define IN_TASK_STORAGE task_storage
+#endif
 
 /* Per ABI and number (abi * MAX_NR + nr): read-only data the loader
  * fills before load, one write with the object rather than 2 048 map
@@ -264,7 +271,7 @@ static __always_inline struct thread *thread_state(struct task_struct *task, __u
 						    struct thread *fresh)
 {
 #ifndef PREALLOC_MAPS
-	if (task_storage)
+	if (IN_TASK_STORAGE)
 		return bpf_task_storage_get(&THREAD_STORE, task, fresh,
 					    fresh ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
 #endif
@@ -807,7 +814,7 @@ int on_exec(struct bpf_raw_tracepoint_args *ctx)
 	if (tid == old_tid)
 		return 0;
 #ifndef PREALLOC_MAPS
-	if (task_storage) {
+	if (IN_TASK_STORAGE) {
 		/* The storage stays with the task (the exec-ing thread, current
 		 * here), whatever its tid now. */
 		struct thread *own = bpf_task_storage_get(&THREAD_STORE, bpf_get_current_task_btf(), 0, 0);
@@ -840,7 +847,7 @@ int on_exit(struct bpf_raw_tracepoint_args *ctx)
 	/* A call that never returns (exit, exit_group) stays unfinished; the
 	 * thread's previous call is forgotten with it (task storage goes
 	 * with the task). */
-	if (!task_storage)
+	if (!IN_TASK_STORAGE)
 		bpf_map_delete_elem(&THREADS, &tid);
 	/* do_exit decrements signal->live before this tracepoint: zero means
 	 * this was the process's last thread. */

@@ -734,12 +734,17 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(150));
             let mut seen = Vec::new();
             probe.in_flight(0, |t, p| seen.push((t, p.id.to_string())));
-            probe.untrace(me);
             sleeper.join().unwrap();
+            probe.untrace(me);
             assert!(
                 seen.iter()
                     .any(|(t, id)| *t == tid && id == "clock_nanosleep"),
                 "{kept:?}: thread {tid} not in flight in {seen:?}"
+            );
+            // A hash entry goes with its thread (task storage by itself).
+            assert!(
+                probe.threads.get(&tid, 0).is_err(),
+                "{kept:?}: thread {tid} left in THREADS"
             );
         }
     }
