@@ -12,11 +12,13 @@
  *   0), a child inherits its parent's. Every aggregate key, CONTROL, FIRST,
  *   the thread entries and the ring's records carry the slot, so each run
  *   is read, cut into windows and cleared apart from the others.
- * - THREADS keeps per thread the call in flight (its id, entry time, the
- *   fd argument's kind resolved at entry as ptrace does: after close the
- *   fd is gone, the size argument) and the previous completed call (for
- *   consecutive calls and transitions). Only the thread itself writes its
- *   entry, so a plain hash is safe.
+ * - Per thread, the call in flight (its id, entry time, the fd argument's
+ *   kind resolved at entry as ptrace does: after close the fd is gone, the
+ *   size argument) and the previous completed call (for consecutive calls
+ *   and transitions): in the task's own storage (THREAD_STORE, a pointer
+ *   away from the task) where the loader says so (`task_storage`), else in
+ *   THREADS, a hash keyed by tid. Only the thread itself writes its
+ *   state, so neither needs a lock.
  * - sys_exit folds the completed call into per-CPU hashes (no other
  *   writer, no atomics): AGG per (syscall id, fd kind) what
  *   agent_core::KeyStats holds, ERRNOS per (id, fd kind, errno) the
@@ -132,6 +134,31 @@ struct {
 	__type(value, struct thread);
 } THREADS SEC(".maps");
 
+/* Per-thread state in task-local storage (issue 37): found from the task
+ * itself, no hash of tids, freed with the task (a reused tid finds
+ * nothing). The loader sets `task_storage` when the kernel has it and the
+ * agent can read it back (its in-flight reads at a window cut look a
+ * thread up by a thread pidfd, PIDFD_THREAD, Linux 6.9); else, or when
+ * told to (EDGE_AGENT_EBPF_THREADS=hash), the program keeps THREADS. The
+ * object for kernels before 6.1 has no such map (task storage came in
+ * 5.11) and always keeps THREADS. */
+#ifndef PREALLOC_MAPS
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct thread);
+} THREAD_STORE SEC(".maps");
+#endif
+const volatile __u8 task_storage = 0;
+/* Whether this program keeps the threads in THREAD_STORE (never in the
+ * object without it, whatever the loader set). */
+#ifdef PREALLOC_MAPS
+#define IN_TASK_STORAGE 0
+#else
+#define IN_TASK_STORAGE task_storage
+#endif
+
 /* Per ABI and number (abi * MAX_NR + nr): read-only data the loader
  * fills before load, one write with the object rather than 2 048 map
  * updates at every start. */
@@ -236,6 +263,23 @@ struct {
 static __always_inline __u8 *traced(__u32 tgid)
 {
 	return bpf_map_lookup_elem(&TRACED, &tgid);
+}
+
+/* The current thread's state (`task`: bpf_get_current_task_btf(), `tid`
+ * its id), created from `fresh` when `fresh` is given and it has none. */
+static __always_inline struct thread *thread_state(struct task_struct *task, __u32 tid,
+						    struct thread *fresh)
+{
+#ifndef PREALLOC_MAPS
+	if (IN_TASK_STORAGE)
+		return bpf_task_storage_get(&THREAD_STORE, task, fresh,
+					    fresh ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+#endif
+	struct thread *t = bpf_map_lookup_elem(&THREADS, &tid);
+	if (t || !fresh)
+		return t;
+	bpf_map_update_elem(&THREADS, &tid, fresh, BPF_ANY);
+	return bpf_map_lookup_elem(&THREADS, &tid);
 }
 
 /* `what`: LOST_RING or LOST_MAPS; `run_slot`: the run it happened to. */
@@ -403,13 +447,13 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	if (STAGE < 2)
 		return 0;
 	__u32 tid = (__u32)pid_tgid;
-	struct thread *t = bpf_map_lookup_elem(&THREADS, &tid);
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct thread *t = thread_state(task, tid, 0);
 	if (!t) {
 		struct thread fresh = {};
 		fresh.last_id = ID_NONE;
 		fresh.slot = *run;
-		bpf_map_update_elem(&THREADS, &tid, &fresh, BPF_ANY);
-		t = bpf_map_lookup_elem(&THREADS, &tid);
+		t = thread_state(task, tid, &fresh);
 		if (!t)
 			return 0;
 		__u32 run_slot = *run;
@@ -420,7 +464,6 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	/* The process's slot now: an entry left by an earlier life of this
 	 * tid (a thread killed mid-call) must not count for an older run. */
 	t->slot = *run;
-	struct task_struct *task = bpf_get_current_task_btf();
 	__u32 nr = (__u32)ctx->args[1];
 	__u32 abi = is_compat(task) ? 1 : 0;
 	struct sysinfo *info = 0;
@@ -602,7 +645,8 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		traced(pid_tgid >> 32);
 		return 0;
 	}
-	struct thread *t = bpf_map_lookup_elem(&THREADS, &tid);
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct thread *t = thread_state(task, tid, 0);
 	if (!t || !t->entry_ns)
 		return 0;
 	/* After the lookup: the untraced rest of the system does not pay
@@ -614,7 +658,6 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	 * to the thread itself, and ptrace then sees no exit stop for the call
 	 * (ptrace_stop skips a task with a fatal signal pending). Not a
 	 * completed call here either. */
-	struct task_struct *task = bpf_get_current_task_btf();
 	if ((task->pending.signal.sig[0] & (1UL << (SIGKILL - 1))) &&
 	    !completed_before_fatal_signal(task, (__s64)ctx->args[1])) {
 		t->entry_ns = 0;
@@ -770,6 +813,16 @@ int on_exec(struct bpf_raw_tracepoint_args *ctx)
 	__u32 tid = BPF_CORE_READ(task, pid);
 	if (tid == old_tid)
 		return 0;
+#ifndef PREALLOC_MAPS
+	if (IN_TASK_STORAGE) {
+		/* The storage stays with the task (the exec-ing thread, current
+		 * here), whatever its tid now. */
+		struct thread *own = bpf_task_storage_get(&THREAD_STORE, bpf_get_current_task_btf(), 0, 0);
+		if (own)
+			own->last_id = ID_NONE;
+		return 0;
+	}
+#endif
 	struct thread *t = bpf_map_lookup_elem(&THREADS, &old_tid);
 	if (!t)
 		return 0;
@@ -792,8 +845,10 @@ int on_exit(struct bpf_raw_tracepoint_args *ctx)
 	__u8 run_slot = *run;
 	__u32 tid = BPF_CORE_READ(task, pid);
 	/* A call that never returns (exit, exit_group) stays unfinished; the
-	 * thread's previous call is forgotten with it. */
-	bpf_map_delete_elem(&THREADS, &tid);
+	 * thread's previous call is forgotten with it (task storage goes
+	 * with the task). */
+	if (!IN_TASK_STORAGE)
+		bpf_map_delete_elem(&THREADS, &tid);
 	/* do_exit decrements signal->live before this tracepoint: zero means
 	 * this was the process's last thread. */
 	__u8 group_dead = BPF_CORE_READ(task, signal, live.counter) == 0;

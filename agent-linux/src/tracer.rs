@@ -244,14 +244,15 @@ impl fmt::Display for Stats {
             }
             Stats::Ebpf(s) => write!(
                 f,
-                "edge-agent stats: backend=ebpf syscalls={} lost={} uncounted={} unreadable={} polls={} max_rss_kib={} cpu_ms={}",
+                "edge-agent stats: backend=ebpf syscalls={} lost={} uncounted={} unreadable={} polls={} max_rss_kib={} cpu_ms={} threads={}",
                 s.syscalls,
                 s.lost,
                 s.uncounted,
                 s.unreadable,
                 s.polls,
                 sys::max_rss_kib(),
-                sys::self_cpu_us() / 1000
+                sys::self_cpu_us() / 1000,
+                if s.task_storage { "task_storage" } else { "hash" },
             ),
             Stats::Preload(s) => write!(
                 f,

@@ -6,7 +6,7 @@
 //! detaches the programs: nothing is left in the kernel, even after
 //! `kill -9` of the agent.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 use agent_core::{Arch, SyscallId};
 use anyhow::{anyhow, Context};
@@ -67,14 +67,52 @@ mod host {
     pub const ARG_OFF: [u32; 12] = [0, 8, 16, 24, 32, 40, 0, 8, 16, 24, 32, 40];
 }
 
+/// Where the program keeps each thread's call in flight and previous
+/// call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadStore {
+    /// In the task's own storage (`THREAD_STORE`, `BPF_MAP_TYPE_TASK_STORAGE`):
+    /// no hash of tids on the per-call path. The agent reads a thread's
+    /// back through a pidfd of the thread (`PIDFD_THREAD`, Linux 6.9).
+    TaskStorage,
+    /// In `THREADS`, a hash keyed by tid: kernels before 6.1 (their object
+    /// has no task storage), kernels without thread pidfds, or when
+    /// `EDGE_AGENT_EBPF_THREADS=hash` says so.
+    Hash,
+}
+
+/// The environment variable that forces [`ThreadStore::Hash`] (`hash`),
+/// so the fallback path runs where task storage would be chosen (tests,
+/// the benchmark's before/after).
+pub const THREADS_ENV: &str = "EDGE_AGENT_EBPF_THREADS";
+
+impl ThreadStore {
+    /// What this kernel and agent can use, unless [`THREADS_ENV`] is
+    /// `hash`: task storage where the agent can open a pidfd of one
+    /// thread (Linux 6.9; the object's task-storage map needs 5.11, and
+    /// the object before 6.1 has none, which the load then says).
+    pub fn probe() -> ThreadStore {
+        if std::env::var_os(THREADS_ENV).is_some_and(|v| v == "hash") {
+            return ThreadStore::Hash;
+        }
+        match sys::thread_pidfd(sys::getpid()) {
+            Ok(_) => ThreadStore::TaskStorage,
+            Err(_) => ThreadStore::Hash,
+        }
+    }
+}
+
 /// The loaded and attached program with its maps.
 pub struct Probe {
     /// Owns the programs and their links: dropping it detaches them.
     _ebpf: Ebpf,
     /// Per traced tgid: its run's slot.
     traced: HashMap<MapData, u32, u8>,
-    /// Per tid: the call in flight, the previous call.
+    /// Per tid: the call in flight, the previous call (ThreadStore::Hash).
     threads: HashMap<MapData, u32, [u8; THREAD_LEN]>,
+    /// The same per task (ThreadStore::TaskStorage), keyed by a thread
+    /// pidfd from user space.
+    thread_store: Option<MapData>,
     events: RingBuf<MapData>,
     lost: PerCpuArray<MapData, u64>,
     agg: PerCpuHashMap<MapData, u32, [u8; AGG_LEN]>,
@@ -131,22 +169,34 @@ impl Probe {
 
     /// Loads and attaches another build of `bpf/syscalls.bpf.c` (the
     /// cost breakdown's `-DSTAGE=N` builds, `examples/ebpf_stages.rs`):
-    /// the same programs, maps and globals.
+    /// the same programs, maps and globals; threads kept where
+    /// [`ThreadStore::probe`] says.
     pub fn load_object(object: &[u8], ring_bytes: u32) -> anyhow::Result<Probe> {
+        Probe::load_with(object, ring_bytes, ThreadStore::probe())
+    }
+
+    /// [`Probe::load_object`] with the threads kept in `store` (an object
+    /// with no task storage keeps them in the hash whatever is asked).
+    pub fn load_with(object: &[u8], ring_bytes: u32, store: ThreadStore) -> anyhow::Result<Probe> {
         precheck().map_err(|e| anyhow!(e))?;
         // The verifier gives up (EAGAIN) when a signal is pending, and
         // `watch` is woken by SIGALRM at every exec on the machine.
-        crate::signals::held(|| Probe::load_held(object, ring_bytes))
+        crate::signals::held(|| Probe::load_held(object, ring_bytes, store))
             .context("cannot block signals while loading")?
     }
 
-    /// [`Probe::load_object`] once signals are held.
-    fn load_held(object: &[u8], ring_bytes: u32) -> anyhow::Result<Probe> {
+    /// [`Probe::load_with`] once signals are held.
+    fn load_held(object: &[u8], ring_bytes: u32, store: ThreadStore) -> anyhow::Result<Probe> {
         // The kernel reads connect's peer from the address it names.
         let connect_id = SyscallId::from_name("connect").map_or(u16::MAX, |id| id.0);
         let roles = FdRoles::new();
         let sysinfo = sysinfo_table(&roles);
+        let task_storage = u8::from(store == ThreadStore::TaskStorage);
         let mut ebpf = EbpfLoader::new()
+            // THREAD_STORE: task storage, which aya reads through no type
+            // of its own (the raw lookup in sys::bpf_map_lookup).
+            .allow_unsupported_maps()
+            .set_global("task_storage", &task_storage, true)
             .set_global("compat_probe", &host::COMPAT_PROBE, true)
             .set_global("arg_off", &host::ARG_OFF, true)
             .set_global("connect_id", &connect_id, true)
@@ -168,6 +218,10 @@ impl Probe {
         }
         let traced = HashMap::try_from(take_map(&mut ebpf, "TRACED")?)?;
         let threads = HashMap::try_from(take_map(&mut ebpf, "THREADS")?)?;
+        let thread_store = match (store, ebpf.take_map("THREAD_STORE")) {
+            (ThreadStore::TaskStorage, Some(aya::maps::Map::Unsupported(map))) => Some(map),
+            _ => None,
+        };
         let events = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;
         let lost = PerCpuArray::try_from(take_map(&mut ebpf, "LOST")?)?;
         let agg = PerCpuHashMap::try_from(take_map(&mut ebpf, "AGG")?)?;
@@ -180,6 +234,7 @@ impl Probe {
             _ebpf: ebpf,
             traced,
             threads,
+            thread_store,
             events,
             lost,
             agg,
@@ -404,10 +459,50 @@ impl Probe {
         bad
     }
 
+    /// Where the program keeps each thread's state.
+    pub fn thread_store(&self) -> ThreadStore {
+        if self.thread_store.is_some() {
+            ThreadStore::TaskStorage
+        } else {
+            ThreadStore::Hash
+        }
+    }
+
     /// Hands every call of run `slot` in flight now to `each` (tid,
-    /// call). The kernel changes the map while it is read: a call that
+    /// call). The kernel changes the state while it is read: a call that
     /// ends meanwhile may be left out.
     pub fn in_flight(&self, slot: u8, mut each: impl FnMut(u32, Pending)) {
+        if let Some(store) = &self.thread_store {
+            // Task storage cannot be listed: each thread of the run's
+            // processes is looked up by a pidfd of its own.
+            let tgids: Vec<u32> = self
+                .traced
+                .iter()
+                .flatten()
+                .filter(|&(_, s)| s == slot)
+                .map(|(tgid, _)| tgid)
+                .collect();
+            let mut value = [0u8; THREAD_LEN];
+            for tid in tgids.into_iter().flat_map(threads_of) {
+                let Ok(pidfd) = sys::thread_pidfd(tid as sys::Tid) else {
+                    continue; // ended meanwhile
+                };
+                let key = pidfd.as_raw_fd().to_ne_bytes();
+                if !matches!(
+                    sys::bpf_map_lookup(store.fd().as_fd(), &key, &mut value),
+                    Ok(true)
+                ) {
+                    continue;
+                }
+                if thread_slot(&value) != Some(slot) {
+                    continue;
+                }
+                if let Some(p) = Pending::parse(&value) {
+                    each(tid, p);
+                }
+            }
+            return;
+        }
         for (tid, value) in self.threads.iter().flatten() {
             if thread_slot(&value) != Some(slot) {
                 continue;
@@ -468,6 +563,16 @@ impl Losses {
             uncounted: self.uncounted.saturating_sub(earlier.uncounted),
         }
     }
+}
+
+/// The threads of process `tgid` now (none once it ended).
+fn threads_of(tgid: u32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{tgid}/task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn take_map(ebpf: &mut Ebpf, name: &str) -> anyhow::Result<aya::maps::Map> {
@@ -551,7 +656,7 @@ fn fill_sysinfo_high(ebpf: &mut Ebpf, roles: &FdRoles) -> anyhow::Result<()> {
 mod tests {
     use aya::maps::IterableMap;
 
-    use super::{allocates_safely, precheck, Probe, OBJECT, OBJECT_PREALLOC};
+    use super::{allocates_safely, precheck, Probe, ThreadStore, OBJECT, OBJECT_PREALLOC};
 
     /// SYSINFO names a number as the ptrace backend does: Linux 6.18's
     /// listns by its id, an unassigned number by the id carrying it (so
@@ -593,6 +698,54 @@ mod tests {
             for map in hashes {
                 assert_eq!(map.info().unwrap().map_flags() & 1, flag);
             }
+        }
+    }
+
+    /// Either store hands back the calls in flight, a thread's other than
+    /// the leader's included (task storage: looked up by a pidfd of the
+    /// thread), and the object before 6.1 keeps the hash whatever is
+    /// asked.
+    #[test]
+    fn calls_in_flight_read_back_from_either_thread_store() {
+        if let Err(why) = precheck() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        let mut stores = vec![(OBJECT, ThreadStore::Hash, ThreadStore::Hash)];
+        stores.push((OBJECT_PREALLOC, ThreadStore::TaskStorage, ThreadStore::Hash));
+        if crate::sys::thread_pidfd(crate::sys::getpid()).is_ok() {
+            stores.push((OBJECT, ThreadStore::TaskStorage, ThreadStore::TaskStorage));
+        } else {
+            eprintln!("task storage not tried: no thread pidfds (Linux 6.9)");
+        }
+        for (object, asked, kept) in stores {
+            let mut probe = Probe::load_with(object, 1 << 16, asked).unwrap();
+            assert_eq!(probe.thread_store(), kept);
+            let me = std::process::id();
+            probe.trace(me, 0).unwrap();
+            let (tx, rx) = std::sync::mpsc::channel();
+            let sleeper = std::thread::spawn(move || {
+                let link = std::fs::read_link("/proc/thread-self").unwrap();
+                let tid: u32 = link.file_name().unwrap().to_str().unwrap().parse().unwrap();
+                tx.send(tid).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            });
+            let tid = rx.recv().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(150));
+            let mut seen = Vec::new();
+            probe.in_flight(0, |t, p| seen.push((t, p.id.to_string())));
+            sleeper.join().unwrap();
+            probe.untrace(me);
+            assert!(
+                seen.iter()
+                    .any(|(t, id)| *t == tid && id == "clock_nanosleep"),
+                "{kept:?}: thread {tid} not in flight in {seen:?}"
+            );
+            // A hash entry goes with its thread (task storage by itself).
+            assert!(
+                probe.threads.get(&tid, 0).is_err(),
+                "{kept:?}: thread {tid} left in THREADS"
+            );
         }
     }
 

@@ -13,7 +13,7 @@ use anyhow::{anyhow, bail, Context};
 
 use super::aggregate;
 use super::events::{Pending, Record};
-use super::loader::{Losses, Probe};
+use super::loader::{Losses, Probe, ThreadStore};
 use super::MAX_SLOTS;
 use crate::backend::ptrace::read_cpu_time;
 use crate::engine::rotate::note_in_flight;
@@ -47,6 +47,9 @@ pub struct RunnerStats {
     pub unreadable: u64,
     /// Polls of the ring buffer.
     pub polls: u64,
+    /// Whether the kernel keeps the threads' state in task storage (else
+    /// in its hash of tids).
+    pub task_storage: bool,
 }
 
 /// One run the kernel counts in a slot of its own: its session and where
@@ -124,10 +127,14 @@ impl Runner {
 
     /// A runner with no run yet ([`Runner::add_run`]).
     pub fn empty(probe: Probe) -> Runner {
+        let stats = RunnerStats {
+            task_storage: probe.thread_store() == ThreadStore::TaskStorage,
+            ..RunnerStats::default()
+        };
         Runner {
             probe,
             runs: (0..MAX_SLOTS).map(|_| None).collect(),
-            stats: RunnerStats::default(),
+            stats,
             batch: Vec::with_capacity(256),
             quarantined: [false; MAX_SLOTS as usize],
             leftovers: [false; MAX_SLOTS as usize],

@@ -33,6 +33,8 @@ pub mod runner {
         pub unreadable: u64,
         /// Polls of the ring buffer.
         pub polls: u64,
+        /// Threads' state in task storage (never here).
+        pub task_storage: bool,
     }
 
     /// A command under the eBPF backend (never exists here).

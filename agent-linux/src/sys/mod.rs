@@ -13,6 +13,8 @@
 //! - `netlink`: netlink sockets to the kernel (the process-events
 //!   connector).
 //! - `sched`: the scheduling priority of the agent's own threads.
+//! - `bpf`: a thread's own pidfd and a raw BPF map lookup (the eBPF
+//!   backend's task-local storage).
 //!
 //! Calls go through `nix` where it has a safe wrapper that fits; each file
 //! says why the rest stay on raw `libc`. The callers use the flat paths
@@ -22,6 +24,7 @@ use std::io;
 use std::os::raw::c_long;
 use std::sync::atomic::AtomicU64;
 
+mod bpf;
 mod fs;
 mod host;
 mod netlink;
@@ -33,6 +36,7 @@ mod signal;
 mod spawn;
 mod wait;
 
+pub use bpf::{bpf_map_lookup, thread_pidfd};
 pub use fs::{file_type, read_memory, readlink, share_files};
 pub use host::{
     become_subreaper, boottime_ns, geteuid, getpid, max_rss_kib, monotonic_ns, ns_per_clock_tick,
