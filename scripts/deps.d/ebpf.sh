@@ -12,13 +12,6 @@ command -v bpftool >/dev/null 2>&1 || ebpf_need+=(bpftool)
 command -v bindgen >/dev/null 2>&1 || ebpf_need+=(bindgen)
 # tests/tests/ebpf_full_maps.rs links its workload statically (libc.a).
 dpkg -s libc6-dev >/dev/null 2>&1 || ebpf_need+=(libc6-dev)
-# The backend's peers in scripts/bench-tracer (PEERS_ONLY=1): bpftrace,
-# perf trace (linux-perf) and bcc's syscount (bpfcc-tools; it compiles its
-# program against the running kernel's headers, so it runs only where
-# those are installed).
-command -v bpftrace >/dev/null 2>&1 || ebpf_need+=(bpftrace)
-command -v perf >/dev/null 2>&1 || ebpf_need+=(linux-perf)
-command -v syscount-bpfcc >/dev/null 2>&1 || ebpf_need+=(bpfcc-tools)
 if [ ${#ebpf_need[@]} -gt 0 ]; then
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${ebpf_need[@]}"

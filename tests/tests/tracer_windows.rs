@@ -394,7 +394,10 @@ fn window_lengths_outside_1s_to_24h_are_refused() {
 #[test]
 fn attach_defaults_to_60s_windows_and_whole_turns_them_off() {
     let dir = tempfile::tempdir().unwrap();
-    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    // Outlives both attaches however long a loaded machine makes them (each
+    // is bounded by 30 s below); killed at the end. A 30 s sleeper ended
+    // under them at load averages near 17.
+    let mut sleeper = Command::new("sleep").arg("600").spawn().unwrap();
     let pid = sleeper.id().to_string();
     for (extra, window_ns) in [(None, 60_000_000_000u64), (Some("whole"), 0)] {
         let out_dir = dir.path().join(extra.unwrap_or("default"));
