@@ -387,6 +387,16 @@ impl Probe {
         let _ = self.traced.remove(&tgid);
     }
 
+    /// The processes (tgids) the traced set holds for run `slot`.
+    fn processes_of(&self, slot: u8) -> Vec<u32> {
+        self.traced
+            .iter()
+            .flatten()
+            .filter(|&(_, s)| s == slot)
+            .map(|(tgid, _)| tgid)
+            .collect()
+    }
+
     /// Takes every process of run `slot` out of the traced set (a run
     /// given up: a process that took the pid of the one matched, and the
     /// children it forked meanwhile). The set is read again until no
@@ -395,13 +405,7 @@ impl Probe {
     pub fn untrace_slot(&mut self, slot: u8) -> usize {
         let mut removed = 0;
         for _ in 0..8 {
-            let of_slot: Vec<u32> = self
-                .traced
-                .iter()
-                .flatten()
-                .filter(|&(_, s)| s == slot)
-                .map(|(tgid, _)| tgid)
-                .collect();
+            let of_slot = self.processes_of(slot);
             if of_slot.is_empty() {
                 break;
             }
@@ -475,15 +479,8 @@ impl Probe {
         if let Some(store) = &self.thread_store {
             // Task storage cannot be listed: each thread of the run's
             // processes is looked up by a pidfd of its own.
-            let tgids: Vec<u32> = self
-                .traced
-                .iter()
-                .flatten()
-                .filter(|&(_, s)| s == slot)
-                .map(|(tgid, _)| tgid)
-                .collect();
             let mut value = [0u8; THREAD_LEN];
-            for tid in tgids.into_iter().flat_map(threads_of) {
+            for tid in self.processes_of(slot).into_iter().flat_map(threads_of) {
                 let Ok(pidfd) = sys::thread_pidfd(tid as sys::Tid) else {
                     continue; // ended meanwhile
                 };

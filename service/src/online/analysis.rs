@@ -209,10 +209,13 @@ impl Online {
                     None => {}
                 }
             }
+            // Flags matter only for windows still recent: older ones were
+            // decided (a hang open for hours must not flag hours each tick).
+            let oldest_recent = g.windows.oldest_recent().unwrap_or(newest);
             let closed = g.incidents.close(window_ns, close_after, now);
             for c in &closed {
                 if let Some(first) = waited_since(&c.incident, &methods.hang_params, window_ns) {
-                    g.quarantine.push((first, newest));
+                    g.quarantine.push((first.max(oldest_recent), newest));
                 }
             }
             out.changes.extend(closed);
@@ -221,7 +224,7 @@ impl Online {
                     &g.incidents,
                     &methods.hang_params,
                     window_ns,
-                    newest,
+                    (oldest_recent, newest),
                     baseline_windows,
                 ));
                 for (first, last) in &g.quarantine {
@@ -303,7 +306,7 @@ fn waiting_windows(
     incidents: &Incidents,
     hang: &HangParams,
     window_ns: u64,
-    newest: u64,
+    (oldest_recent, newest): (u64, u64),
     baseline_windows: u64,
 ) -> BTreeSet<u64> {
     let mut out = BTreeSet::new();
@@ -312,7 +315,7 @@ fn waiting_windows(
             continue;
         };
         if newest.saturating_sub(first) <= baseline_windows {
-            out.extend(first..=newest);
+            out.extend(first.max(oldest_recent)..=newest);
         }
     }
     out

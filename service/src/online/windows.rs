@@ -93,6 +93,11 @@ impl GroupWindows {
         self.ids.len()
     }
 
+    /// The oldest window index still being judged.
+    pub fn oldest_recent(&self) -> Option<u64> {
+        self.recent.first_key_value().map(|(i, _)| *i)
+    }
+
     /// The newest window index held.
     pub fn newest(&self) -> Option<u64> {
         self.recent
