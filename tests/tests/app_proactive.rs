@@ -51,13 +51,17 @@ fn start_service(dir: &Path) -> Service {
         .arg(&db)
         .arg("--tokens")
         .arg(&tokens)
-        // The service test's fast settings (service/tests/proactive.rs).
+        // The service test's fast settings (service/tests/proactive.rs),
+        // but a cluster stable for 5 ticks: the devices upload one after
+        // another, and with 2 the detector acted once device 4's slow runs
+        // were in, before device 5's (1.2 s of runs later), directing one
+        // slow device only (seen in a fresh check).
         .args([
             "--auto",
             "--auto-every",
             "1s",
             "--auto-stable",
-            "2",
+            "5",
             "--auto-devices",
             "2",
             "--auto-runs",
