@@ -340,9 +340,8 @@ fn a_second_hang_soon_after_the_first_is_found_too() {
         "{seen:?}"
     );
     // The second named once its call was in flight 30 s (window 180), at
-    // the first or second tick after (a lone hang from 150: the first; why
-    // the second after an earlier hang is not yet understood).
-    assert!((180..180 + 2 * TICK).contains(&hangs[2].1), "{seen:?}");
+    // the first tick after, as a lone hang is.
+    assert!((180..180 + TICK).contains(&hangs[2].1), "{seen:?}");
 }
 
 /// Stores `summary` as the service's ingest does.

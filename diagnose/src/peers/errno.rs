@@ -9,11 +9,13 @@
 //! for clients, so an errno both sides return every second (EAGAIN) never
 //! matches.
 //!
-//! An errno matched at every server of a program (3 or more) is the
-//! workload's, not one server's fault (a small-file workload's lookups of
-//! files it is about to create fail ENOENT at every brick): the method
-//! compares peers, and no server stands out, so a note says so instead of
-//! a finding per server.
+//! An errno matched at most of a program's servers that were up (3 or
+//! more, over half) is the workload's, not one server's fault (a
+//! small-file workload's lookups of files it is about to create fail
+//! ENOENT at every brick; after a brick hangs and returns, the others'
+//! lookups fail ENOENT while it heals): the method compares peers, and a
+//! server stands out only from a majority that did not fail, so a note
+//! says so instead of a finding per server.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -72,9 +74,15 @@ struct Matched {
     client_syscalls: BTreeSet<SyscallId>,
 }
 
-/// Fewest servers of a program an errno must be matched at, all of them,
-/// to be taken as the workload's rather than a culprit's.
+/// Fewest servers of a program an errno must be matched at, and over half
+/// of those up, to be taken as the workload's rather than a culprit's.
 const FLEET_WIDE: usize = 3;
+
+/// Whether `matched` servers of `up` are the fleet's errors, not
+/// culprits: at least [`FLEET_WIDE`] and a majority.
+fn fleet_wide(matched: usize, up: usize) -> bool {
+    matched >= FLEET_WIDE && matched * 2 > up
+}
 
 /// The errno method over the whole fleet (servers and clients need not
 /// trace the same program); findings and notes.
@@ -154,22 +162,23 @@ pub fn errno(fleet: &Fleet, params: &ErrnoParams) -> (Vec<Finding>, Vec<String>)
         .collect();
     let at: BTreeMap<(&str, u16), usize> = at.into_iter().map(|(k, (n, _))| (k, n)).collect();
     for ((program, errno), n) in &at {
-        if *n >= FLEET_WIDE && servers.get(&(*program, *errno)) == Some(n) {
+        let up = servers.get(&(*program, *errno)).copied().unwrap_or(0);
+        if fleet_wide(*n, up) {
             notes.push(format!(
-                "errno: {} from every {program} server ({n}) at once, matched at clients: the \
-                 workload's errors, not one server's (train with this workload to make them normal)",
+                "errno: {} from {n} of the {up} {program} servers up at once, matched at clients: \
+                 the workload's errors, not one server's (train with this workload to make them normal)",
                 errno_name(*errno)
             ));
         }
     }
-    let fleet_wide = |d: usize, errno: u16| {
+    let workloads = |d: usize, errno: u16| {
         let program = fleet.devices[d].program();
         at.get(&(program, errno))
-            .is_some_and(|n| *n >= FLEET_WIDE && servers.get(&(program, errno)) == Some(n))
+            .is_some_and(|n| fleet_wide(*n, servers.get(&(program, errno)).copied().unwrap_or(0)))
     };
     let findings = matched
         .into_iter()
-        .filter(|((d, errno), _)| !fleet_wide(*d, *errno))
+        .filter(|((d, errno), _)| !workloads(*d, *errno))
         .map(|((d, errno), m)| {
             let name = errno_name(errno);
             let names = |ids: &BTreeSet<SyscallId>| {

@@ -14,7 +14,7 @@ use diagnose::peers::metrics::Cause;
 use diagnose::peers::{analyse, Method, PeerDiagnosis};
 use wire::alert::IncidentCause;
 
-use super::incidents::{Change, Incidents, Key};
+use super::incidents::{Change, Event, Incidents, Key};
 use super::windows::{Added, GroupWindows};
 use super::{ns, OnlineOptions};
 use crate::store::IncidentRow;
@@ -166,6 +166,7 @@ impl Online {
                 continue;
             };
             let window_ns = g.windows.window_ns();
+            let group_changes = out.changes.len();
             let learning = g.windows.baseline_windows() < baseline_windows;
             let mut flagged = BTreeSet::new();
             if learning {
@@ -212,13 +213,19 @@ impl Online {
             // Flags matter only for windows still recent: older ones were
             // decided (a hang open for hours must not flag hours each tick).
             let oldest_recent = g.windows.oldest_recent().unwrap_or(newest);
-            let closed = g.incidents.close(window_ns, close_after, now);
-            for c in &closed {
+            out.changes
+                .extend(g.incidents.close(window_ns, close_after, now));
+            // Every hang or crash closed this tick, by the diagnosis' update
+            // or by the close above: its waiting windows stay out of the
+            // baseline until they have settled.
+            for c in &out.changes[group_changes..] {
+                if c.event != Event::Closed {
+                    continue;
+                }
                 if let Some(first) = waited_since(&c.incident, &methods.hang_params, window_ns) {
                     g.quarantine.push((first.max(oldest_recent), newest));
                 }
             }
-            out.changes.extend(closed);
             if !learning {
                 flagged.extend(waiting_windows(
                     &g.incidents,

@@ -1,0 +1,90 @@
+//! Replays a SQLite store's windows through the live analysis as they were
+//! received (each window enters at its `received_unix_ns`, a tick every
+//! `TICK_S` seconds of that clock) and prints every incident change and
+//! every line the analysis says: how a fleet run's incidents came about,
+//! without the fleet (e.g. `scripts/fleet-eval --online`'s `OUT/fleet.db`).
+//!
+//!   cargo run --release -p service --example online_replay -- OUT/fleet.db \
+//!       [baseline_s close_after_s hang_after_s]
+
+use std::time::Duration;
+
+use agent_core::Summary;
+use anyhow::Context;
+use service::online::analysis::Online;
+use service::online::OnlineOptions;
+
+const TICK_S: u64 = 1;
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let path = args
+        .first()
+        .context("usage: online_replay STORE.db [baseline_s close_after_s hang_after_s]")?;
+    let secs = |i: usize, default: u64| -> anyhow::Result<Duration> {
+        Ok(Duration::from_secs(match args.get(i) {
+            Some(a) => a.parse().with_context(|| format!("argument {i}: {a}"))?,
+            None => default,
+        }))
+    };
+    let options = OnlineOptions {
+        tick: Duration::from_secs(TICK_S),
+        baseline: secs(1, 300)?,
+        close_after: secs(2, 5)?,
+        hang_after: secs(3, 30)?,
+        ..OnlineOptions::default()
+    };
+    options.check()?;
+    let db =
+        rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .with_context(|| format!("opening {path}"))?;
+    let mut statement = db.prepare(
+        "SELECT group_name, received_unix_ns, raw FROM runs \
+         WHERE window_index > 0 ORDER BY received_unix_ns, seq",
+    )?;
+    let rows = statement
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, Vec<u8>>(2)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let Some(first) = rows.first().map(|r| r.1 as u64) else {
+        println!("no windows in {path}");
+        return Ok(());
+    };
+    let tick_ns = TICK_S * 1_000_000_000;
+    let mut online = Online::new(options);
+    let mut now = first - first % tick_ns + tick_ns;
+    let mut summary = Summary::empty();
+    let mut next = 0;
+    while next < rows.len() {
+        while next < rows.len() && rows[next].1 as u64 <= now {
+            let (group, _, raw) = &rows[next];
+            next += 1;
+            if Summary::decode_into(raw, &mut summary).is_ok() {
+                online.add(group, summary.clone());
+            }
+        }
+        let tick = online.tick(now);
+        for line in tick.lines {
+            println!("{} {line}", now / 1_000_000_000);
+        }
+        for c in tick.changes {
+            println!(
+                "{} {:?} {} {} {} windows {}..{}",
+                now / 1_000_000_000,
+                c.event,
+                c.incident.device,
+                c.incident.cause,
+                c.incident.metric,
+                c.incident.first_window_unix_ns / 1_000_000_000,
+                c.incident.last_window_unix_ns / 1_000_000_000,
+            );
+        }
+        now += tick_ns;
+    }
+    Ok(())
+}
