@@ -532,10 +532,21 @@ fn cost_of_the_analysis_per_window() {
         }
     }
     let per_window_us = cpu_ns as f64 / windows as f64 / 1000.0;
+    // The process' resident memory now, MB (the analysis is most of it).
+    let rss_mb = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|t| {
+            let line = t.lines().find(|l| l.starts_with("VmRSS:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .unwrap_or(0)
+        / 1024;
     eprintln!(
         "{devices} devices x 1 s windows, baseline {baseline} s: {per_window_us:.1} µs CPU per window \
-         ({:.1} % of a core at 1000 windows/s), {} summaries held",
+         ({:.1} % of a core at 1000 windows/s), {} summaries held, baseline {} MB encoded, \
+         resident {rss_mb} MB",
         per_window_us * 1000.0 / 1e6 * 100.0,
-        online.summaries_held()
+        online.summaries_held(),
+        online.baseline_bytes() / 1_000_000
     );
 }

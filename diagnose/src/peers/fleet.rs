@@ -10,6 +10,7 @@
 //! of the same program) has their calls summed: the device's service time
 //! is over all its calls.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 
@@ -370,17 +371,18 @@ impl Fleet {
     /// needed: the slices `before` cuts, and until every device is met).
     /// The live analysis evicts its baseline's oldest windows this way
     /// instead of reducing the rest again. Not while laid over.
-    pub fn evict_training<'a>(
+    pub fn evict_training(
         &mut self,
         before: u64,
-        evicted: impl IntoIterator<Item = &'a Summary>,
-        kept: impl IntoIterator<Item = &'a Summary>,
+        evicted: impl IntoIterator<Item = impl Borrow<Summary>>,
+        kept: impl IntoIterator<Item = impl Borrow<Summary>>,
     ) {
         self.end_overlay();
         if self.window_ns == 0 {
             return;
         }
         for s in evicted {
+            let s = s.borrow();
             if !self.seen.remove(&s.id) {
                 continue;
             }
@@ -425,6 +427,7 @@ impl Fleet {
         let wanted = left.iter().filter(|l| **l).count();
         let mut counted: HashSet<(usize, u64)> = HashSet::new();
         for s in kept {
+            let s = s.borrow();
             let index = self.index(s);
             if order.len() == wanted && index >= slice_end && index >= link_end {
                 break;

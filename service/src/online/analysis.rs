@@ -122,6 +122,15 @@ impl Online {
         self.groups.values().map(|g| g.windows.summaries()).sum()
     }
 
+    /// Bytes of the baselines' encoded summaries (the recent windows are
+    /// held decoded, [`Summary`]'s size each).
+    pub fn baseline_bytes(&self) -> usize {
+        self.groups
+            .values()
+            .map(|g| g.windows.baseline_bytes())
+            .sum()
+    }
+
     /// Windows a span of time holds (at least 1).
     fn windows_in(&self, span_ns: u64, window_ns: u64) -> u64 {
         span_ns.div_ceil(window_ns.max(1)).max(1)
