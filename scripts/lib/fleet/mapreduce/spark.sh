@@ -10,6 +10,39 @@
 # executors and driver 512 MiB) and one core per worker, for a 2-core host.
 
 MR_MASTER_PORT=7077
+# A worker disk's dirty page budget (bytes): see mr_disk_up.
+MR_DIRTY_BYTES=${MR_DIRTY_BYTES:-$((64 << 20))}
+
+# NODE's disk (fleet_disk_up at MR_DISK), made to behave like the disk of a
+# node with little memory to spare (the paper's had 4 GB): the loop device
+# reads and writes its image with O_DIRECT (no second page cache in the
+# host's), and its writeback budget is MR_DIRTY_BYTES with the kernel's
+# strict limit (the device's own bdi settings: /sys/class/bdi/MAJ:MIN), so
+# a writer of gigabytes (the disk hog) waits for the disk, and so does
+# every other writer of that disk. Without this the host's 24 GiB absorb a
+# 2 GiB chunk in its page cache and no traced call waits for the disk
+# (file-call time x1.1 under the hog in the first runs). The old settings
+# are put back by mr_disk_down: loop devices and their bdi are reused.
+mr_disk_up() { # node mib
+    local node=$1 d=$FLEET_WORK/$1 loop bdi
+    fleet_disk_up "$node" "$2" "$MR_DISK"
+    loop=$(cat "$d/loop")
+    losetup --direct-io=on "$loop"
+    bdi=/sys/class/bdi/$(lsblk -dno MAJ:MIN "$loop" | tr -d ' ')
+    echo "$bdi $(cat "$bdi/max_ratio") $(cat "$bdi/strict_limit")" >"$d/bdi.saved"
+    echo "$MR_DIRTY_BYTES" >"$bdi/max_bytes"
+    echo 1 >"$bdi/strict_limit"
+}
+
+mr_disk_down() { # node
+    local d=$FLEET_WORK/$1 bdi ratio strict
+    if [ -s "$d/bdi.saved" ]; then
+        read -r bdi ratio strict <"$d/bdi.saved"
+        echo "$strict" >"$bdi/strict_limit" || true
+        echo "$ratio" >"$bdi/max_ratio" || true
+    fi
+    fleet_disk_down "$1" "$MR_DISK"
+}
 
 # The environment of every Spark process of NODE.
 mr_spark_env() { # node
@@ -78,9 +111,12 @@ mr_worker_traced() {
     grep -q '^edge-agent: java (' "$FLEET_WORK/$1/agent.log"
 }
 
-# The pid of worker NODE's daemon JVM.
+# The pid of worker NODE's daemon JVM. The pattern is not the mark itself:
+# pgrep's own command line would match the watch's text and be traced.
 mr_worker_pid() {
-    pgrep -f -- "$(mr_worker_mark "$1")" | head -1
+    local mark
+    mark=$(mr_worker_mark "$1")
+    pgrep -f -- "${mark//./[.]}" | head -1
 }
 
 # Starts the driver (one application for the whole run, in mr-master):
@@ -97,6 +133,19 @@ mr_driver_up() { # executors
         "$FLEET_WORK/jobs.fifo" "$FLEET_WORK/jobs.jsonl" </dev/null >>"$FLEET_WORK/mr-master/driver.log" 2>&1 &
     disown $!
     echo $! >"$FLEET_WORK/driver.pid"
+}
+
+# Drops the input's pages from the page cache on every worker (coreutils
+# dd's nocache), so a job's map stage reads its splits from the worker's
+# disk as on a node whose memory cannot hold its data, not from the host's
+# 24 GiB of cache (where a disk hog touches none of its reads). The same
+# for every worker, before every job.
+mr_drop_input_cache() { # workers...
+    local node
+    for node in "$@"; do
+        fleet_in "$node" sh -c 'for f in "$1"/*; do dd if="$f" iflag=nocache count=0 status=none; done' \
+            sh "$MR_DISK/input"
+    done
 }
 
 # Runs JOB (wc or sort) on the cluster and waits for its result line;
@@ -125,6 +174,6 @@ mr_spark_down() {
         for pid in $(fleet_node_pids "$node"); do kill -9 "$pid" 2>/dev/null || true; done
     done
     for node in "${FLEET_NODES[@]}"; do
-        fleet_disk_down "$node" "$MR_DISK"
+        mr_disk_down "$node"
     done
 }
