@@ -3,8 +3,9 @@ node, from the stored windows (the fleet's SQLite store): whether the
 fault touched the traced calls at all, which the issue's aim is scoped to.
 
 - disk faults (disk-hog, disk-busy) on a server: the mean time of the
-  server's file reads, writes and syncs over the phase, divided by the
-  median of the other servers' (10 means ten times slower; about 1: the
+  server's file reads, writes and syncs over the phase (of the phase's
+  "program", default glusterfsd), divided by the median of the other
+  servers' (10 means ten times slower; about 1: the
   fault did not reach its file calls);
 - network faults (network-hog, receive-pktloss and send-pktloss on a
   server, slow-client-link on a client):
@@ -42,9 +43,9 @@ def _addresses(con, node_of_device):
 def _disk(con, node_of_device, p):
     rows = con.execute(
         "SELECT r.device, SUM(s.total_ns), SUM(s.count) FROM runs r JOIN syscalls s ON s.run = r.seq "
-        "WHERE r.program = 'glusterfsd' AND s.fd_kind = 'file' AND s.syscall IN (%s) "
+        "WHERE r.program = ? AND s.fd_kind = 'file' AND s.syscall IN (%s) "
         "AND r.start_unix_ns >= ? AND r.start_unix_ns < ? GROUP BY r.device" % ",".join("?" * len(FILE_CALLS)),
-        (*FILE_CALLS, p["since_ns"], p["until_ns"])).fetchall()
+        (p.get("program", "glusterfsd"), *FILE_CALLS, p["since_ns"], p["until_ns"])).fetchall()
     means = {node_of_device.get(d): t / c for d, t, c in rows if c}
     target = means.pop(p["target_node"], None)
     others = [m for n, m in means.items() if n]

@@ -16,16 +16,12 @@ fleet_gluster_private_dirs() {
     fleet_in "$node" mount --bind "$d/log" /var/log/glusterfs
 }
 
-# The brick of server NODE: an ext4 image on a loop device, mounted in the
-# server's mount namespace at $FLEET_WORK/NODE/brick.
+# The brick of server NODE: its own disk (fleet_disk_up: an ext4 image on a
+# loop device), mounted in the server's mount namespace at
+# $FLEET_WORK/NODE/brick.
 fleet_brick_up() {
-    local node=$1 d=$FLEET_WORK/$1 loop
-    truncate -s "${FLEET_BRICK_MIB}M" "$d/brick.img"
-    mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$d/brick.img"
-    loop=$(losetup -f --show "$d/brick.img")
-    echo "$loop" >"$d/loop"
-    mkdir -p "$d/brick"
-    fleet_in "$node" mount "$loop" "$d/brick"
+    local node=$1 d=$FLEET_WORK/$1
+    fleet_disk_up "$node" "$FLEET_BRICK_MIB" "$d/brick"
     fleet_in "$node" mkdir -p "$d/brick/b"
 }
 
@@ -110,28 +106,7 @@ fleet_gluster_down() {
     done
     for node in "${FLEET_NODES[@]}"; do
         case "$node" in
-            s*)
-                fleet_in "$node" umount -l "$FLEET_WORK/$node/brick" 2>/dev/null || true
-                [ -s "$FLEET_WORK/$node/loop" ] && losetup -d "$(cat "$FLEET_WORK/$node/loop")" 2>/dev/null || true
-                ;;
+            s*) fleet_disk_down "$node" "$FLEET_WORK/$node/brick" ;;
         esac
     done
-}
-
-# Pids of every process in NODE's network namespace but its holder.
-fleet_node_pids() {
-    local holder
-    holder=$(cat "$FLEET_WORK/$1/holder.pid" 2>/dev/null) || return 0
-    ip netns pids "$(fleet_ns "$1")" 2>/dev/null | grep -vx "$holder" || true
-}
-
-fleet_wait() { # what seconds cmd...
-    local what=$1 secs=$2
-    shift 2
-    for ((t = 0; t < secs * 5; t++)); do
-        "$@" >/dev/null 2>&1 && return 0
-        sleep 0.2
-    done
-    echo "fleet: timed out after ${secs}s waiting for $what" >&2
-    return 1
 }

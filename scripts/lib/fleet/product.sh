@@ -8,6 +8,9 @@
 # node ("<node>w"), because `peers` compares devices running the same
 # program and takes a device's program from its latest window: one device
 # holding both the FUSE client and the workload would change sides.
+# Another fleet (scripts/mapreduce-eval) sets FLEET_ROLES (node -> role
+# fact), FLEET_DEVICE_NODES (the nodes that are devices, when not all are)
+# and traces its programs with fleet_watch.
 
 FLEET_GROUP=fleet
 FLEET_TOKEN=fleet-eval-token-0123456789abcdef
@@ -16,6 +19,17 @@ FLEET_TOKEN=fleet-eval-token-0123456789abcdef
 # --online) and the uploaders' interval in seconds.
 FLEET_SERVE_OPTS=()
 FLEET_UPLOAD_INTERVAL=${FLEET_UPLOAD_INTERVAL:-5}
+declare -A FLEET_ROLES=()
+FLEET_DEVICE_NODES=()
+
+# NODE's role fact: FLEET_ROLES's, else server for s<i>, client otherwise.
+fleet_role() {
+    if [ -n "${FLEET_ROLES[$1]:-}" ]; then
+        echo "${FLEET_ROLES[$1]}"
+        return
+    fi
+    case "$1" in s*) echo server ;; *) echo client ;; esac
+}
 
 fleet_service_up() {
     printf '%s %s\n' "$FLEET_GROUP" "$FLEET_TOKEN" >"$FLEET_WORK/tokens"
@@ -34,7 +48,7 @@ fleet_service_up() {
 # client's workload).
 fleet_agent_opts() {
     local device=$1 node=${1%w} role
-    case "$node" in s*) role=server ;; *) role=client ;; esac
+    role=$(fleet_role "$node")
     # addr: the node's address, which its peers' socket tables name (the
     # crash and hang methods map a silent server socket to its device).
     echo "--window 1s --spin-us 0 --spool $FLEET_WORK/$node/spool --device-id-file $FLEET_WORK/$node/device-id-$device" \
@@ -43,8 +57,9 @@ fleet_agent_opts() {
 
 # Every device's name: the nodes, and "<client>w" for each client.
 fleet_device_names() {
-    local node
-    for node in "${FLEET_NODES[@]}"; do
+    local node nodes=("${FLEET_NODES[@]}")
+    [ ${#FLEET_DEVICE_NODES[@]} -gt 0 ] && nodes=("${FLEET_DEVICE_NODES[@]}")
+    for node in "${nodes[@]}"; do
         echo "$node"
         case "$node" in c*) echo "${node}w" ;; esac
     done
@@ -70,6 +85,22 @@ fleet_attach() { # node pid
     local node=$1 pid=$2
     # shellcheck disable=SC2046
     fleet_in "$node" "$FLEET_AGENT" attach "$pid" $(fleet_agent_opts "$node") \
+        </dev/null >>"$FLEET_WORK/$node/agent.log" 2>&1 &
+    disown $!
+    echo $! >>"$FLEET_WORK/agents.pids"
+}
+
+# Traces, until the end, every process whose command line contains TEXT
+# (started later: from its exec; children with it) as device NODE:
+# `edge-agent watch` in the host's namespaces (the kernel's process-events
+# connector is only in the first network namespace), the processes in
+# NODE's, extra facts after the text.
+fleet_watch() { # node text [--fact K=V]...
+    local node=$1 text=$2
+    shift 2
+    # shellcheck disable=SC2046
+    # --match=TEXT: a text that starts with "-" is not an option.
+    "$FLEET_AGENT" watch --match="$text" $(fleet_agent_opts "$node") "$@" \
         </dev/null >>"$FLEET_WORK/$node/agent.log" 2>&1 &
     disown $!
     echo $! >>"$FLEET_WORK/agents.pids"

@@ -1,0 +1,15 @@
+# shellcheck shell=bash
+# The MapReduce fleet's faults: one file per fault in this folder, each
+# setting FAULT_TARGET[name] (worker or none), FAULT_CAUSE[name] (the cause a
+# right finding names) and defining fault_<name>_start NODE and
+# fault_<name>_stop NODE, as scripts/lib/fleet/faults.sh's, with the same
+# helpers (fault-helpers.sh).
+# shellcheck source=../fault-helpers.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../fault-helpers.sh"
+declare -A FAULT_TARGET FAULT_CAUSE FAULT_ERRNO FAULT_PHASE_SECS
+for mr_fault_file in "$(dirname "${BASH_SOURCE[0]}")"/faults/*.sh; do
+    # shellcheck disable=SC1090
+    source "$mr_fault_file"
+done
+unset mr_fault_file
+MR_ALL_FAULTS=(disk-hog receive-pktloss send-pktloss none)
