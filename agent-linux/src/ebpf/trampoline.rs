@@ -132,7 +132,12 @@ impl KernelNames {
 
 /// Whether this kernel can have trampolines on its syscall entry
 /// functions: a 6.x (or later) kernel with BTF naming `read`'s entry
-/// function, unless [`TRAMPOLINES_ENV`] is `off`.
+/// function, unless [`TRAMPOLINES_ENV`] is `off`. Necessary, not
+/// sufficient: on the 6.18 x86_64 development machine loading any
+/// `BPF_PROG_TYPE_TRACING` program (an `fentry` on `__x64_sys_read`)
+/// fails with EPERM and an empty verifier log although raw tracepoints
+/// load (a kernel in forced lockdown with the BPF LSM built in), so
+/// `--backend auto` must also load one before choosing trampolines.
 pub fn supported() -> bool {
     if std::env::var(TRAMPOLINES_ENV).is_ok_and(|v| v == "off") {
         return false;
