@@ -29,6 +29,11 @@ mod loader;
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
 pub mod runner;
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub mod trampoline;
 
 #[cfg(all(
     target_os = "linux",
