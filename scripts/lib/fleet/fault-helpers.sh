@@ -44,3 +44,13 @@ NFT
 fleet_pktloss_off() { # node input|output
     fleet_in "$1" nft delete table inet "fleet_pktloss_$2" 2>/dev/null || true
 }
+
+# Sources every fault file of folder DIR (one fault each; FAULT_TARGET and
+# the other tables must be declared global before).
+fleet_source_faults() { # DIR
+    local file
+    for file in "$1"/*.sh; do
+        # shellcheck disable=SC1090
+        source "$file"
+    done
+}

@@ -11,11 +11,7 @@
 # shellcheck source=fault-helpers.sh
 source "$(dirname "${BASH_SOURCE[0]}")/fault-helpers.sh"
 declare -A FAULT_TARGET FAULT_CAUSE FAULT_ERRNO FAULT_PHASE_SECS
-for fleet_fault_file in "$(dirname "${BASH_SOURCE[0]}")"/faults/*.sh; do
-    # shellcheck disable=SC1090
-    source "$fleet_fault_file"
-done
-unset fleet_fault_file
+fleet_source_faults "$(dirname "${BASH_SOURCE[0]}")/faults"
 FLEET_ALL_FAULTS=(disk-hog disk-busy network-hog slow-client-link receive-pktloss send-pktloss err-space err-files crash hang none)
 
 # Link shaping shared by network-hog and slow-client-link.

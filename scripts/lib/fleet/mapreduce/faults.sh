@@ -7,9 +7,5 @@
 # shellcheck source=../fault-helpers.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../fault-helpers.sh"
 declare -A FAULT_TARGET FAULT_CAUSE FAULT_ERRNO FAULT_PHASE_SECS
-for mr_fault_file in "$(dirname "${BASH_SOURCE[0]}")"/faults/*.sh; do
-    # shellcheck disable=SC1090
-    source "$mr_fault_file"
-done
-unset mr_fault_file
+fleet_source_faults "$(dirname "${BASH_SOURCE[0]}")/faults"
 MR_ALL_FAULTS=(disk-hog receive-pktloss send-pktloss none)
