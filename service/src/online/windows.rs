@@ -87,8 +87,10 @@ impl Encoded {
         })
     }
 
-    /// The summary again (`None` never happens for bytes [`Encoded::new`]
-    /// wrote; left out rather than trusted).
+    /// The summary again. `None` only for a summary that never passed the
+    /// decoder's checks (the task hands in decoded ones; a test's made-up
+    /// window must be consistent too, or it is left out of the baseline
+    /// here while already in the reduced one).
     fn decode(&self) -> Option<Summary> {
         Summary::decode(&self.bytes).ok()
     }
