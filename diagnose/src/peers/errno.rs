@@ -161,9 +161,12 @@ pub fn errno(fleet: &Fleet, params: &ErrnoParams) -> (Vec<Finding>, Vec<String>)
         })
         .collect();
     let at: BTreeMap<(&str, u16), usize> = at.into_iter().map(|(k, (n, _))| (k, n)).collect();
+    // The (program, errno)s that are the workload's: a note each, no finding.
+    let mut workloads: BTreeSet<(&str, u16)> = BTreeSet::new();
     for ((program, errno), n) in &at {
         let up = servers.get(&(*program, *errno)).copied().unwrap_or(0);
         if fleet_wide(*n, up) {
+            workloads.insert((*program, *errno));
             notes.push(format!(
                 "errno: {} from {n} of the {up} {program} servers up at once, matched at clients: \
                  the workload's errors, not one server's (train with this workload to make them normal)",
@@ -171,14 +174,9 @@ pub fn errno(fleet: &Fleet, params: &ErrnoParams) -> (Vec<Finding>, Vec<String>)
             ));
         }
     }
-    let workloads = |d: usize, errno: u16| {
-        let program = fleet.devices[d].program();
-        at.get(&(program, errno))
-            .is_some_and(|n| fleet_wide(*n, servers.get(&(program, errno)).copied().unwrap_or(0)))
-    };
     let findings = matched
         .into_iter()
-        .filter(|((d, errno), _)| !workloads(*d, *errno))
+        .filter(|((d, errno), _)| !workloads.contains(&(fleet.devices[*d].program(), *errno)))
         .map(|((d, errno), m)| {
             let name = errno_name(errno);
             let names = |ids: &BTreeSet<SyscallId>| {
