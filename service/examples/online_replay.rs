@@ -65,7 +65,7 @@ fn main() -> anyhow::Result<()> {
             let (group, _, raw) = &rows[next];
             next += 1;
             if Summary::decode_into(raw, &mut summary).is_ok() {
-                online.add(group, summary.clone());
+                online.add(group, Box::new(summary.clone()));
             }
         }
         let tick = online.tick(now);

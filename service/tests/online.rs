@@ -54,7 +54,7 @@ fn stream(
             for d in 0..spec.devices {
                 let mut summary = spec.window(d, w);
                 if edit(s, d, w, &mut summary) {
-                    online.add(&spec.group, summary);
+                    online.add(&spec.group, Box::new(summary));
                 }
             }
         }
@@ -517,7 +517,8 @@ fn cost_of_the_analysis_per_window() {
             .unwrap_or(0)
     };
     for w in 0..warm + measured {
-        let batch: Vec<Summary> = (0..devices).map(|d| spec.window(d, w)).collect();
+        // Boxed as the task decodes them (into the box the analysis keeps).
+        let batch: Vec<Box<Summary>> = (0..devices).map(|d| Box::new(spec.window(d, w))).collect();
         let t0 = cpu();
         for s in batch {
             online.add(&spec.group, s);

@@ -71,7 +71,7 @@ impl Online {
     }
 
     /// Takes one window summary of `group`.
-    pub fn add(&mut self, group: &str, summary: Summary) -> Added {
+    pub fn add(&mut self, group: &str, summary: Box<Summary>) -> Added {
         if !self.groups.contains_key(group) {
             self.groups.insert(group.to_string(), Group::default());
         }

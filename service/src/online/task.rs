@@ -169,7 +169,9 @@ impl OnlineTask {
             until_unix_ns: Some(now.saturating_add(FUTURE_NS)),
             ..RunFilter::default()
         })?;
-        let mut summary = Summary::empty();
+        // Decoded in place into the box the analysis keeps (a summary is
+        // 34 KB: no copy of it by value).
+        let mut summary = Box::new(Summary::empty());
         let mut undecodable = 0usize;
         let mut newest = None::<u64>;
         for row in rows {
@@ -183,7 +185,8 @@ impl OnlineTask {
             newest = newest.max(Some(summary.run.start_unix_ns));
             // Repeats of the re-read margin and windows already judged
             // are left out by the analysis itself.
-            let _: Added = self.online.add(&row.group, summary.clone());
+            let taken = std::mem::replace(&mut summary, Box::new(Summary::empty()));
+            let _: Added = self.online.add(&row.group, taken);
         }
         if undecodable > 0 {
             log(&format!(

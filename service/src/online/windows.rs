@@ -76,8 +76,8 @@ struct Encoded {
 
 impl Encoded {
     /// Encodes `summary` (decoded from at most [`MAX_ENCODED_LEN`] bytes,
-    /// so it fits again unchanged).
-    fn new(mut summary: Summary) -> Option<Encoded> {
+    /// so it fits again unchanged: `encode` folds nothing).
+    fn new(summary: &mut Summary) -> Option<Encoded> {
         let mut buf = [0u8; MAX_ENCODED_LEN];
         let id = summary.id;
         let bytes = summary.encode(&mut buf).ok()?;
@@ -91,8 +91,12 @@ impl Encoded {
     /// decoder's checks (the task hands in decoded ones; a test's made-up
     /// window must be consistent too, or it is left out of the baseline
     /// here while already in the reduced one).
-    fn decode(&self) -> Option<Summary> {
-        Summary::decode(&self.bytes).ok()
+    /// Decoded straight into the box (by value, each step of the
+    /// iterators that read the baseline copied its 34 KB again).
+    fn decode(&self) -> Option<Box<Summary>> {
+        let mut summary = Box::new(Summary::empty());
+        Summary::decode_into(&self.bytes, &mut summary).ok()?;
+        Some(summary)
     }
 }
 
@@ -151,8 +155,10 @@ impl GroupWindows {
             .or(self.baseline.last_key_value().map(|(i, _)| *i))
     }
 
-    /// Takes one window summary.
-    pub fn add(&mut self, summary: Summary) -> Added {
+    /// Takes one window summary (boxed by the caller: a summary is 34 KB,
+    /// and every move of it by value was a copy, a third of the analysis'
+    /// CPU time).
+    pub fn add(&mut self, summary: Box<Summary>) -> Added {
         if summary.origin.device == [0; 16]
             || summary.run.window == 0
             || summary.origin.window_ns == 0
@@ -171,10 +177,7 @@ impl GroupWindows {
         if !self.ids.insert(summary.id) {
             return Added::Repeat;
         }
-        self.recent
-            .entry(index)
-            .or_default()
-            .push(Box::new(summary));
+        self.recent.entry(index).or_default().push(summary);
         Added::Taken
     }
 
@@ -214,7 +217,7 @@ impl GroupWindows {
     }
 
     /// The baseline's summaries, oldest first (decoded one by one).
-    pub fn baseline_summaries(&self) -> impl Iterator<Item = Summary> + '_ {
+    pub fn baseline_summaries(&self) -> impl Iterator<Item = Box<Summary>> + '_ {
         self.baseline.values().flatten().filter_map(Encoded::decode)
     }
 
@@ -247,9 +250,9 @@ impl GroupWindows {
                     }
                 }
                 let mut encoded = Vec::with_capacity(windows.len());
-                for w in windows {
+                for mut w in windows {
                     let id = w.id;
-                    match Encoded::new(*w) {
+                    match Encoded::new(&mut w) {
                         Some(e) => encoded.push(e),
                         // Cannot happen (it came encoded); not held then.
                         None => {
@@ -356,7 +359,7 @@ mod tests {
                     let start = s.run.start_unix_ns - 2_000_000_000;
                     add_in_flight(&mut s, 9, "read", FdKind::Pipe, start);
                 }
-                g.add(s);
+                g.add(Box::new(s));
             }
             if (w + 1) % 5 != 0 {
                 continue;
@@ -376,7 +379,7 @@ mod tests {
             );
             for s in g
                 .baseline_summaries()
-                .chain(g.recent.values().flatten().map(|s| (**s).clone()))
+                .chain(g.recent.values().flatten().cloned())
             {
                 scratch.add(&s);
             }
