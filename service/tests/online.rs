@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use agent_core::{FdKind, Summary};
 use common::pg;
-use fixtures::synth::{add_in_flight, silence, Fault, FleetSpec};
+use fixtures::synth::{add_failures, add_in_flight, silence, Fault, FleetSpec};
 use service::online::analysis::Online;
 use service::online::incidents::Event;
 use service::online::sink::{IncidentSink, SinkQueue};
@@ -342,6 +342,65 @@ fn a_second_hang_soon_after_the_first_is_found_too() {
     // The second named once its call was in flight 30 s (window 180), at
     // the first tick after, as a lone hang is.
     assert!((180..180 + TICK).contains(&hangs[2].1), "{seen:?}");
+}
+
+#[test]
+fn failures_on_other_servers_as_a_hung_one_answers_again_open_no_incident() {
+    // Server 3 hangs in windows 80 to 124 (client 0 waits on it); as it
+    // answers again, servers 1 and 2 (2 of the 4) fail openat with ENOENT
+    // in windows 125 to 134: the hang's consequence (the file-system
+    // fleet's clients look up, on the other bricks, what the hung one was
+    // making), which client 1's openat returns too. Without the hang the
+    // same failures open an incident on each: the rule is what keeps them
+    // out.
+    let (s, c) = (servers(), clients());
+    let failing = |s: usize, d: usize, w: u64, summary: &mut Summary| {
+        // The servers' failures, and a client's that they propagate to.
+        let server = s == 0 && (d == 1 || d == 2);
+        let client = s == 1 && d == 1;
+        if (server || client) && (125..135).contains(&w) {
+            let start = summary.run.start_unix_ns;
+            add_failures(
+                summary,
+                "openat",
+                FdKind::File,
+                2,
+                6,
+                start + 1_000,
+                start + 900_000_000,
+            );
+        }
+    };
+    let hang = stopped_until(true, Silent::SendsNothing, 125);
+    let seen = stream(&[&s, &c], 200, &|s, d, w, summary| {
+        failing(s, d, w, summary);
+        hang(s, d, w, summary)
+    });
+    let opened: Vec<_> = opened_and_closed(&seen)
+        .into_iter()
+        .filter(|o| o.0 == Event::Opened)
+        .collect();
+    assert_eq!(
+        opened,
+        vec![(Event::Opened, 3, IncidentCause::Hang)],
+        "{seen:?}"
+    );
+    let seen = stream(&[&s, &c], 200, &|s, d, w, summary| {
+        failing(s, d, w, summary);
+        true
+    });
+    let errno = IncidentCause::Errno {
+        name: "ENOENT".into(),
+    };
+    let opened: Vec<_> = opened_and_closed(&seen)
+        .into_iter()
+        .filter(|o| o.0 == Event::Opened)
+        .collect();
+    assert_eq!(
+        opened,
+        vec![(Event::Opened, 1, errno.clone()), (Event::Opened, 2, errno)],
+        "{seen:?}"
+    );
 }
 
 /// Stores `summary` as the service's ingest does.

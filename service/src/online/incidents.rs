@@ -47,6 +47,28 @@ pub struct Incidents {
     /// Per device, its latest unbroken runs of windows sent, and of
     /// windows in which it made calls: what tells it clean, or silent.
     seen: BTreeMap<DeviceId, Seen>,
+    /// Hang and crash incidents closed lately: per (device, program), the
+    /// first window index and that of the tick that closed it (see
+    /// [`Outage`]).
+    ended_outages: BTreeMap<(DeviceId, String), (u64, u64)>,
+}
+
+/// A hang or crash of one device of a program (open, found this tick, or
+/// closed within `close_after` windows): failures that begin on the
+/// program's other devices meanwhile are its consequences, not faults of
+/// theirs. A client that gave up on the silent server, or finds its files
+/// half made when it answers again, makes the other servers fail the
+/// lookups it then sends (on the file-system fleet, `ENOENT` at two or
+/// three of the other bricks as the hung one comes back), the propagation
+/// the PVFS paper traces to the server where the failure began.
+#[derive(Clone, Debug)]
+struct Outage {
+    device: DeviceId,
+    program: String,
+    /// Its first window index.
+    first: u64,
+    /// The last window index of its consequences (`u64::MAX` while open).
+    until: u64,
 }
 
 /// A device's latest runs of consecutive windows.
@@ -142,6 +164,47 @@ pub fn evidence(diagnosis: &PeerDiagnosis, finding: &Finding) -> Value {
 }
 
 impl Incidents {
+    /// The outages that explain failures elsewhere at this tick: the open
+    /// hang and crash incidents, those found in `found`, and those closed
+    /// less than `close_after` windows ago.
+    fn outages(
+        &self,
+        found: &BTreeMap<Key, (u64, u64, &Finding, IncidentCause)>,
+        window_ns: u64,
+        close_after: u64,
+    ) -> Vec<Outage> {
+        let is_outage = |c: &IncidentCause| matches!(c, IncidentCause::Crash | IncidentCause::Hang);
+        let open = self
+            .open
+            .iter()
+            .filter(|(_, row)| is_outage(&row.cause))
+            .map(|(k, row)| (k, row.first_window_unix_ns));
+        let new = found
+            .iter()
+            .filter(|(_, e)| is_outage(&e.3))
+            .map(|(k, e)| (k, e.0));
+        let mut out: Vec<Outage> = open
+            .chain(new)
+            .map(|(k, first)| Outage {
+                device: k.0,
+                program: k.1.clone(),
+                first: first / window_ns,
+                until: u64::MAX,
+            })
+            .collect();
+        out.extend(
+            self.ended_outages
+                .iter()
+                .map(|((device, program), (first, closed))| Outage {
+                    device: *device,
+                    program: program.clone(),
+                    first: *first,
+                    until: closed.saturating_add(close_after),
+                }),
+        );
+        out
+    }
+
     /// The open incidents.
     pub fn open(&self) -> impl Iterator<Item = (&Key, &IncidentRow)> {
         self.open.iter()
@@ -218,8 +281,26 @@ impl Incidents {
                 e.2 = f;
             }
         }
+        let outages = self.outages(&found, window_ns, close_after);
+        self.ended_outages
+            .retain(|_, (_, closed)| closed.saturating_add(close_after) >= newest);
         let mut changes = Vec::new();
         for (key, (first, last, f, cause)) in found {
+            if matches!(cause, IncidentCause::Errno { .. }) && !self.open.contains_key(&key) {
+                let (first_index, last_index) = (first / window_ns, last / window_ns);
+                if let Some(o) = outages.iter().find(|o| {
+                    o.device != key.0
+                        && o.program == key.1
+                        && o.first <= last_index
+                        && first_index <= o.until
+                }) {
+                    notes.push(format!(
+                        "group {group}: {} on device {} ({}) began during or just after the hang or crash of device {}: taken for its consequence, no incident",
+                        f.metric, key.0, key.1, o.device
+                    ));
+                    continue;
+                }
+            }
             match self.open.get_mut(&key) {
                 Some(row) => {
                     if last > row.last_window_unix_ns || f.score > row.deviation {
@@ -293,6 +374,12 @@ impl Incidents {
         for key in closing {
             if let Some(mut row) = self.open.remove(&key) {
                 row.closed_unix_ns = Some(now);
+                if matches!(row.cause, IncidentCause::Crash | IncidentCause::Hang) {
+                    self.ended_outages.insert(
+                        (row.device, row.program.clone()),
+                        (row.first_window_unix_ns / window_ns, now / window_ns),
+                    );
+                }
                 changes.push(Change {
                     event: Event::Closed,
                     key,
