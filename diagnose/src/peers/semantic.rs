@@ -36,7 +36,10 @@
 //!   names no node, a tie between two unrelated pairs neither);
 //! - a node or disk needs `min_score` out-of-range slices, and at least
 //!   two of its pairs among the highest (one slow peer is that peer's
-//!   trouble as much as its own).
+//!   trouble as much as its own);
+//! - a disk score must be 50 % above every other device's (the paper's
+//!   isolation rule of §4.2), not merely the highest: over a few slices
+//!   and four file groups, fault-free devices leave a bare range often.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -59,6 +62,9 @@ pub struct SemanticParams {
     /// Fewest out-of-range slices a flagged node's top pair, or a disk
     /// score, needs.
     pub min_score: u64,
+    /// A disk score must be this much above every other device's (0.5:
+    /// the paper's node-isolation "more than a 50 % difference", §4.2).
+    pub above_others: f64,
     /// Khadke §4.3 as written: bare min..max, either side, the top score's
     /// pairs only, any score (`margin` 0, `min_score` 1).
     pub strict_paper: bool,
@@ -70,6 +76,7 @@ impl Default for SemanticParams {
             min_calls: 20,
             margin: 0.25,
             min_score: 2,
+            above_others: 0.5,
             strict_paper: false,
         }
     }
@@ -83,6 +90,7 @@ impl SemanticParams {
                 min_calls: self.min_calls,
                 margin: 0.0,
                 min_score: 1,
+                above_others: 0.0,
                 strict_paper: true,
             }
         } else {
@@ -305,7 +313,12 @@ pub fn semantic(fleet: &Fleet, params: &SemanticParams) -> (Vec<Finding>, Vec<St
         .filter(|(_, e)| e.0 == top)
         .map(|(d, _)| *d)
         .collect();
-    if top >= params.min_score && at_top.len() == 1 {
+    let clear = |d: usize| {
+        disk.iter()
+            .filter(|(o, _)| **o != d)
+            .all(|(_, e)| top as f64 > (1.0 + params.above_others) * e.0 as f64)
+    };
+    if top >= params.min_score && at_top.len() == 1 && clear(at_top[0]) {
         let d = at_top[0];
         let (score, slices, groups) = &disk[&d];
         let windows: Vec<u64> = slices.iter().map(|s| s * fleet.slice_windows).collect();
@@ -327,9 +340,17 @@ pub fn semantic(fleet: &Fleet, params: &SemanticParams) -> (Vec<Finding>, Vec<St
             windows,
             evidence: format!(
                 "its file calls ({}) were out of their training range {score} time(s), in \
-                 slices of {} windows, more than any other device's ({next})",
+                 slices of {} windows; any other device's at most {next} times{}",
                 names.join(", "),
-                fleet.slice_windows
+                fleet.slice_windows,
+                if params.strict_paper {
+                    String::new()
+                } else {
+                    format!(
+                        ", more than {} % fewer",
+                        (params.above_others * 100.0).round()
+                    )
+                }
             ),
         });
     }
