@@ -347,7 +347,7 @@ pub fn semantic(fleet: &Fleet, params: &SemanticParams) -> (Vec<Finding>, Vec<St
                     String::new()
                 } else {
                     format!(
-                        ", more than {} % fewer",
+                        " (flagged when more than {} % above every other)",
                         (params.above_others * 100.0).round()
                     )
                 }

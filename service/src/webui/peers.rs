@@ -287,3 +287,20 @@ fn view(d: &peers::PeerDiagnosis) -> PeersView {
         tally: peers::tally_text(&d.tally),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::options;
+
+    #[test]
+    fn the_form_picks_the_semantic_method_and_the_papers_rules() {
+        let o = options("semantic", true).unwrap();
+        assert!(o.semantic && !o.median && !o.histogram && !o.link && !o.errno && !o.hang);
+        assert!(o.semantic_params.strict_paper && o.histogram_params.strict_paper);
+        let o = options("all", false).unwrap();
+        assert!(o.semantic && o.histogram);
+        assert!(!o.semantic_params.strict_paper && !o.histogram_params.strict_paper);
+        let err = options("nope", false).unwrap_err();
+        assert!(err.contains("semantic"), "{err}");
+    }
+}
