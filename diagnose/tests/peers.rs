@@ -35,17 +35,27 @@ fn diagnose(spec: &FleetSpec, options: &Options) -> PeerDiagnosis {
     analyse(&fleet_of(spec), options).unwrap()
 }
 
+/// Every method but Khadke's semantic one, which has its own tests
+/// (tests/peers_khadke.rs): it names the slow disk too, and judges the
+/// fleet as a whole rather than 3 peers of a program.
+fn defaults() -> Options {
+    Options {
+        semantic: false,
+        ..Options::default()
+    }
+}
+
 fn median_only() -> Options {
     Options {
         histogram: false,
-        ..Options::default()
+        ..defaults()
     }
 }
 
 fn histogram_only() -> Options {
     Options {
         median: false,
-        ..Options::default()
+        ..defaults()
     }
 }
 
@@ -85,7 +95,7 @@ fn summary(spec: &FleetSpec, d: &PeerDiagnosis) -> Vec<(usize, Method, &'static 
 #[test]
 fn a_fault_free_fleet_has_no_findings() {
     let spec = spec_with(vec![]);
-    let d = diagnose(&spec, &Options::default());
+    let d = diagnose(&spec, &defaults());
     assert!(d.findings.is_empty(), "{}", report::text(&d));
     assert_eq!(d.devices.len(), 5);
     assert_eq!(d.tally.windows, 5 * WINDOWS as usize);
@@ -307,7 +317,7 @@ fn histogram_isolates_a_node_making_odd_socket_calls() {
 #[test]
 fn json_has_the_issue_shape() {
     let spec = spec_with(vec![slow_disk(2)]);
-    let d = diagnose(&spec, &Options::default());
+    let d = diagnose(&spec, &defaults());
     let v = report::json(&d);
     let devices = v["devices"].as_array().unwrap();
     assert_eq!(devices.len(), 5);
@@ -361,7 +371,7 @@ fn fewer_than_three_devices_is_an_error_that_says_so() {
         link: false,
         errno: false,
         hang: false,
-        ..Options::default()
+        ..defaults()
     };
     let err = analyse(&fleet_of(&spec), &statistical).unwrap_err();
     let text = err.to_string();
@@ -384,9 +394,7 @@ fn no_training_windows_is_an_error() {
     for s in spec.summaries() {
         fleet.add(&s);
     }
-    let err = analyse(&fleet, &Options::default())
-        .unwrap_err()
-        .to_string();
+    let err = analyse(&fleet, &defaults()).unwrap_err().to_string();
     assert!(err.contains("no training windows"), "{err}");
 }
 
@@ -403,7 +411,7 @@ fn windows_without_a_device_id_are_skipped_and_counted() {
     }
     assert_eq!(fleet.tally.no_device, 60);
     assert_eq!(fleet.devices.len(), 5);
-    let d = analyse(&fleet, &Options::default()).unwrap();
+    let d = analyse(&fleet, &defaults()).unwrap();
     assert!(
         report::text(&d).contains("60 skipped without a device id"),
         "{}",
@@ -506,7 +514,7 @@ fn a_slowdown_of_every_device_is_no_culprit() {
             })
             .collect(),
     );
-    let d = diagnose(&spec, &Options::default());
+    let d = diagnose(&spec, &defaults());
     assert!(d.findings.is_empty(), "{}", report::text(&d));
 }
 
@@ -637,7 +645,7 @@ fn a_file_system_client_with_slow_file_calls_blames_its_network() {
         program: "dd".into(),
         ..spec_with(vec![slow_disk(1)])
     };
-    let d = diagnose(&spec, &Options::default());
+    let d = diagnose(&spec, &defaults());
     let found = summary(&spec, &d);
     assert!(
         found

@@ -42,13 +42,16 @@ impl Range {
 /// server's file at a time), short enough to place a fault.
 pub const LINK_SLICE_WINDOWS: u64 = 5;
 
-/// Calls and bytes on the sockets to one peer address.
+/// Calls, bytes and time on the sockets to one peer address.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Traffic {
     /// Calls on its sockets.
     pub calls: u64,
     /// Bytes moved by the successful read/write-family calls among them.
     pub bytes: u64,
+    /// Time in those calls, ns (the agent's `Peer::total_ns`; the
+    /// semantic method's per-peer invocation time, [`super::semantic`]).
+    pub total_ns: u64,
 }
 
 /// A socket peer's address as an `IpAddr`.
@@ -184,6 +187,9 @@ pub struct Fleet {
     pub tally: Tally,
     training: Range,
     diagnosis: Range,
+    /// More fault-free ranges whose windows are training too
+    /// ([`Fleet::also_train`]), outside any overlay.
+    more_training: Vec<Range>,
     /// (device id, program, source) → index into `devices`.
     index_of: HashMap<(DeviceId, ProgramName, Source), usize>,
     seen: HashSet<RunId>,
@@ -274,6 +280,7 @@ impl Fleet {
             tally: Tally::default(),
             training,
             diagnosis,
+            more_training: Vec::new(),
             index_of: HashMap::new(),
             seen: HashSet::new(),
             classifier: Classifier::new(),
@@ -503,6 +510,7 @@ impl Fleet {
             let t = table.entry(ip_of(&p.addr.ip)).or_default();
             t.calls = t.calls.saturating_add(p.calls);
             t.bytes = t.bytes.saturating_add(p.bytes);
+            t.total_ns = t.total_ns.saturating_add(p.total_ns);
         }
     }
 
@@ -541,9 +549,21 @@ impl Fleet {
         self.diagnosis = diagnosis;
     }
 
+    /// Takes the windows of one more fault-free range as training too
+    /// (say every control run of an experiment, not only the last before
+    /// the range diagnosed: a min..max learnt from a few slices is narrow).
+    /// Windows in the diagnosis range stay diagnosis. Ignored while laid
+    /// over ([`Fleet::overlay`]).
+    pub fn also_train(&mut self, range: Range) {
+        self.more_training.push(range);
+    }
+
     /// The phase a window starting at `start` belongs to.
     pub fn phase_of(&self, start: u64) -> Option<Phase> {
-        if self.training.contains(start) {
+        let more = self.overlay.is_none()
+            && !self.diagnosis.contains(start)
+            && self.more_training.iter().any(|r| r.contains(start));
+        if self.training.contains(start) || more {
             Some(Phase::Training)
         } else if self.diagnosis.contains(start) {
             Some(Phase::Diagnosis)

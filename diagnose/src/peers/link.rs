@@ -227,7 +227,7 @@ fn over_in_slice(
 /// The device a host's finding names: the one at that address that lists
 /// the most links (the process doing the networking, not a workload
 /// sharing its address).
-fn device_at(fleet: &Fleet, host: IpAddr) -> Option<usize> {
+pub(super) fn device_at(fleet: &Fleet, host: IpAddr) -> Option<usize> {
     fleet
         .devices
         .iter()

@@ -27,6 +27,7 @@ pub mod metrics;
 pub mod phase;
 pub mod report;
 pub mod request;
+pub mod semantic;
 pub mod trail;
 
 use std::collections::BTreeMap;
@@ -43,6 +44,7 @@ use link::LinkParams;
 use median::{MedianParams, MIN_DEVICES};
 use metrics::Cause;
 use phase::Phase;
+use semantic::SemanticParams;
 
 /// Which method found a finding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -57,6 +59,9 @@ pub enum Method {
     Errno,
     /// Crashes and hangs ([`hang`]).
     Hang,
+    /// The Hadoop semantic method: out-of-range invocations scored per
+    /// pair of nodes ([`semantic`]).
+    Semantic,
 }
 
 impl Method {
@@ -68,6 +73,7 @@ impl Method {
             Method::Link => "link",
             Method::Errno => "errno",
             Method::Hang => "hang",
+            Method::Semantic => "semantic",
         }
     }
 }
@@ -143,6 +149,8 @@ pub struct Options {
     pub errno: bool,
     /// Run the crash/hang method.
     pub hang: bool,
+    /// Run the Hadoop semantic method.
+    pub semantic: bool,
     /// The median method's settings.
     pub median_params: MedianParams,
     /// The histogram method's settings.
@@ -153,6 +161,8 @@ pub struct Options {
     pub errno_params: ErrnoParams,
     /// The crash/hang method's settings.
     pub hang_params: HangParams,
+    /// The semantic method's settings.
+    pub semantic_params: SemanticParams,
 }
 
 impl Default for Options {
@@ -163,11 +173,13 @@ impl Default for Options {
             link: true,
             errno: true,
             hang: true,
+            semantic: true,
             median_params: MedianParams::default(),
             histogram_params: HistogramParams::default(),
             link_params: LinkParams::default(),
             errno_params: ErrnoParams::default(),
             hang_params: HangParams::default(),
+            semantic_params: SemanticParams::default(),
         }
     }
 }
@@ -261,7 +273,7 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
     let (sets, small): (Vec<PeerSet>, Vec<PeerSet>) = all_sets
         .into_iter()
         .partition(|s| s.devices.len() >= MIN_DEVICES);
-    let fleet_wide = options.errno || options.hang || options.link;
+    let fleet_wide = options.errno || options.hang || options.link || options.semantic;
     if sets.is_empty() && !fleet_wide {
         let what: Vec<String> = small
             .iter()
@@ -312,6 +324,11 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
         let (found, link_notes) = link::link(fleet, &options.link_params);
         findings.extend(found);
         notes.extend(link_notes);
+    }
+    if options.semantic {
+        let (found, semantic_notes) = semantic::semantic(fleet, &options.semantic_params);
+        findings.extend(found);
+        notes.extend(semantic_notes);
     }
     if options.errno {
         let (found, errno_notes) = errno::errno(fleet, &options.errno_params);

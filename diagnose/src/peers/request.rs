@@ -16,9 +16,10 @@ use super::hang::HangParams;
 use super::histogram::HistogramParams;
 use super::link::LinkParams;
 use super::median::MedianParams;
+use super::semantic::SemanticParams;
 use super::{analyse, tally_text, Options, PeerDiagnosis};
 use crate::input::{self, RunFilter, SummarySource};
-use crate::time::RangeTimes;
+use crate::time::{RangeTimes, Time};
 
 /// The longest errno match window or hang time a request may give.
 pub const MAX_SECONDS: Duration = Duration::from_secs(365 * 86_400);
@@ -36,7 +37,10 @@ pub enum Methods {
     Errno,
     /// Crashes and hangs.
     Hang,
-    /// All five.
+    /// The Hadoop semantic method: out-of-range invocations per pair of
+    /// nodes.
+    Semantic,
+    /// All six.
     #[default]
     All,
 }
@@ -54,6 +58,9 @@ pub struct PeersRequest {
     pub program: Option<String>,
     /// The training range (fault-free) and the range to diagnose.
     pub times: RangeTimes,
+    /// More fault-free ranges (since, until) to train on too
+    /// (`--also-train`): every control run, not only the last.
+    pub more_training: Vec<(Time, Time)>,
     /// Which method(s) to run.
     pub methods: Methods,
     /// median: a device is flagged when over its threshold in at least K
@@ -69,6 +76,9 @@ pub struct PeersRequest {
     pub hang_after: Duration,
     /// histogram: windows per slice (at least 1).
     pub slice: u64,
+    /// histogram and semantic: Khadke §4.2/§4.3 as written, without this
+    /// project's departures (docs/peers.md).
+    pub strict_paper: bool,
     /// Leave out files that are not summaries (each named in a note)
     /// instead of stopping at the first.
     pub skip_bad: bool,
@@ -84,12 +94,14 @@ impl PeersRequest {
             group: group.to_string(),
             program: None,
             times,
+            more_training: Vec::new(),
             methods: Methods::All,
             k: median.k,
             n: median.n,
             errno_window: Duration::from_nanos(ErrnoParams::default().window_ns),
             hang_after: Duration::from_nanos(HangParams::default().hang_after_ns),
             slice: 10,
+            strict_paper: false,
             skip_bad: false,
         }
     }
@@ -126,8 +138,26 @@ impl PeersRequest {
         note: &mut dyn FnMut(String),
     ) -> anyhow::Result<PeerDiagnosis> {
         self.check()?;
-        let (training, diagnosis) = self.times.ranges(crate::time::now_unix_ns())?;
-        let fleet = self.load(store, training, diagnosis, note)?;
+        let now = crate::time::now_unix_ns();
+        let (training, diagnosis) = self.times.ranges(now)?;
+        let mut more = Vec::new();
+        for (since, until) in &self.more_training {
+            let r = Range {
+                since: since.at(now),
+                until: until.at(now),
+            };
+            if r.since >= r.until {
+                bail!("an --also-train range is empty: it must start before it ends");
+            }
+            if r.since < diagnosis.until && diagnosis.since < r.until {
+                bail!(
+                    "an --also-train range overlaps the diagnosis range: training must be \
+                     fault-free stretches of time apart from it"
+                );
+            }
+            more.push(r);
+        }
+        let fleet = self.load(store, training, &more, diagnosis, note)?;
         let m = self.methods;
         let options = Options {
             median: matches!(m, Methods::Median | Methods::All),
@@ -135,12 +165,20 @@ impl PeersRequest {
             link: matches!(m, Methods::Link | Methods::All),
             errno: matches!(m, Methods::Errno | Methods::All),
             hang: matches!(m, Methods::Hang | Methods::All),
+            semantic: matches!(m, Methods::Semantic | Methods::All),
             median_params: MedianParams {
                 k: self.k,
                 n: self.n,
                 ..MedianParams::default()
             },
-            histogram_params: HistogramParams::default(),
+            histogram_params: HistogramParams {
+                strict_paper: self.strict_paper,
+                ..HistogramParams::default()
+            },
+            semantic_params: SemanticParams {
+                strict_paper: self.strict_paper,
+                ..SemanticParams::default()
+            },
             link_params: LinkParams::default(),
             errno_params: ErrnoParams {
                 window_ns: nanos(self.errno_window),
@@ -158,10 +196,14 @@ impl PeersRequest {
         &self,
         store: &dyn SummarySource,
         training: Range,
+        more_training: &[Range],
         diagnosis: Range,
         note: &mut dyn FnMut(String),
     ) -> anyhow::Result<Fleet> {
         let mut fleet = Fleet::new(training, diagnosis, self.slice);
+        for r in more_training {
+            fleet.also_train(*r);
+        }
         let filter = |r: Range| RunFilter {
             group: Some(self.group.clone()),
             program: self.program.clone(),
@@ -169,7 +211,10 @@ impl PeersRequest {
             until_unix_ns: Some(r.until),
         };
         if let Some(db) = &self.db {
-            for r in [training, diagnosis] {
+            for r in std::iter::once(training)
+                .chain(more_training.iter().copied())
+                .chain([diagnosis])
+            {
                 store
                     .for_each(db, &filter(r), &mut |s| fleet.add(s))
                     .with_context(|| {

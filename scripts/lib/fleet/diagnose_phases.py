@@ -18,6 +18,10 @@ def main():
     ap.add_argument("--group", required=True)
     ap.add_argument("--phases", required=True)
     ap.add_argument("--runs", required=True)
+    ap.add_argument("--peers-arg", action="append", default=[],
+                    help="one more argument for every `peers` (e.g. --strict-paper); repeatable")
+    ap.add_argument("--train-all", action="store_true",
+                    help="train every phase also on every other rep's training range (--also-train)")
     args = ap.parse_args()
     failed = 0
     with open(args.phases) as f:
@@ -32,7 +36,15 @@ def main():
             "--since", str(math.ceil(p["since_ns"] / 1e9)),
             "--until", str(math.floor(p["until_ns"] / 1e9)),
             "--method", "all", "--json",
-        ]
+        ] + args.peers_arg
+        if args.train_all:
+            # Every rep's fault-free training jobs, not only this rep's:
+            # a min..max learnt from a few slices is narrow.
+            own = (p["train_since_ns"], p["train_until_ns"])
+            for since, until in sorted({(q["train_since_ns"], q["train_until_ns"]) for q in phases}):
+                if (since, until) == own or (since < p["until_ns"] and p["since_ns"] < until):
+                    continue
+                cmd += ["--also-train", f"{math.ceil(since / 1e9)},{math.floor(until / 1e9)}"]
         name = f"rep{p['rep']}-{p['workload']}-{p['fault']}"
         out = subprocess.run(cmd, capture_output=True, text=True)
         path = os.path.join(args.runs, name + ".json")

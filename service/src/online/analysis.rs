@@ -277,6 +277,9 @@ fn flagged_windows(d: &PeerDiagnosis, hang: &HangParams) -> BTreeSet<u64> {
         let (before, span) = match f.method {
             Method::Histogram => (0, d.slice_windows.max(1)),
             Method::Link => (0, LINK_SLICE_WINDOWS),
+            // Its disk findings start histogram slices, its network ones
+            // link slices: the longer of the two covers both.
+            Method::Semantic => (0, LINK_SLICE_WINDOWS.max(d.slice_windows)),
             Method::Median | Method::Errno => (0, 1),
             Method::Hang => (lookback(f.cause, hang, d.window_ns), 1),
         };

@@ -8,6 +8,7 @@ use diagnose::input::RunFilter as DiagnoseFilter;
 use diagnose::peers::fleet::{Fleet, Range};
 use diagnose::peers::histogram::HistogramParams;
 use diagnose::peers::median::MedianParams;
+use diagnose::peers::semantic::SemanticParams;
 use diagnose::peers::{self, report, Options};
 use std::cell::Cell;
 use std::time::Duration;
@@ -38,9 +39,14 @@ pub struct PeersQuery {
     pub since: String,
     #[serde(default)]
     pub until: String,
-    /// `median`, `histogram` or `all` (default).
+    /// `median`, `histogram`, `link`, `errno`, `hang`, `semantic` or `all`
+    /// (default).
     #[serde(default)]
     pub method: String,
+    /// histogram and semantic as Khadke et al. write them (`--strict-paper`):
+    /// any value but empty.
+    #[serde(default)]
+    pub strict_paper: String,
 }
 
 impl PeersQuery {
@@ -107,7 +113,7 @@ pub(super) fn run(
     now_unix_ns: u64,
     budget: &Budget,
 ) -> Result<Result<PeersView, String>, StoreError> {
-    let options = match options(&q.method) {
+    let options = match options(&q.method, !q.strict_paper.trim().is_empty()) {
         Ok(o) => o,
         Err(e) => return Ok(Err(e)),
     };
@@ -194,17 +200,18 @@ pub(super) fn run(
     Ok(Ok(view(&d)))
 }
 
-fn options(method: &str) -> Result<Options, String> {
-    let (median, histogram, link, errno, hang) = match method.trim() {
-        "" | "all" => (true, true, true, true, true),
-        "median" => (true, false, false, false, false),
-        "histogram" => (false, true, false, false, false),
-        "link" => (false, false, true, false, false),
-        "errno" => (false, false, false, true, false),
-        "hang" => (false, false, false, false, true),
+fn options(method: &str, strict_paper: bool) -> Result<Options, String> {
+    let (median, histogram, link, errno, hang, semantic) = match method.trim() {
+        "" | "all" => (true, true, true, true, true, true),
+        "median" => (true, false, false, false, false, false),
+        "histogram" => (false, true, false, false, false, false),
+        "link" => (false, false, true, false, false, false),
+        "errno" => (false, false, false, true, false, false),
+        "hang" => (false, false, false, false, true, false),
+        "semantic" => (false, false, false, false, false, true),
         other => {
             return Err(format!(
-                "unknown method `{other}` (median, histogram, link, errno, hang or all)"
+                "unknown method `{other}` (median, histogram, link, errno, hang, semantic or all)"
             ))
         }
     };
@@ -215,7 +222,15 @@ fn options(method: &str) -> Result<Options, String> {
         errno,
         hang,
         median_params: MedianParams::default(),
-        histogram_params: HistogramParams::default(),
+        semantic,
+        histogram_params: HistogramParams {
+            strict_paper,
+            ..HistogramParams::default()
+        },
+        semantic_params: SemanticParams {
+            strict_paper,
+            ..SemanticParams::default()
+        },
         ..Options::default()
     })
 }
@@ -270,5 +285,22 @@ fn view(d: &peers::PeerDiagnosis) -> PeersView {
             .collect(),
         notes: d.notes.clone(),
         tally: peers::tally_text(&d.tally),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::options;
+
+    #[test]
+    fn the_form_picks_the_semantic_method_and_the_papers_rules() {
+        let o = options("semantic", true).unwrap();
+        assert!(o.semantic && !o.median && !o.histogram && !o.link && !o.errno && !o.hang);
+        assert!(o.semantic_params.strict_paper && o.histogram_params.strict_paper);
+        let o = options("all", false).unwrap();
+        assert!(o.semantic && o.histogram);
+        assert!(!o.semantic_params.strict_paper && !o.histogram_params.strict_paper);
+        let err = options("nope", false).unwrap_err();
+        assert!(err.contains("semantic"), "{err}");
     }
 }

@@ -65,8 +65,9 @@ pub fn text(d: &PeerDiagnosis) -> String {
                 f.metric,
                 match f.method {
                     crate::peers::Method::Median => format!("{} window(s)", f.windows.len()),
-                    crate::peers::Method::Histogram | crate::peers::Method::Link =>
-                        format!("{} slice(s)", f.windows.len()),
+                    crate::peers::Method::Histogram
+                    | crate::peers::Method::Link
+                    | crate::peers::Method::Semantic => format!("{} slice(s)", f.windows.len()),
                     crate::peers::Method::Errno | crate::peers::Method::Hang =>
                         format!("{} window(s)", f.windows.len()),
                 },

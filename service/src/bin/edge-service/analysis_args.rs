@@ -190,7 +190,10 @@ pub enum Methods {
     /// Crashes and hangs: client calls failing with a connection error or
     /// stuck in flight, blamed on the server that went quiet.
     Hang,
-    /// All five.
+    /// The Hadoop semantic method: socket and file calls out of their
+    /// training range, scored per pair of nodes.
+    Semantic,
+    /// All six.
     All,
 }
 
@@ -252,6 +255,15 @@ pub struct PeersArgs {
     /// are compared).
     #[arg(long, value_name = "WINDOWS", default_value_t = 10)]
     pub slice: u64,
+    /// histogram and semantic: Khadke et al.'s rules exactly as the paper
+    /// writes them (bare min..max ranges, stat/access and connect only,
+    /// one slice flags), without this tool's departures (docs/peers.md).
+    #[arg(long)]
+    pub strict_paper: bool,
+    /// One more fault-free range to train on too, `SINCE,UNTIL` (TIMEs as
+    /// --train-since); repeatable: every control run, not only the last.
+    #[arg(long, value_name = "SINCE,UNTIL", action = clap::ArgAction::Append)]
+    pub also_train: Vec<String>,
     /// Leave out files that are not summaries, naming each on stderr,
     /// instead of stopping at the first.
     #[arg(long)]
@@ -304,6 +316,7 @@ impl From<Methods> for peers_request::Methods {
             Methods::Link => peers_request::Methods::Link,
             Methods::Errno => peers_request::Methods::Errno,
             Methods::Hang => peers_request::Methods::Hang,
+            Methods::Semantic => peers_request::Methods::Semantic,
             Methods::All => peers_request::Methods::All,
         }
     }
@@ -394,6 +407,17 @@ impl PeersArgs {
             errno_window: peers_request::seconds(self.errno_window, "--errno-window")?,
             hang_after: peers_request::seconds(self.hang_after, "--hang-after")?,
             slice: self.slice,
+            strict_paper: self.strict_paper,
+            more_training: self
+                .also_train
+                .iter()
+                .map(|r| {
+                    let (since, until) = r
+                        .split_once(',')
+                        .with_context(|| format!("--also-train {r:?}: give SINCE,UNTIL"))?;
+                    Ok((time(since, "--also-train")?, time(until, "--also-train")?))
+                })
+                .collect::<anyhow::Result<_>>()?,
             skip_bad: self.skip_bad,
         })
     }
