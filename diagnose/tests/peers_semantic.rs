@@ -489,6 +489,7 @@ fn semantic_methods_run_with_fewer_than_three_peers_of_a_program() {
         link: false,
         errno: false,
         hang: false,
+        wait: false,
         ..Options::default()
     };
     let err = analyse(&fleet, &statistical).unwrap_err().to_string();

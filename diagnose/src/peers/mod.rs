@@ -28,6 +28,7 @@ pub mod phase;
 pub mod report;
 pub mod request;
 pub mod trail;
+pub mod wait;
 
 use std::collections::BTreeMap;
 
@@ -43,6 +44,7 @@ use link::LinkParams;
 use median::{MedianParams, MIN_DEVICES};
 use metrics::Cause;
 use phase::Phase;
+use wait::WaitParams;
 
 /// Which method found a finding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -57,6 +59,8 @@ pub enum Method {
     Errno,
     /// Crashes and hangs ([`hang`]).
     Hang,
+    /// The server its clients wait on ([`wait`]).
+    Wait,
 }
 
 impl Method {
@@ -68,6 +72,7 @@ impl Method {
             Method::Link => "link",
             Method::Errno => "errno",
             Method::Hang => "hang",
+            Method::Wait => "wait",
         }
     }
 }
@@ -143,6 +148,8 @@ pub struct Options {
     pub errno: bool,
     /// Run the crash/hang method.
     pub hang: bool,
+    /// Run the wait method.
+    pub wait: bool,
     /// The median method's settings.
     pub median_params: MedianParams,
     /// The histogram method's settings.
@@ -153,6 +160,8 @@ pub struct Options {
     pub errno_params: ErrnoParams,
     /// The crash/hang method's settings.
     pub hang_params: HangParams,
+    /// The wait method's settings.
+    pub wait_params: WaitParams,
 }
 
 impl Default for Options {
@@ -163,11 +172,13 @@ impl Default for Options {
             link: true,
             errno: true,
             hang: true,
+            wait: true,
             median_params: MedianParams::default(),
             histogram_params: HistogramParams::default(),
             link_params: LinkParams::default(),
             errno_params: ErrnoParams::default(),
             hang_params: HangParams::default(),
+            wait_params: WaitParams::default(),
         }
     }
 }
@@ -193,6 +204,9 @@ pub struct PeerDiagnosis {
     pub window_ns: u64,
     /// Windows per histogram slice.
     pub slice_windows: u64,
+    /// Windows a wait finding's share was counted over (its window and
+    /// the ones before it).
+    pub wait_span: u64,
 }
 
 impl PeerSet {
@@ -261,7 +275,7 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
     let (sets, small): (Vec<PeerSet>, Vec<PeerSet>) = all_sets
         .into_iter()
         .partition(|s| s.devices.len() >= MIN_DEVICES);
-    let fleet_wide = options.errno || options.hang || options.link;
+    let fleet_wide = options.errno || options.hang || options.link || options.wait;
     if sets.is_empty() && !fleet_wide {
         let what: Vec<String> = small
             .iter()
@@ -323,7 +337,13 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
         findings.extend(found);
         notes.extend(hang_notes);
     }
+    if options.wait {
+        let (found, wait_notes) = wait::wait(fleet, &options.wait_params);
+        findings.extend(found);
+        notes.extend(wait_notes);
+    }
     let pad_ns = fleet.window_ns.saturating_mul(LINK_SLICE_WINDOWS);
+    wait::drop_explained_by_disk(&mut findings, pad_ns);
     let (mut findings, explained) = explain::explain(findings, &fleet.devices, pad_ns);
     findings.sort_by(|a, b| {
         b.score
@@ -341,6 +361,7 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
         tally: fleet.tally.clone(),
         window_ns: fleet.window_ns,
         slice_windows: fleet.slice_windows,
+        wait_span: options.wait_params.span,
     })
 }
 

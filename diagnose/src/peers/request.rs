@@ -16,6 +16,7 @@ use super::hang::HangParams;
 use super::histogram::HistogramParams;
 use super::link::LinkParams;
 use super::median::MedianParams;
+use super::wait::WaitParams;
 use super::{analyse, tally_text, Options, PeerDiagnosis};
 use crate::input::{self, RunFilter, SummarySource};
 use crate::time::RangeTimes;
@@ -36,7 +37,9 @@ pub enum Methods {
     Errno,
     /// Crashes and hangs.
     Hang,
-    /// All five.
+    /// The server its clients wait on.
+    Wait,
+    /// All six.
     #[default]
     All,
 }
@@ -135,6 +138,7 @@ impl PeersRequest {
             link: matches!(m, Methods::Link | Methods::All),
             errno: matches!(m, Methods::Errno | Methods::All),
             hang: matches!(m, Methods::Hang | Methods::All),
+            wait: matches!(m, Methods::Wait | Methods::All),
             median_params: MedianParams {
                 k: self.k,
                 n: self.n,
@@ -149,6 +153,7 @@ impl PeersRequest {
                 hang_after_ns: nanos(self.hang_after),
                 ..HangParams::default()
             },
+            wait_params: WaitParams::default(),
         };
         analyse(&fleet, &options)
     }

@@ -195,16 +195,17 @@ pub(super) fn run(
 }
 
 fn options(method: &str) -> Result<Options, String> {
-    let (median, histogram, link, errno, hang) = match method.trim() {
-        "" | "all" => (true, true, true, true, true),
-        "median" => (true, false, false, false, false),
-        "histogram" => (false, true, false, false, false),
-        "link" => (false, false, true, false, false),
-        "errno" => (false, false, false, true, false),
-        "hang" => (false, false, false, false, true),
+    let (median, histogram, link, errno, hang, wait) = match method.trim() {
+        "" | "all" => (true, true, true, true, true, true),
+        "median" => (true, false, false, false, false, false),
+        "histogram" => (false, true, false, false, false, false),
+        "link" => (false, false, true, false, false, false),
+        "errno" => (false, false, false, true, false, false),
+        "hang" => (false, false, false, false, true, false),
+        "wait" => (false, false, false, false, false, true),
         other => {
             return Err(format!(
-                "unknown method `{other}` (median, histogram, link, errno, hang or all)"
+                "unknown method `{other}` (median, histogram, link, errno, hang, wait or all)"
             ))
         }
     };
@@ -214,6 +215,7 @@ fn options(method: &str) -> Result<Options, String> {
         link,
         errno,
         hang,
+        wait,
         median_params: MedianParams::default(),
         histogram_params: HistogramParams::default(),
         ..Options::default()

@@ -190,7 +190,10 @@ pub enum Methods {
     /// Crashes and hangs: client calls failing with a connection error or
     /// stuck in flight, blamed on the server that went quiet.
     Hang,
-    /// All five.
+    /// The server its clients wait on: which server the clients' latest
+    /// socket calls were to, window after window (packet loss).
+    Wait,
+    /// All six.
     All,
 }
 
@@ -304,6 +307,7 @@ impl From<Methods> for peers_request::Methods {
             Methods::Link => peers_request::Methods::Link,
             Methods::Errno => peers_request::Methods::Errno,
             Methods::Hang => peers_request::Methods::Hang,
+            Methods::Wait => peers_request::Methods::Wait,
             Methods::All => peers_request::Methods::All,
         }
     }
