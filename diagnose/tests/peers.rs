@@ -364,13 +364,14 @@ fn html_plots_each_metric_with_the_culprit_shaded() {
 #[test]
 fn fewer_than_three_devices_is_an_error_that_says_so() {
     let spec = FleetSpec::new(2, WINDOWS);
-    // The median and histogram methods (link and the semantic ones judge
-    // the whole fleet, not 3 peers of a program: tests/peers_link.rs,
-    // tests/peers_semantic.rs).
+    // The median and histogram methods (link, wait and the semantic ones
+    // judge the whole fleet, not 3 peers of a program: tests/peers_link.rs,
+    // tests/peers_wait.rs, tests/peers_semantic.rs).
     let statistical = Options {
         link: false,
         errno: false,
         hang: false,
+        wait: false,
         ..defaults()
     };
     let err = analyse(&fleet_of(&spec), &statistical).unwrap_err();

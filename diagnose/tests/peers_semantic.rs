@@ -490,6 +490,7 @@ fn semantic_methods_run_with_fewer_than_three_peers_of_a_program() {
         errno: false,
         hang: false,
         semantic: false,
+        wait: false,
         ..Options::default()
     };
     let err = analyse(&fleet, &statistical).unwrap_err().to_string();

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use agent_core::{FdKind, Summary};
 use common::pg;
-use fixtures::synth::{add_failures, add_in_flight, silence, Fault, FleetSpec};
+use fixtures::synth::{add_failures, add_in_flight, add_peer, silence, Fault, FleetSpec};
 use service::online::analysis::Online;
 use service::online::incidents::Event;
 use service::online::sink::{IncidentSink, SinkQueue};
@@ -189,6 +189,58 @@ fn a_slow_network_is_blamed_on_the_network() {
         vec![(Event::Opened, 1, IncidentCause::Network)],
         "{seen:?}"
     );
+}
+
+#[test]
+fn a_server_its_clients_wait_on_opens_a_network_incident_that_closes_after() {
+    // Packet loss at server 2 in windows 80-119, as the fleet testbed saw
+    // it: the clients' latest socket call in a window was to it in 4 of 5
+    // windows (fault-free it goes round the servers); no call is slower.
+    let (s, c) = (servers(), clients());
+    let edit = |spec: usize, d: usize, w: u64, summary: &mut Summary| {
+        let addr = if spec == 0 { d + 1 } else { d + 101 };
+        summary
+            .facts
+            .add("addr", &format!("10.214.0.{addr}"))
+            .unwrap();
+        if spec == 1 {
+            let round = ((w + d as u64) % 4) as usize;
+            let lossy = (80..120).contains(&w) && (w + d as u64) % 5 != 0;
+            let to = if lossy { 2 } else { round };
+            let start = clients().window_start(w);
+            for srv in 0..4u8 {
+                let end = if usize::from(srv) == to {
+                    start + 900_000_000
+                } else {
+                    start + 100_000_000 * (u64::from(srv) + 1)
+                };
+                add_peer(
+                    summary,
+                    [10, 214, 0, srv + 1],
+                    49152,
+                    300,
+                    "readv",
+                    131_072,
+                    end,
+                );
+            }
+        }
+        true
+    };
+    let seen = stream(&[&s, &c], 160, &edit);
+    assert_eq!(
+        opened_and_closed(&seen),
+        vec![
+            (Event::Opened, 2, IncidentCause::Network),
+            (Event::Closed, 2, IncidentCause::Network)
+        ],
+        "{seen:?}"
+    );
+    // Opened within two ticks of the fault's start (4 of 4 judged windows
+    // over threshold, each counting 3 windows), closed after it ended.
+    assert!((84..=89).contains(&seen[0].3), "{seen:?}");
+    let closed = seen.iter().find(|x| x.0 == Event::Closed).unwrap();
+    assert!(closed.3 >= 120, "{seen:?}");
 }
 
 fn servers() -> FleetSpec {

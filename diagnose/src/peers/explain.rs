@@ -7,7 +7,7 @@
 //! more than others, and the median over the clients flags them (the
 //! PVFS paper compared servers with servers and clients with clients, and
 //! its clients spread every request over every server, so they were
-//! slowed alike). The statistical findings (median, histogram, link) on a
+//! slowed alike). The statistical findings (median, histogram, link, wait) on a
 //! client whose flagged span meets a statistical finding on a server are
 //! therefore moved out of the findings, each with the server that explains
 //! it. A client flagged while no server is stays a culprit (a slow client
@@ -28,7 +28,10 @@ pub struct Explained {
 }
 
 fn statistical(f: &Finding) -> bool {
-    matches!(f.method, Method::Median | Method::Histogram | Method::Link)
+    matches!(
+        f.method,
+        Method::Median | Method::Histogram | Method::Link | Method::Wait
+    )
 }
 
 /// Splits `findings` into culprits and explained symptoms. `pad_ns`: how

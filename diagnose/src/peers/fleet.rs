@@ -417,6 +417,7 @@ impl Fleet {
             self.slices[d] =
                 self.slices[d].split_off(&(Phase::Training, slice + u64::from(cut_slice)));
             self.links[d] = self.links[d].split_off(&(Phase::Training, link + u64::from(cut_link)));
+            self.trails[d].evict_latest(before);
         }
         let slice_end = if cut_slice {
             (slice + 1) * self.slice_windows

@@ -29,6 +29,7 @@ pub mod report;
 pub mod request;
 pub mod semantic;
 pub mod trail;
+pub mod wait;
 
 use std::collections::BTreeMap;
 
@@ -45,6 +46,7 @@ use median::{MedianParams, MIN_DEVICES};
 use metrics::Cause;
 use phase::Phase;
 use semantic::SemanticParams;
+use wait::WaitParams;
 
 /// Which method found a finding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -62,6 +64,8 @@ pub enum Method {
     /// The Hadoop semantic method: out-of-range invocations scored per
     /// pair of nodes ([`semantic`]).
     Semantic,
+    /// The server its clients wait on ([`wait`]).
+    Wait,
 }
 
 impl Method {
@@ -74,6 +78,7 @@ impl Method {
             Method::Errno => "errno",
             Method::Hang => "hang",
             Method::Semantic => "semantic",
+            Method::Wait => "wait",
         }
     }
 }
@@ -151,6 +156,8 @@ pub struct Options {
     pub hang: bool,
     /// Run the Hadoop semantic method.
     pub semantic: bool,
+    /// Run the wait method.
+    pub wait: bool,
     /// The median method's settings.
     pub median_params: MedianParams,
     /// The histogram method's settings.
@@ -163,6 +170,8 @@ pub struct Options {
     pub hang_params: HangParams,
     /// The semantic method's settings.
     pub semantic_params: SemanticParams,
+    /// The wait method's settings.
+    pub wait_params: WaitParams,
 }
 
 impl Default for Options {
@@ -174,12 +183,14 @@ impl Default for Options {
             errno: true,
             hang: true,
             semantic: true,
+            wait: true,
             median_params: MedianParams::default(),
             histogram_params: HistogramParams::default(),
             link_params: LinkParams::default(),
             errno_params: ErrnoParams::default(),
             hang_params: HangParams::default(),
             semantic_params: SemanticParams::default(),
+            wait_params: WaitParams::default(),
         }
     }
 }
@@ -205,6 +216,9 @@ pub struct PeerDiagnosis {
     pub window_ns: u64,
     /// Windows per histogram slice.
     pub slice_windows: u64,
+    /// Windows a wait finding's share was counted over (its window and
+    /// the ones before it).
+    pub wait_span: u64,
 }
 
 impl PeerSet {
@@ -273,7 +287,8 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
     let (sets, small): (Vec<PeerSet>, Vec<PeerSet>) = all_sets
         .into_iter()
         .partition(|s| s.devices.len() >= MIN_DEVICES);
-    let fleet_wide = options.errno || options.hang || options.link || options.semantic;
+    let fleet_wide =
+        options.errno || options.hang || options.link || options.semantic || options.wait;
     if sets.is_empty() && !fleet_wide {
         let what: Vec<String> = small
             .iter()
@@ -340,7 +355,13 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
         findings.extend(found);
         notes.extend(hang_notes);
     }
+    if options.wait {
+        let (found, wait_notes) = wait::wait(fleet, &options.wait_params);
+        findings.extend(found);
+        notes.extend(wait_notes);
+    }
     let pad_ns = fleet.window_ns.saturating_mul(LINK_SLICE_WINDOWS);
+    wait::drop_explained_by_disk(&mut findings, pad_ns);
     let (mut findings, explained) = explain::explain(findings, &fleet.devices, pad_ns);
     findings.sort_by(|a, b| {
         b.score
@@ -358,6 +379,7 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
         tally: fleet.tally.clone(),
         window_ns: fleet.window_ns,
         slice_windows: fleet.slice_windows,
+        wait_span: options.wait_params.span,
     })
 }
 

@@ -17,6 +17,7 @@ use super::histogram::HistogramParams;
 use super::link::LinkParams;
 use super::median::MedianParams;
 use super::semantic::SemanticParams;
+use super::wait::WaitParams;
 use super::{analyse, tally_text, Options, PeerDiagnosis};
 use crate::input::{self, RunFilter, SummarySource};
 use crate::time::{RangeTimes, Time};
@@ -40,6 +41,8 @@ pub enum Methods {
     /// The Hadoop semantic method: out-of-range invocations per pair of
     /// nodes.
     Semantic,
+    /// The server its clients wait on.
+    Wait,
     /// All six.
     #[default]
     All,
@@ -166,6 +169,7 @@ impl PeersRequest {
             errno: matches!(m, Methods::Errno | Methods::All),
             hang: matches!(m, Methods::Hang | Methods::All),
             semantic: matches!(m, Methods::Semantic | Methods::All),
+            wait: matches!(m, Methods::Wait | Methods::All),
             median_params: MedianParams {
                 k: self.k,
                 n: self.n,
@@ -187,6 +191,7 @@ impl PeersRequest {
                 hang_after_ns: nanos(self.hang_after),
                 ..HangParams::default()
             },
+            wait_params: WaitParams::default(),
         };
         analyse(&fleet, &options)
     }

@@ -2,7 +2,9 @@
 //! each device's windows, reduced as they are read: failed calls with
 //! their errno and time, calls in flight (each once, however many windows
 //! it spans), the windows in which the device made calls, and per socket
-//! peer its most recent call as each window saw it.
+//! peer its most recent call as each window saw it, and per window the
+//! peer of the latest socket call that ended in it (the wait method's
+//! sample of whom the device was waiting on, [`super::wait`]).
 //!
 //! Failure times come from the windows' `Failures::first_ns`/`last_ns`
 //! (per syscall and fd kind, ns since the window's start): an errno is
@@ -11,10 +13,12 @@
 //! it has several.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 
 use agent_core::summary::LastCall;
 use agent_core::{FdKind, PeerAddr, Summary, SyscallId};
 
+use super::fleet::ip_of;
 use super::phase::Phase;
 
 /// Failed calls of one (syscall, fd kind, errno) in one window.
@@ -78,6 +82,12 @@ pub struct Trail {
     /// other window holds.
     trained_windows: BTreeMap<(SyscallId, u16), usize>,
     waits_windows: BTreeMap<(SyscallId, FdKind), usize>,
+    /// Per (phase, window index): the end (ns since the Unix epoch) and
+    /// peer address of the latest socket call that ended inside the
+    /// window, over every stream of the device in it. A window whose
+    /// calls all predate it (a peer stays listed one window after its
+    /// last call) has none: the device was not working then.
+    pub latest: BTreeMap<(Phase, u64), (u64, IpAddr)>,
 }
 
 impl Trail {
@@ -86,6 +96,7 @@ impl Trail {
     pub fn add(&mut self, phase: Phase, index: u64, window_ns: u64, summary: &Summary) {
         let start = summary.run.start_unix_ns;
         let end = start.saturating_add(window_ns);
+        self.add_latest(phase, index, start, end, summary);
         for s in &summary.syscalls {
             let Some(f) = &s.failures else { continue };
             for &(errno, count) in &f.errnos {
@@ -148,6 +159,32 @@ impl Trail {
         }
     }
 
+    /// Keeps the peer of the window's latest socket call that ended in
+    /// `[start, end)`, if any (two streams of the device in one window:
+    /// the later call).
+    fn add_latest(&mut self, phase: Phase, index: u64, start: u64, end: u64, summary: &Summary) {
+        let latest = summary
+            .peers
+            .list
+            .iter()
+            .filter_map(|p| Some((p.last?.end_unix_ns, ip_of(&p.addr.ip))))
+            .filter(|(t, _)| start <= *t && *t < end)
+            .max_by_key(|(t, _)| *t);
+        let Some(latest) = latest else { return };
+        let kept = self.latest.entry((phase, index)).or_insert(latest);
+        if latest.0 > kept.0 {
+            *kept = latest;
+        }
+    }
+
+    /// Forgets the latest calls of training windows of index below
+    /// `before` (the live analysis evicting its baseline's oldest windows).
+    pub fn evict_latest(&mut self, before: u64) {
+        let diagnosis = self.latest.split_off(&(Phase::Diagnosis, 0));
+        self.latest = self.latest.split_off(&(Phase::Training, before));
+        self.latest.extend(diagnosis);
+    }
+
     /// Takes back what [`Trail::add`] kept of training window `summary`,
     /// `window_ns` long: its errnos and waits stay only when another
     /// training window has them too.
@@ -186,6 +223,7 @@ impl Trail {
         self.flying.clear();
         self.active.clear();
         self.peers.clear();
+        self.latest.split_off(&(Phase::Diagnosis, 0));
     }
 
     /// The most recent call on `peer`'s sockets that ended before `until`.

@@ -19,9 +19,9 @@ from statistics import median
 
 import effect
 
-METHODS = ("median", "histogram", "semantic", "link", "errno", "hang", "statistical")
-STATISTICAL = ("median", "histogram", "link")
-# "statistical": the three statistical methods' findings together, what
+METHODS = ("median", "histogram", "semantic", "link", "wait", "errno", "hang", "statistical")
+STATISTICAL = ("median", "histogram", "link", "wait")
+# "statistical": the four statistical methods' findings together, what
 # `peers --method all` answers on a performance fault (TP: any of them
 # names the node with the right cause; FP: any of them flags another).
 ANY_STATISTICAL = "statistical"
@@ -34,14 +34,14 @@ SEMANTIC_CAUSES = ("errno", "crash", "hang")
 
 # The causes a method can name when it cannot name every one: its TP on
 # other faults is n/a (its row is there for the false positives).
-NAMES = {"errno": ("errno",), "hang": ("crash", "hang"), "link": ("network",)}
+NAMES = {"errno": ("errno",), "hang": ("crash", "hang"), "link": ("network",), "wait": ("network",)}
 
 
 def methods_for(cause):
     """The methods judged on a fault: the statistical ones (median,
-    histogram, link) on performance faults, the semantic ones on errors,
+    histogram, link, wait) on performance faults, the semantic ones on errors,
     crashes and hangs, all of them on the fault-free control (any finding
-    there is a false positive); "statistical" joins the three."""
+    there is a false positive); "statistical" joins the four."""
     if cause == "none":
         return METHODS
     if cause in SEMANTIC_CAUSES:

@@ -281,6 +281,8 @@ fn flagged_windows(d: &PeerDiagnosis, hang: &HangParams) -> BTreeSet<u64> {
             // link slices: the longer of the two covers both.
             Method::Semantic => (0, LINK_SLICE_WINDOWS.max(d.slice_windows)),
             Method::Median | Method::Errno => (0, 1),
+            // A wait finding's window counts the span of windows before it.
+            Method::Wait => (d.wait_span.saturating_sub(1), 1),
             Method::Hang => (lookback(f.cause, hang, d.window_ns), 1),
         };
         for w in &f.windows {

@@ -39,7 +39,7 @@ pub struct PeersQuery {
     pub since: String,
     #[serde(default)]
     pub until: String,
-    /// `median`, `histogram`, `link`, `errno`, `hang`, `semantic` or `all`
+    /// `median`, `histogram`, `link`, `errno`, `hang`, `semantic`, `wait` or `all`
     /// (default).
     #[serde(default)]
     pub method: String,
@@ -201,28 +201,32 @@ pub(super) fn run(
 }
 
 fn options(method: &str, strict_paper: bool) -> Result<Options, String> {
-    let (median, histogram, link, errno, hang, semantic) = match method.trim() {
-        "" | "all" => (true, true, true, true, true, true),
-        "median" => (true, false, false, false, false, false),
-        "histogram" => (false, true, false, false, false, false),
-        "link" => (false, false, true, false, false, false),
-        "errno" => (false, false, false, true, false, false),
-        "hang" => (false, false, false, false, true, false),
-        "semantic" => (false, false, false, false, false, true),
-        other => {
-            return Err(format!(
-                "unknown method `{other}` (median, histogram, link, errno, hang, semantic or all)"
-            ))
-        }
-    };
+    const METHODS: [&str; 7] = [
+        "median",
+        "histogram",
+        "link",
+        "errno",
+        "hang",
+        "semantic",
+        "wait",
+    ];
+    let name = method.trim();
+    let all = matches!(name, "" | "all");
+    if !all && !METHODS.contains(&name) {
+        return Err(format!(
+            "unknown method `{name}` (median, histogram, link, errno, hang, semantic, wait or all)"
+        ));
+    }
+    let on = |m: &str| all || name == m;
     Ok(Options {
-        median,
-        histogram,
-        link,
-        errno,
-        hang,
+        median: on("median"),
+        histogram: on("histogram"),
+        link: on("link"),
+        errno: on("errno"),
+        hang: on("hang"),
+        semantic: on("semantic"),
+        wait: on("wait"),
         median_params: MedianParams::default(),
-        semantic,
         histogram_params: HistogramParams {
             strict_paper,
             ..HistogramParams::default()

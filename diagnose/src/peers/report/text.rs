@@ -68,8 +68,9 @@ pub fn text(d: &PeerDiagnosis) -> String {
                     crate::peers::Method::Histogram
                     | crate::peers::Method::Link
                     | crate::peers::Method::Semantic => format!("{} slice(s)", f.windows.len()),
-                    crate::peers::Method::Errno | crate::peers::Method::Hang =>
-                        format!("{} window(s)", f.windows.len()),
+                    crate::peers::Method::Errno
+                    | crate::peers::Method::Hang
+                    | crate::peers::Method::Wait => format!("{} window(s)", f.windows.len()),
                 },
                 utc(f.first_window_unix_ns),
                 utc(f.last_window_unix_ns),

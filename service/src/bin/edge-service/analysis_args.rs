@@ -193,6 +193,9 @@ pub enum Methods {
     /// The Hadoop semantic method: socket and file calls out of their
     /// training range, scored per pair of nodes.
     Semantic,
+    /// The server its clients wait on: which server the clients' latest
+    /// socket calls were to, window after window (packet loss).
+    Wait,
     /// All six.
     All,
 }
@@ -317,6 +320,7 @@ impl From<Methods> for peers_request::Methods {
             Methods::Errno => peers_request::Methods::Errno,
             Methods::Hang => peers_request::Methods::Hang,
             Methods::Semantic => peers_request::Methods::Semantic,
+            Methods::Wait => peers_request::Methods::Wait,
             Methods::All => peers_request::Methods::All,
         }
     }

@@ -1,0 +1,233 @@
+//! The wait method: the server its clients are waiting on.
+//!
+//! Why: packet loss at a server (20 % of its inbound or outbound packets
+//! dropped) slows the fleet without slowing any traced call. Clients and
+//! servers on non-blocking sockets read only once `epoll` says data has
+//! arrived, so a retransmission's wait is in `epoll_wait`, not on any
+//! socket; the bytes per call do not move either (the lost segment is
+//! sent again whole). What changes is *where* the clients are: a client of
+//! a distributed file system works on one server's file at a time, and
+//! one whose requests or replies to a server are lost sits waiting on that
+//! server. Measured on the fleet testbed (`scripts/lib/fleet/wait_share.py`):
+//! at the end of a 1 s window the latest socket call of a client was to
+//! the lossy server in 76-88 % of its windows under receive or send
+//! loss, against about a quarter (one of four servers) fault-free.
+//!
+//! The method:
+//! - a *sample* is one client window's latest socket call that ended inside
+//!   the window ([`super::trail::Trail::latest`]), when its peer is a
+//!   server of the fleet known by its `addr` fact (clients are the devices
+//!   that are not servers);
+//! - a server's *share* at window `w` is the fraction of the samples of
+//!   windows `w - span + 1 ..= w` that name it; a window is judged when
+//!   those windows hold at least two samples per window;
+//! - per server, the threshold is the highest share it held in `k` of any
+//!   `n` consecutive judged training windows, times `1 + margin`, and at
+//!   least twice the fair share (2 / servers: with 4 servers, clients at
+//!   it half the time);
+//! - a server over its threshold in `k` of `n` consecutive judged
+//!   diagnosis windows is flagged, cause network, metric `wait-share`.
+//!
+//! A disk fault at a server keeps its clients waiting on it too; the
+//! server's own file calls are slow then and the median method names the
+//! disk, so a wait finding on a server with a disk finding of another
+//! method in the same windows is left out ([`super::analyse`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use super::fleet::Fleet;
+use super::kofn::{persistent, sustained};
+use super::metrics::Cause;
+use super::phase::Phase;
+use super::{Finding, Method};
+
+/// The method's settings (docs/peers.md, "`wait`").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WaitParams {
+    /// Windows over which a share is counted (the window judged and the
+    /// ones before it).
+    pub span: u64,
+    /// Over-threshold windows needed ...
+    pub k: usize,
+    /// ... among this many consecutive judged windows.
+    pub n: usize,
+    /// The threshold is the training's sustained share times (1 + margin).
+    pub margin: f64,
+}
+
+impl Default for WaitParams {
+    fn default() -> WaitParams {
+        WaitParams {
+            span: 3,
+            k: 4,
+            n: 4,
+            margin: 0.25,
+        }
+    }
+}
+
+/// Fewest servers for a share to mean anything (with two, each is half).
+pub const MIN_SERVERS: usize = 3;
+/// Fewest samples per window of the span for a window to be judged.
+const MIN_SAMPLES_PER_WINDOW: u64 = 2;
+
+/// Per window index: the samples per server address, and how many in all.
+type Samples = BTreeMap<u64, (BTreeMap<IpAddr, u64>, u64)>;
+
+fn samples(fleet: &Fleet, phase: Phase, servers: &BTreeMap<IpAddr, usize>) -> Samples {
+    let mut out = Samples::new();
+    for (d, device) in fleet.devices.iter().enumerate() {
+        if device.is_server() {
+            continue;
+        }
+        for ((_, index), (_, peer)) in fleet.trails[d].latest.range((phase, 0)..=(phase, u64::MAX))
+        {
+            if !servers.contains_key(peer) {
+                continue;
+            }
+            let (per, all) = out.entry(*index).or_default();
+            *per.entry(*peer).or_default() += 1;
+            *all += 1;
+        }
+    }
+    out
+}
+
+/// Each judged window's index and the share of every server in it, in
+/// window order.
+fn shares(
+    samples: &Samples,
+    servers: &BTreeMap<IpAddr, usize>,
+    span: u64,
+) -> Vec<(u64, BTreeMap<IpAddr, f64>)> {
+    let span = span.max(1);
+    let mut out = Vec::new();
+    for &w in samples.keys() {
+        let mut per: BTreeMap<IpAddr, u64> = BTreeMap::new();
+        let mut all = 0u64;
+        for (_, (p, n)) in samples.range(w.saturating_sub(span - 1)..=w) {
+            for (a, c) in p {
+                *per.entry(*a).or_default() += c;
+            }
+            all += n;
+        }
+        if all < MIN_SAMPLES_PER_WINDOW * span {
+            continue;
+        }
+        let share = servers
+            .keys()
+            .map(|a| (*a, per.get(a).copied().unwrap_or(0) as f64 / all as f64))
+            .collect();
+        out.push((w, share));
+    }
+    out
+}
+
+/// The servers whose clients wait on them far more than training saw, as
+/// findings, and notes on what could not be judged.
+pub fn wait(fleet: &Fleet, params: &WaitParams) -> (Vec<Finding>, Vec<String>) {
+    let mut notes = Vec::new();
+    // A server's address → its device (the first listed: one brick per
+    // address on a file system fleet).
+    let mut servers: BTreeMap<IpAddr, usize> = BTreeMap::new();
+    for (d, device) in fleet.devices.iter().enumerate() {
+        if let (true, Some(a)) = (device.is_server(), device.addr()) {
+            servers.entry(a).or_insert(d);
+        }
+    }
+    if servers.len() < MIN_SERVERS {
+        if !servers.is_empty() {
+            notes.push(format!(
+                "wait: {} server(s) known by their addr fact, fewer than {MIN_SERVERS}: not judged",
+                servers.len()
+            ));
+        }
+        return (Vec::new(), notes);
+    }
+    let training = shares(
+        &samples(fleet, Phase::Training, &servers),
+        &servers,
+        params.span,
+    );
+    let diagnosis = shares(
+        &samples(fleet, Phase::Diagnosis, &servers),
+        &servers,
+        params.span,
+    );
+    if diagnosis.is_empty() {
+        return (Vec::new(), notes);
+    }
+    if training.is_empty() {
+        notes.push("wait: no training window with enough clients' socket calls: not judged".into());
+        return (Vec::new(), notes);
+    }
+    // Twice the fair share: a server its clients wait on as much as on
+    // all the others together (4 servers) is never a fault-free one's.
+    let floor = 2.0 / servers.len() as f64;
+    let mut findings = Vec::new();
+    for (addr, &device) in &servers {
+        let trained: Vec<f64> = training
+            .iter()
+            .map(|(_, s)| s.get(addr).copied().unwrap_or(0.0))
+            .collect();
+        let threshold = (sustained(&trained, params.k, params.n).unwrap_or(0.0)
+            * (1.0 + params.margin))
+            .max(floor);
+        let values: Vec<f64> = diagnosis
+            .iter()
+            .map(|(_, s)| s.get(addr).copied().unwrap_or(0.0))
+            .collect();
+        let over: Vec<bool> = values.iter().map(|v| *v > threshold).collect();
+        let kept = persistent(&over, params.k, params.n);
+        if kept.is_empty() {
+            continue;
+        }
+        let windows: Vec<u64> = kept.iter().map(|i| diagnosis[*i].0).collect();
+        let share = kept.iter().map(|i| values[*i]).sum::<f64>() / kept.len() as f64;
+        findings.push(Finding {
+            device,
+            method: Method::Wait,
+            cause: Cause::Network,
+            metric: "wait-share".to_string(),
+            first_window_unix_ns: fleet.window_start(windows[0]),
+            last_window_unix_ns: fleet.window_start(windows[windows.len() - 1]),
+            score: share / threshold,
+            windows,
+            evidence: format!(
+                "clients' latest socket call was to it in {:.0}% of their windows \
+                 ({} windows at a time; threshold {:.0}%, an even share {:.0}%)",
+                share * 100.0,
+                params.span,
+                threshold * 100.0,
+                100.0 / servers.len() as f64
+            ),
+        });
+    }
+    (findings, notes)
+}
+
+/// Leaves out the wait findings on a server that another method blames on
+/// its disk in overlapping windows (`pad_ns` past each finding's last
+/// window): its clients wait on it because its disk is slow.
+pub fn drop_explained_by_disk(findings: &mut Vec<Finding>, pad_ns: u64) {
+    let disk: BTreeSet<(usize, u64, u64)> = findings
+        .iter()
+        .filter(|f| f.method != Method::Wait && f.cause == Cause::Disk)
+        .map(|f| {
+            (
+                f.device,
+                f.first_window_unix_ns,
+                f.last_window_unix_ns.saturating_add(pad_ns),
+            )
+        })
+        .collect();
+    findings.retain(|f| {
+        f.method != Method::Wait
+            || !disk.iter().any(|(d, a, b)| {
+                *d == f.device
+                    && *a < f.last_window_unix_ns.saturating_add(pad_ns)
+                    && f.first_window_unix_ns < *b
+            })
+    });
+}

@@ -1,0 +1,300 @@
+//! The wait method (`--method wait`) on synthetic fleets: 4 servers
+//! (glusterfsd, role server) and 3 clients (glusterfs, role client), each
+//! with an `addr` fact, × 120 one-second windows, training on the first
+//! 60. Every client window lists every server with its most recent call;
+//! fault-free, the latest of them goes round the servers (client c in
+//! window w: server (w + c) mod 4), as a file system client reading its
+//! files on every brick in turn. With packet loss at one server from
+//! window 80 on, as on the GlusterFS testbed, the clients' latest call
+//! was to it in about 4 of 5 windows (76-88 % there).
+
+use agent_core::Summary;
+use diagnose::peers::fleet::{Fleet, Range};
+use diagnose::peers::metrics::Cause;
+use diagnose::peers::wait::{drop_explained_by_disk, wait, WaitParams};
+use diagnose::peers::{analyse, Finding, Method, Options, PeerDiagnosis};
+use fixtures::synth::{add_peer, Fault, FleetSpec};
+
+const TRAIN: u64 = 60;
+const WINDOWS: u64 = 120;
+const FAULT_FROM: u64 = 80;
+const SERVERS: usize = 4;
+
+fn servers(faults: Vec<Fault>) -> FleetSpec {
+    FleetSpec {
+        faults,
+        ..FleetSpec::new(SERVERS, WINDOWS)
+    }
+}
+
+fn clients() -> FleetSpec {
+    clients_with(Vec::new())
+}
+
+fn clients_with(faults: Vec<Fault>) -> FleetSpec {
+    FleetSpec {
+        program: "glusterfs".into(),
+        role: Some("client".into()),
+        seed: 2,
+        faults,
+        ..FleetSpec::new(3, WINDOWS)
+    }
+}
+
+fn ip(server: bool, d: usize) -> [u8; 4] {
+    [10, 214, 0, if server { d as u8 + 1 } else { d as u8 + 101 }]
+}
+
+/// What the clients do.
+#[derive(Clone, Copy, PartialEq)]
+enum Clients {
+    /// Their latest call goes round the servers.
+    Even,
+    /// From the fault on, their latest call is to this server in 4 of 5
+    /// windows.
+    WaitOn(usize),
+    /// From the fault on, they make no call at all on this server's
+    /// sockets nor any other: every server listed with the call it had
+    /// before the fault (a hang: listed, but not in the window).
+    Stuck(usize),
+}
+
+/// The server client `c`'s latest call in window `w` was to, and whether
+/// that call ended inside the window.
+fn latest(clients: Clients, c: usize, w: u64) -> (usize, bool) {
+    let round = ((w + c as u64) % SERVERS as u64) as usize;
+    match clients {
+        Clients::WaitOn(s) if w >= FAULT_FROM && (w + c as u64) % 5 != 0 => (s, true),
+        Clients::Stuck(s) if w >= FAULT_FROM => (s, false),
+        _ => (round, true),
+    }
+}
+
+/// Every window of the fleet, window by window (servers, then clients).
+fn summaries(clients_do: Clients, client_faults: Vec<Fault>) -> Vec<Summary> {
+    let (s, c) = (servers(Vec::new()), clients_with(client_faults));
+    let mut out = Vec::new();
+    for w in 0..WINDOWS {
+        for d in 0..s.devices {
+            let mut summary: Summary = s.window(d, w);
+            let me = ip(true, d);
+            summary
+                .facts
+                .add("addr", &format!("10.214.0.{}", me[3]))
+                .unwrap();
+            out.push(summary);
+        }
+        for d in 0..c.devices {
+            let mut summary: Summary = c.window(d, w);
+            let me = ip(false, d);
+            summary
+                .facts
+                .add("addr", &format!("10.214.0.{}", me[3]))
+                .unwrap();
+            let start = c.window_start(w);
+            let (to, inside) = latest(clients_do, d, w);
+            for srv in 0..SERVERS {
+                // The latest call ends 900 ms into the window, the others
+                // earlier; a stuck client's all before the window.
+                let end = match (srv == to, inside) {
+                    (_, false) => c.window_start(FAULT_FROM) - 100_000_000 - srv as u64,
+                    (true, true) => start + 900_000_000,
+                    (false, true) => start + 100_000_000 * (srv as u64 + 1),
+                };
+                add_peer(
+                    &mut summary,
+                    ip(true, srv),
+                    49152,
+                    300,
+                    "readv",
+                    131_072,
+                    end,
+                );
+            }
+            out.push(summary);
+        }
+    }
+    out
+}
+
+/// A fleet of those windows, training on the first `train` and judging
+/// the ones from `judge_from` on.
+fn fleet_of(all: &[Summary], train: (u64, u64), judge_from: u64) -> Fleet {
+    let at = |w| servers(Vec::new()).window_start(w);
+    let mut fleet = Fleet::new(
+        Range {
+            since: at(train.0),
+            until: at(train.1),
+        },
+        Range {
+            since: at(judge_from),
+            until: at(WINDOWS),
+        },
+        10,
+    );
+    for s in all {
+        fleet.add(s);
+    }
+    fleet
+}
+
+fn fleet(clients_do: Clients, client_faults: Vec<Fault>) -> Fleet {
+    fleet_of(&summaries(clients_do, client_faults), (0, TRAIN), TRAIN)
+}
+
+fn wait_only() -> Options {
+    Options {
+        median: false,
+        histogram: false,
+        link: false,
+        errno: false,
+        hang: false,
+        ..Options::default()
+    }
+}
+
+/// (server?, index, method, cause) of each finding.
+fn found(d: &PeerDiagnosis) -> Vec<(bool, usize, Method, &'static str)> {
+    let (s, c) = (servers(Vec::new()), clients());
+    let mut v: Vec<_> = d
+        .findings
+        .iter()
+        .map(|f| {
+            let id = d.devices[f.device].id;
+            match (0..s.devices).find(|i| s.device_id(*i) == id) {
+                Some(i) => (true, i, f.method, f.cause.name()),
+                None => (
+                    false,
+                    (0..c.devices).find(|i| c.device_id(*i) == id).unwrap(),
+                    f.method,
+                    f.cause.name(),
+                ),
+            }
+        })
+        .collect();
+    v.sort_by_key(|x| format!("{x:?}"));
+    v
+}
+
+#[test]
+fn clients_spread_evenly_over_the_servers_flag_nothing() {
+    let d = analyse(&fleet(Clients::Even, Vec::new()), &wait_only()).unwrap();
+    assert_eq!(found(&d), vec![]);
+}
+
+#[test]
+fn the_server_the_clients_wait_on_is_named_with_cause_network() {
+    let d = analyse(&fleet(Clients::WaitOn(2), Vec::new()), &wait_only()).unwrap();
+    assert_eq!(found(&d), vec![(true, 2, Method::Wait, "network")]);
+    let f = &d.findings[0];
+    assert_eq!(f.metric, "wait-share");
+    // Found from the fault's first windows on, not before.
+    let first = (f.first_window_unix_ns - clients().window_start(0)) / 1_000_000_000;
+    assert!(
+        (FAULT_FROM..FAULT_FROM + 4).contains(&first),
+        "first flagged window {first}"
+    );
+    assert!(f.score > 1.0, "{f:?}");
+}
+
+#[test]
+fn calls_before_the_window_are_no_sample() {
+    // A hung server: the clients' latest calls were all to it, but before
+    // these windows; the clients are idle, not waiting on a slow network.
+    let d = analyse(&fleet(Clients::Stuck(1), Vec::new()), &wait_only()).unwrap();
+    assert_eq!(found(&d), vec![]);
+}
+
+#[test]
+fn a_server_the_clients_waited_on_in_training_too_is_not_flagged() {
+    // Training holds the same waiting: the threshold learns it.
+    let all = summaries(Clients::WaitOn(2), Vec::new());
+    assert_eq!(
+        wait(&fleet_of(&all, (0, TRAIN), TRAIN), &WaitParams::default())
+            .0
+            .len(),
+        1
+    );
+    let late = fleet_of(&all, (FAULT_FROM, 100), 100);
+    assert!(wait(&late, &WaitParams::default()).0.is_empty());
+}
+
+#[test]
+fn a_wait_on_a_server_whose_disk_is_blamed_is_left_to_the_disk() {
+    let finding = |device, method, cause, first: u64| Finding {
+        device,
+        method,
+        cause,
+        metric: "m".into(),
+        first_window_unix_ns: first,
+        last_window_unix_ns: first + 5,
+        score: 2.0,
+        windows: vec![first],
+        evidence: String::new(),
+    };
+    let mut findings = vec![
+        finding(1, Method::Median, Cause::Disk, 100),
+        finding(1, Method::Wait, Cause::Network, 103),
+        // Another server's wait, and the same server's long after.
+        finding(2, Method::Wait, Cause::Network, 103),
+        finding(1, Method::Wait, Cause::Network, 1_000),
+    ];
+    drop_explained_by_disk(&mut findings, 10);
+    let left: Vec<(usize, Method, u64)> = findings
+        .iter()
+        .map(|f| (f.device, f.method, f.first_window_unix_ns))
+        .collect();
+    assert_eq!(
+        left,
+        vec![
+            (1, Method::Median, 100),
+            (2, Method::Wait, 103),
+            (1, Method::Wait, 1_000)
+        ]
+    );
+}
+
+#[test]
+fn the_clients_median_findings_are_explained_by_the_waited_on_server() {
+    // A client slow on its socket reads while it waits on the lossy
+    // server: a symptom, set apart, not a culprit.
+    let slow = vec![Fault::Network {
+        device: 0,
+        from: FAULT_FROM,
+        until: WINDOWS,
+        factor: 5.0,
+    }];
+    let median_only = Options {
+        wait: false,
+        ..Options::default()
+    };
+    let alone = analyse(&fleet(Clients::WaitOn(3), slow.clone()), &median_only).unwrap();
+    assert!(found(&alone).contains(&(false, 0, Method::Median, "network")));
+    let d = analyse(&fleet(Clients::WaitOn(3), slow), &Options::default()).unwrap();
+    assert_eq!(found(&d), vec![(true, 3, Method::Wait, "network")]);
+    assert!(d
+        .explained
+        .iter()
+        .any(|e| !d.devices[e.finding.device].is_server()
+            && d.devices[e.by].id == servers(Vec::new()).device_id(3)));
+}
+
+#[test]
+fn evicted_training_windows_leave_no_sample() {
+    // The live analysis evicts its baseline's oldest windows: their
+    // samples must go with them, or the threshold would keep learning
+    // from windows no longer in the baseline.
+    let all = summaries(Clients::WaitOn(2), Vec::new());
+    let s = servers(Vec::new());
+    let index = |w: u64| (s.window_start(w) + 500_000_000) / 1_000_000_000;
+    let mut f = fleet_of(&all, (FAULT_FROM, WINDOWS), WINDOWS);
+    let (evicted, kept): (Vec<&Summary>, Vec<&Summary>) = all
+        .iter()
+        .filter(|x| x.run.start_unix_ns >= s.window_start(FAULT_FROM))
+        .partition(|x| x.run.start_unix_ns < s.window_start(110));
+    f.evict_training(index(110), evicted, kept);
+    assert!(!f.trails.is_empty());
+    for t in &f.trails {
+        assert!(t.latest.keys().all(|(_, w)| *w >= index(110)));
+    }
+}
