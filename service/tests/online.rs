@@ -78,6 +78,14 @@ fn stream(
     seen
 }
 
+/// The incidents opened, in order.
+fn opened_of(seen: &[Seen]) -> Vec<(Event, usize, IncidentCause)> {
+    opened_and_closed(seen)
+        .into_iter()
+        .filter(|o| o.0 == Event::Opened)
+        .collect()
+}
+
 fn opened_and_closed(seen: &[Seen]) -> Vec<(Event, usize, IncidentCause)> {
     seen.iter()
         .filter(|s| s.0 != Event::Updated)
@@ -323,10 +331,7 @@ fn stopped_in(
 fn a_device_that_stops_sending_is_a_hang_only_when_a_client_waits_on_it() {
     let (s, c) = (servers(), clients());
     let seen = stream(&[&s, &c], 160, &stopped(true));
-    let opened: Vec<_> = opened_and_closed(&seen)
-        .into_iter()
-        .filter(|o| o.0 == Event::Opened)
-        .collect();
+    let opened = opened_of(&seen);
     assert_eq!(
         opened,
         vec![(Event::Opened, 3, IncidentCause::Hang)],
@@ -428,10 +433,7 @@ fn failures_on_other_servers_as_a_hung_one_answers_again_open_no_incident() {
         failing(s, d, w, summary);
         hang(s, d, w, summary)
     });
-    let opened: Vec<_> = opened_and_closed(&seen)
-        .into_iter()
-        .filter(|o| o.0 == Event::Opened)
-        .collect();
+    let opened = opened_of(&seen);
     assert_eq!(
         opened,
         vec![(Event::Opened, 3, IncidentCause::Hang)],
@@ -444,10 +446,7 @@ fn failures_on_other_servers_as_a_hung_one_answers_again_open_no_incident() {
     let errno = IncidentCause::Errno {
         name: "ENOENT".into(),
     };
-    let opened: Vec<_> = opened_and_closed(&seen)
-        .into_iter()
-        .filter(|o| o.0 == Event::Opened)
-        .collect();
+    let opened = opened_of(&seen);
     assert_eq!(
         opened,
         vec![(Event::Opened, 1, errno.clone()), (Event::Opened, 2, errno)],
