@@ -90,9 +90,9 @@ impl Encoded {
     /// The summary again. `None` only for a summary that never passed the
     /// decoder's checks (the task hands in decoded ones; a test's made-up
     /// window must be consistent too, or it is left out of the baseline
-    /// here while already in the reduced one).
-    /// Decoded straight into the box (by value, each step of the
-    /// iterators that read the baseline copied its 34 KB again).
+    /// here while already in the reduced one). Decoded straight into a box:
+    /// by value, each step of the iterators that read the baseline copied
+    /// its 34 KB again.
     fn decode(&self) -> Option<Box<Summary>> {
         let mut summary = Box::new(Summary::empty());
         Summary::decode_into(&self.bytes, &mut summary).ok()?;
