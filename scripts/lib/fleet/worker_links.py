@@ -24,7 +24,7 @@ and `own`: the log of W's own mean time per socket call to the other
 workers / the median of the other workers' own. Prints each phase's
 target score beside the other workers' largest, for the training and the
 fault range, and at the end per fault the target's median against the
-others' largest (docs/mapreduce-eval.md, "Packet loss").
+others' range (docs/mapreduce-eval.md, "Packet loss").
 
     scripts/lib/fleet/worker_links.py OUT
 """
@@ -167,7 +167,7 @@ def main():
                 summary[(p["fault"], p.get("workload", ""))][m]["o"].extend(xs)
         print(f"rep {p['rep']} {p['workload']} {p['fault']} {target or '-'}: " + " | ".join(cells))
     print()
-    print("| fault | workload | N | " + " | ".join(f"{m}: target median (min to max) / others' largest" for m in METRICS) + " |")
+    print("| fault | workload | N | " + " | ".join(f"{m}: target median (min to max) / others (min to max)" for m in METRICS) + " |")
     print("|---|---|---|" + "---|" * len(METRICS))
     for (fault, workload), per in sorted(summary.items()):
         row = []
@@ -176,7 +176,8 @@ def main():
             t, o = per[m]["t"], per[m]["o"]
             n = max(n, len(t))
             target = f"{statistics.median(t):+.2f} ({min(t):+.2f} to {max(t):+.2f})" if t else "-"
-            row.append(f"{target} / {fmt(max(o, default=None))}")
+            others = f"{fmt(min(o))} to {fmt(max(o))}" if o else "-"
+            row.append(f"{target} / {others}")
         print(f"| {fault} | {workload} | {n or '-'} | " + " | ".join(row) + " |")
 
 
