@@ -21,7 +21,7 @@
 //!   is a server of the others (Spark's workers fetch shuffle blocks from
 //!   each other), the servers sample instead, a call to another server
 //!   of the fleet counting; a server never samples itself, so each
-//!   server's fair share is still one of `servers`;
+//!   server's fair share is still 1 / servers;
 //! - a server's *share* at window `w` is the fraction of the samples of
 //!   windows `w - span + 1 ..= w` that name it; a window is judged when
 //!   those windows hold at least two samples per window;
