@@ -298,3 +298,58 @@ fn evicted_training_windows_leave_no_sample() {
         assert!(t.latest.keys().all(|(_, w)| *w >= index(110)));
     }
 }
+
+/// A fleet of servers only (Spark's workers: each serves the others'
+/// shuffle fetches and fetches from them): every server's window lists
+/// the other three, its latest call going round them; with `wait_on`,
+/// from the fault on the others' latest call is to that server in 4 of 5
+/// windows (it keeps going round).
+fn mesh(wait_on: Option<usize>) -> Fleet {
+    let s = servers(Vec::new());
+    let mut all = Vec::new();
+    for w in 0..WINDOWS {
+        for d in 0..SERVERS {
+            let mut summary: Summary = s.window(d, w);
+            summary
+                .facts
+                .add("addr", &format!("10.214.0.{}", ip(true, d)[3]))
+                .unwrap();
+            let others: Vec<usize> = (0..SERVERS).filter(|o| *o != d).collect();
+            let mut to = others[((w + d as u64) % others.len() as u64) as usize];
+            if let Some(t) = wait_on {
+                if d != t && w >= FAULT_FROM && (w + d as u64) % 5 != 0 {
+                    to = t;
+                }
+            }
+            let start = s.window_start(w);
+            for (i, o) in others.iter().enumerate() {
+                let end = if *o == to {
+                    start + 900_000_000
+                } else {
+                    start + 100_000_000 * (i as u64 + 1)
+                };
+                add_peer(&mut summary, ip(true, *o), 49152, 300, "read", 65_536, end);
+            }
+            all.push(summary);
+        }
+    }
+    fleet_of(&all, (0, TRAIN), TRAIN)
+}
+
+#[test]
+fn servers_of_each_other_spread_evenly_flag_nothing() {
+    let d = analyse(&mesh(None), &wait_only()).unwrap();
+    assert_eq!(found(&d), vec![]);
+}
+
+#[test]
+fn without_clients_the_server_the_other_servers_wait_on_is_named() {
+    let d = analyse(&mesh(Some(2)), &wait_only()).unwrap();
+    assert_eq!(found(&d), vec![(true, 2, Method::Wait, "network")]);
+    let first =
+        (d.findings[0].first_window_unix_ns - servers(Vec::new()).window_start(0)) / 1_000_000_000;
+    assert!(
+        (FAULT_FROM..FAULT_FROM + 4).contains(&first),
+        "first flagged window {first}"
+    );
+}

@@ -17,7 +17,11 @@
 //! - a *sample* is one client window's latest socket call that ended inside
 //!   the window ([`super::trail::Trail::latest`]), when its peer is a
 //!   server of the fleet known by its `addr` fact (clients are the devices
-//!   that are not servers);
+//!   that are not servers). In a fleet without clients, where every node
+//!   is a server of the others (Spark's workers fetch shuffle blocks from
+//!   each other), the servers sample instead, a call to another server
+//!   of the fleet counting; a server never samples itself, so each
+//!   server's fair share is still 1 / servers;
 //! - a server's *share* at window `w` is the fraction of the samples of
 //!   windows `w - span + 1 ..= w` that name it; a window is judged when
 //!   those windows hold at least two samples per window;
@@ -77,13 +81,18 @@ type Samples = BTreeMap<u64, (BTreeMap<IpAddr, u64>, u64)>;
 
 fn samples(fleet: &Fleet, phase: Phase, servers: &BTreeMap<IpAddr, usize>) -> Samples {
     let mut out = Samples::new();
+    // Who samples: the clients; in a fleet of servers only (every node
+    // serves the others, as Spark's workers serve each other's shuffle
+    // fetches) the servers, each naming the others.
+    let mesh = fleet.devices.iter().all(|d| d.is_server());
     for (d, device) in fleet.devices.iter().enumerate() {
-        if device.is_server() {
+        if device.is_server() != mesh {
             continue;
         }
+        let own = device.addr();
         for ((_, index), (_, peer)) in fleet.trails[d].latest.range((phase, 0)..=(phase, u64::MAX))
         {
-            if !servers.contains_key(peer) {
+            if !servers.contains_key(peer) || own == Some(*peer) {
                 continue;
             }
             let (per, all) = out.entry(*index).or_default();
