@@ -32,17 +32,7 @@ fn clients() -> FleetSpec {
 }
 
 fn clients_with(faults: Vec<Fault>) -> FleetSpec {
-    FleetSpec {
-        program: "glusterfs".into(),
-        role: Some("client".into()),
-        seed: 2,
-        faults,
-        ..FleetSpec::new(3, WINDOWS)
-    }
-}
-
-fn ip(server: bool, d: usize) -> [u8; 4] {
-    [10, 214, 0, if server { d as u8 + 1 } else { d as u8 + 101 }]
+    FleetSpec::clients(3, WINDOWS, faults)
 }
 
 /// What the clients do.
@@ -105,7 +95,7 @@ fn summaries(clients_do: Clients, client_faults: Vec<Fault>) -> Vec<Summary> {
     for w in 0..WINDOWS {
         for d in 0..s.devices {
             let mut summary: Summary = s.window(d, w);
-            let me = ip(true, d);
+            let me = FleetSpec::ip(true, d);
             summary
                 .facts
                 .add("addr", &format!("10.214.0.{}", me[3]))
@@ -114,7 +104,7 @@ fn summaries(clients_do: Clients, client_faults: Vec<Fault>) -> Vec<Summary> {
         }
         for d in 0..c.devices {
             let mut summary: Summary = c.window(d, w);
-            let me = ip(false, d);
+            let me = FleetSpec::ip(false, d);
             summary
                 .facts
                 .add("addr", &format!("10.214.0.{}", me[3]))
@@ -131,7 +121,7 @@ fn summaries(clients_do: Clients, client_faults: Vec<Fault>) -> Vec<Summary> {
                 };
                 add_peer(
                     &mut summary,
-                    ip(true, srv),
+                    FleetSpec::ip(true, srv),
                     49152,
                     300,
                     "readv",
@@ -386,7 +376,7 @@ fn mesh(wait_on: Option<usize>) -> Fleet {
             let mut summary: Summary = s.window(d, w);
             summary
                 .facts
-                .add("addr", &format!("10.214.0.{}", ip(true, d)[3]))
+                .add("addr", &format!("10.214.0.{}", FleetSpec::ip(true, d)[3]))
                 .unwrap();
             let others: Vec<usize> = (0..SERVERS).filter(|o| *o != d).collect();
             let mut to = others[((w + d as u64) % others.len() as u64) as usize];
@@ -402,7 +392,15 @@ fn mesh(wait_on: Option<usize>) -> Fleet {
                 } else {
                     start + 100_000_000 * (i as u64 + 1)
                 };
-                add_peer(&mut summary, ip(true, *o), 49152, 300, "read", 65_536, end);
+                add_peer(
+                    &mut summary,
+                    FleetSpec::ip(true, *o),
+                    49152,
+                    300,
+                    "read",
+                    65_536,
+                    end,
+                );
             }
             all.push(summary);
         }
