@@ -215,6 +215,65 @@ fn a_run_met_by_a_scan_before_its_exec_is_watched_after_it() {
     assert_eq!(records[0].run.exit, Exit::Code(7), "{}", lines.text());
 }
 
+/// A run's root that execs into its program (`ip netns exec NS wget`,
+/// `env VAR=.. prog`) is a run of that program, even when the program ends
+/// before the next sample: the exec event itself names it. Each run here
+/// lives 30 ms after its exec (a sample every 100 ms would name `env` for
+/// most), then stays a zombie until reaped, so the exec event is taken
+/// while the process can still be read, however loaded the machine.
+#[test]
+fn with_the_connector_a_root_that_execs_names_the_program_it_became() {
+    let test = "with_the_connector_a_root_that_execs_names_the_program_it_became";
+    let dir = tempfile::tempdir().unwrap();
+    let _ = agent();
+    let marker = format!("edge-light-exec-{}", std::process::id());
+    let mut child = Command::new(agent())
+        .args([
+            "watch",
+            "--light",
+            "--discover",
+            "connector",
+            "--match",
+            &marker,
+        ])
+        .arg("--out-dir")
+        .arg(dir.path().join("out"))
+        .arg("--device-id-file")
+        .arg(dir.path().join("device-id"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = Lines::collect(child.stderr.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !lines.text().contains("watching for") {
+        if let Some(st) = child.try_wait().unwrap() {
+            return edge_tests::skip(
+                test,
+                &format!("no process-events connector here ({st}): {}", lines.text()),
+            );
+        }
+        assert!(Instant::now() < deadline, "{}", lines.text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let watch = Killed(child);
+    const RUNS: usize = 6;
+    for _ in 0..RUNS {
+        let mut run = Command::new("env")
+            .arg(format!("EDGE_MARK={marker}"))
+            .args(["sleep", "0.03"])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(600));
+        assert!(run.wait().unwrap().success());
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let records = stop(watch, &lines, dir.path());
+    assert_eq!(records.len(), RUNS, "{}", lines.text());
+    let programs: Vec<&str> = records.iter().map(|r| r.facts.program.as_str()).collect();
+    assert_eq!(programs, vec!["sleep"; RUNS], "{}", lines.text());
+}
+
 #[test]
 fn with_the_connector_light_records_know_every_exit_even_when_reaped_at_once() {
     let test = "with_the_connector_light_records_know_every_exit_even_when_reaped_at_once";
