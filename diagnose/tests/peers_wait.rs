@@ -11,7 +11,7 @@
 use agent_core::Summary;
 use diagnose::peers::fleet::{Fleet, Range};
 use diagnose::peers::metrics::Cause;
-use diagnose::peers::wait::{drop_explained_by_disk, wait, WaitParams};
+use diagnose::peers::wait::{drop_explained_by_disk, wait, WaitParams, WaitRule};
 use diagnose::peers::{analyse, Finding, Method, Options, PeerDiagnosis};
 use fixtures::synth::{add_peer, Fault, FleetSpec};
 
@@ -369,6 +369,12 @@ fn evicted_training_windows_leave_no_sample() {
 /// from the fault on the others' latest call is to that server in 4 of 5
 /// windows (it keeps going round).
 fn mesh(wait_on: Option<usize>) -> Fleet {
+    mesh_with(wait_on, |w, d| (w + d as u64) % 5 != 0)
+}
+
+/// [`mesh`], the others' latest call going to `wait_on` from the fault on
+/// in the windows `forced(window, device)` says.
+fn mesh_with(wait_on: Option<usize>, forced: fn(u64, usize) -> bool) -> Fleet {
     let s = servers(Vec::new());
     let mut all = Vec::new();
     for w in 0..WINDOWS {
@@ -381,7 +387,7 @@ fn mesh(wait_on: Option<usize>) -> Fleet {
             let others: Vec<usize> = (0..SERVERS).filter(|o| *o != d).collect();
             let mut to = others[((w + d as u64) % others.len() as u64) as usize];
             if let Some(t) = wait_on {
-                if d != t && w >= FAULT_FROM && (w + d as u64) % 5 != 0 {
+                if d != t && w >= FAULT_FROM && forced(w, d) {
                     to = t;
                 }
             }
@@ -423,5 +429,32 @@ fn without_clients_the_server_the_other_servers_wait_on_is_named() {
     assert!(
         (FAULT_FROM..FAULT_FROM + 4).contains(&first),
         "first flagged window {first}"
+    );
+}
+
+/// A worker the others end a window on somewhat more often than the rest
+/// (about 0.44 of the samples, against 0.25 each fault-free): a client
+/// fleet's rule (over 1.5 even shares, 3 of 4 windows) names it, the rule
+/// for a fleet of servers (over 2 even shares, 4 of 4) does not: a
+/// healthy Spark worker's share swings that far.
+#[test]
+fn servers_of_each_other_need_a_clearer_wait_than_clients() {
+    let f = mesh_with(Some(2), |w, d| (w + d as u64) % 8 < 3);
+    let mesh_rule = WaitParams::default();
+    assert_eq!(mesh_rule.rule_for(&f), &mesh_rule.mesh);
+    assert!(
+        wait(&f, &mesh_rule).0.is_empty(),
+        "{:?}",
+        wait(&f, &mesh_rule).0
+    );
+    let client_rule = WaitParams {
+        mesh: WaitRule::default(),
+        ..WaitParams::default()
+    };
+    let (found, _) = wait(&f, &client_rule);
+    assert_eq!(
+        found.iter().map(|x| x.device).collect::<Vec<_>>(),
+        vec![2],
+        "with the clients' rule: {found:?}"
     );
 }

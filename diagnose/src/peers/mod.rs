@@ -389,7 +389,7 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
         tally: fleet.tally.clone(),
         window_ns: fleet.window_ns,
         slice_windows: fleet.slice_windows,
-        wait_span: options.wait_params.span,
+        wait_span: options.wait_params.rule_for(fleet).span,
     })
 }
 

@@ -27,7 +27,8 @@
 //!   others (Spark's workers fetch shuffle blocks from each other), the
 //!   servers sample instead, a call to another server of the fleet
 //!   counting; a server never samples itself, so each server's fair
-//!   share is still 1 / servers;
+//!   share is still 1 / servers; such a fleet has a rule of its own
+//!   ([`WaitParams::mesh`]);
 //! - a server's *share* at window `w` is the fraction of the samples of
 //!   windows `w - span + 1 ..= w` that name it; a window is judged when
 //!   those windows hold at least two samples per window;
@@ -51,9 +52,57 @@ use super::metrics::Cause;
 use super::phase::Phase;
 use super::{Finding, Method};
 
-/// The method's settings (docs/peers.md, "`wait`").
+/// The method's settings (docs/peers.md, "`wait`"): one rule where
+/// clients sample the servers, another where the servers sample each other.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WaitParams {
+    /// In a fleet with clients (a file system's).
+    pub clients: WaitRule,
+    /// In a fleet of servers only (Spark's workers, each serving the
+    /// others' shuffle fetches).
+    pub mesh: WaitRule,
+}
+
+impl Default for WaitParams {
+    fn default() -> WaitParams {
+        WaitParams {
+            clients: WaitRule::default(),
+            // A worker's latest call is as often its own shuffle serving as
+            // a wait on a peer, and a fault-free worker's 4-window share
+            // swings from 0 to 0.75 in a sort's training: with the clients'
+            // 3 of 4 over 1.5 even shares, healthy workers were flagged in
+            // 3 of 15 loss phases of the stored MapReduce runs; 4 of 4 over
+            // 2 even shares flagged none there (docs/mapreduce-eval.md,
+            // "A wait rule for a fleet of servers").
+            mesh: WaitRule {
+                k: 4,
+                floor: 2.0,
+                ..WaitRule::default()
+            },
+        }
+    }
+}
+
+impl WaitParams {
+    /// The rule for `fleet`: [`WaitParams::mesh`] when every device is a
+    /// server, else [`WaitParams::clients`].
+    pub fn rule_for(&self, fleet: &Fleet) -> &WaitRule {
+        if is_mesh(fleet) {
+            &self.mesh
+        } else {
+            &self.clients
+        }
+    }
+}
+
+/// Whether every device of `fleet` is a server (each samples the others).
+fn is_mesh(fleet: &Fleet) -> bool {
+    fleet.devices.iter().all(|d| d.is_server())
+}
+
+/// One rule of the method.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WaitRule {
     /// Windows over which a share is counted (the window judged and the
     /// ones before it).
     pub span: u64,
@@ -72,9 +121,9 @@ pub struct WaitParams {
     pub min_wait_ns: u64,
 }
 
-impl Default for WaitParams {
-    fn default() -> WaitParams {
-        WaitParams {
+impl Default for WaitRule {
+    fn default() -> WaitRule {
+        WaitRule {
             span: 4,
             k: 3,
             n: 4,
@@ -104,7 +153,7 @@ fn samples(
     // Who samples: the clients; in a fleet of servers only (every node
     // serves the others, as Spark's workers serve each other's shuffle
     // fetches) the servers, each naming the others.
-    let mesh = fleet.devices.iter().all(|d| d.is_server());
+    let mesh = is_mesh(fleet);
     for (d, device) in fleet.devices.iter().enumerate() {
         if device.is_server() != mesh {
             continue;
@@ -163,6 +212,7 @@ fn shares(
 /// The servers whose clients wait on them far more than training saw, as
 /// findings, and notes on what could not be judged.
 pub fn wait(fleet: &Fleet, params: &WaitParams) -> (Vec<Finding>, Vec<String>) {
+    let params = params.rule_for(fleet);
     let mut notes = Vec::new();
     // A server's address → its device (the first listed: one brick per
     // address on a file system fleet).
