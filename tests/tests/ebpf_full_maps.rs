@@ -326,6 +326,17 @@ fn assert_consistent(s: &Summary, what: &str) {
 /// transition starts or ends at a call not counted, no peer's figures
 /// hold one, the runs counted last miss calls (the map was full) and
 /// their summaries say so, and each run's exit status is its own.
+/// One full-map test at a time. The full-AGG test's fillers make new
+/// per-CPU hash keys in bursts, which drains the kernel's populated
+/// per-CPU pages faster than it populates more; a per-CPU hash's new
+/// value is an atomic allocation that can use only those, so meanwhile
+/// any agent's new keys fail with ENOMEM (trace event
+/// `percpu:percpu_alloc_percpu_fail`, `is_atomic=1`) and their calls are
+/// lost whole. Expected for the fillers; the full-TRANS test, which
+/// checks that every call is counted, lost 15 of 20 000 beside them
+/// (found on branch s46-dense, docs/edge-agent.md).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn full_agg_loses_calls_whole_and_every_run_is_summarized() {
     let test = "full_agg_loses_calls_whole_and_every_run_is_summarized";
@@ -337,6 +348,7 @@ fn full_agg_loses_calls_whole_and_every_run_is_summarized() {
         return;
     }
     assert_numbers_unassigned(FIRST_NR, LAST_NR);
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let tag = format!("fullmaps{}", std::process::id());
     // Linked statically: no dynamic loader at the start, so a run's
@@ -480,6 +492,7 @@ fn full_trans_loses_transitions_only_and_the_summary_says_so() {
     assert_numbers_unassigned(FIRST_NR, FIRST_NR + N);
     let dir = tempfile::tempdir().unwrap();
     let exe = compile_c_static(dir.path(), "pairs", WORKLOAD);
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let (first, n) = (FIRST_NR.to_string(), N.to_string());
     let (out, summary) = agent_run(
         dir.path(),
