@@ -215,6 +215,43 @@ fn a_run_met_by_a_scan_before_its_exec_is_watched_after_it() {
     assert_eq!(records[0].run.exit, Exit::Code(7), "{}", lines.text());
 }
 
+/// `watch --light --discover connector --match MARKER` writing into
+/// `dir`, once it watches; `None` (the test skipped, said under `test`'s
+/// name) where the process-events connector cannot be had.
+fn start_connector_light_watch(test: &str, marker: &str, dir: &Path) -> Option<(Killed, Lines)> {
+    let mut child = Command::new(agent())
+        .args([
+            "watch",
+            "--light",
+            "--discover",
+            "connector",
+            "--match",
+            marker,
+        ])
+        .arg("--out-dir")
+        .arg(dir.join("out"))
+        .arg("--device-id-file")
+        .arg(dir.join("device-id"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = Lines::collect(child.stderr.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !lines.text().contains("watching for") {
+        if let Some(st) = child.try_wait().unwrap() {
+            edge_tests::skip(
+                test,
+                &format!("no process-events connector here ({st}): {}", lines.text()),
+            );
+            return None;
+        }
+        assert!(Instant::now() < deadline, "{}", lines.text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some((Killed(child), lines))
+}
+
 /// A run's root that execs into its program (`ip netns exec NS wget`,
 /// `env VAR=.. prog`) is a run of that program, even when the program ends
 /// before the next sample: the exec event itself names it. Each run here
@@ -227,36 +264,9 @@ fn with_the_connector_a_root_that_execs_names_the_program_it_became() {
     let dir = tempfile::tempdir().unwrap();
     let _ = agent();
     let marker = format!("edge-light-exec-{}", std::process::id());
-    let mut child = Command::new(agent())
-        .args([
-            "watch",
-            "--light",
-            "--discover",
-            "connector",
-            "--match",
-            &marker,
-        ])
-        .arg("--out-dir")
-        .arg(dir.path().join("out"))
-        .arg("--device-id-file")
-        .arg(dir.path().join("device-id"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = Lines::collect(child.stderr.take().unwrap());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !lines.text().contains("watching for") {
-        if let Some(st) = child.try_wait().unwrap() {
-            return edge_tests::skip(
-                test,
-                &format!("no process-events connector here ({st}): {}", lines.text()),
-            );
-        }
-        assert!(Instant::now() < deadline, "{}", lines.text());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let watch = Killed(child);
+    let Some((watch, lines)) = start_connector_light_watch(test, &marker, dir.path()) else {
+        return;
+    };
     const RUNS: usize = 6;
     for _ in 0..RUNS {
         let mut run = Command::new("env")
@@ -280,36 +290,9 @@ fn with_the_connector_light_records_know_every_exit_even_when_reaped_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let _ = agent();
     let marker = format!("edge-light-events-{}", std::process::id());
-    let mut child = Command::new(agent())
-        .args([
-            "watch",
-            "--light",
-            "--discover",
-            "connector",
-            "--match",
-            &marker,
-        ])
-        .arg("--out-dir")
-        .arg(dir.path().join("out"))
-        .arg("--device-id-file")
-        .arg(dir.path().join("device-id"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = Lines::collect(child.stderr.take().unwrap());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !lines.text().contains("watching for") {
-        if let Some(st) = child.try_wait().unwrap() {
-            return edge_tests::skip(
-                test,
-                &format!("no process-events connector here ({st}): {}", lines.text()),
-            );
-        }
-        assert!(Instant::now() < deadline, "{}", lines.text());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let watch = Killed(child);
+    let Some((watch, lines)) = start_connector_light_watch(test, &marker, dir.path()) else {
+        return;
+    };
     // Reaped at once by this test (no zombie for a scan to see), and one
     // shorter than a scan interval.
     let runs = [
