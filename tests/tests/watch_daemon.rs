@@ -73,17 +73,6 @@ fn assert_serves(port: u16, when: &str) {
     }
 }
 
-/// A child process killed when the test ends, failed or not: a failed
-/// test must not leave a watcher or a server behind.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 impl std::ops::Deref for Killed {
     type Target = Child;
     fn deref(&self) -> &Child {

@@ -11,23 +11,13 @@ mod tracer_support;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use agent_core::{Exit, Kind, Summary};
 use tracer_support::*;
-
-/// A child process killed when the test ends, failed or not.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn start_light_watch(marker: &str, dir: &Path, extra: &[&str]) -> (Killed, Lines) {
     let mut child = Command::new(agent())
@@ -46,18 +36,8 @@ fn start_light_watch(marker: &str, dir: &Path, extra: &[&str]) -> (Killed, Lines
 }
 
 /// Stops the agent with SIGTERM and returns the summaries it wrote.
-fn stop(mut watch: Killed, lines: &Lines, dir: &Path) -> Vec<Summary> {
-    agent_linux::sys::kill(watch.0.id() as i32, libc::SIGTERM).unwrap();
-    let st = wait_timeout(&mut watch.0, 30);
-    assert!(st.success(), "{st:?}: {}", lines.text());
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir.join("out"))
-        .map(|d| d.map(|e| e.unwrap().path()).collect())
-        .unwrap_or_default();
-    paths.sort();
-    paths
-        .iter()
-        .map(|p| Summary::decode(&std::fs::read(p).unwrap()).unwrap())
-        .collect()
+fn stop(watch: Killed, lines: &Lines, dir: &Path) -> Vec<Summary> {
+    stop_watch(watch, lines, &dir.join("out"))
 }
 
 fn unix_now_ns() -> u64 {
