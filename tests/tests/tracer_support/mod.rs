@@ -29,6 +29,12 @@ pub fn stop_watch(mut watch: Killed, lines: &Lines, out: &Path) -> Vec<Summary> 
     agent_linux::sys::kill(watch.0.id() as i32, libc::SIGTERM).unwrap();
     let st = wait_timeout(&mut watch.0, 30);
     assert!(st.success(), "{st:?}: {}", lines.text());
+    read_summaries(out)
+}
+
+/// The summaries in folder `out` (none if it does not exist), by file
+/// name.
+pub fn read_summaries(out: &Path) -> Vec<Summary> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(out)
         .map(|d| d.map(|e| e.unwrap().path()).collect())
         .unwrap_or_default();
