@@ -33,6 +33,58 @@ pub fn persistent(over: &[bool], k: usize, n: usize) -> Vec<usize> {
         .collect()
 }
 
+/// [`persistent`], with a second way in for a fault whose effect comes and
+/// goes: a whole stretch of `n` consecutive judged windows holding at
+/// least `strong_k` windows over `threshold` counts too when the mean of
+/// its `deviations` is over `mean_threshold`, a level learnt apart (see
+/// [`highest_mean`]): the windows over are far enough over to carry the
+/// ones that dipped. With `strong_k >= k` it is [`persistent`].
+pub fn persistent_or_strong(
+    deviations: &[f64],
+    threshold: f64,
+    mean_threshold: f64,
+    k: usize,
+    strong_k: usize,
+    n: usize,
+) -> Vec<usize> {
+    let over: Vec<bool> = deviations.iter().map(|d| *d > threshold).collect();
+    let n = n.max(1);
+    let strong_k = strong_k.max(1);
+    let mut keep = vec![false; over.len()];
+    for i in persistent(&over, k, n) {
+        keep[i] = true;
+    }
+    if strong_k < k.clamp(1, n) && deviations.len() >= n {
+        for start in 0..=deviations.len() - n {
+            let count = over[start..start + n].iter().filter(|o| **o).count();
+            let mean = deviations[start..start + n].iter().sum::<f64>() / n as f64;
+            if count >= strong_k && mean > mean_threshold {
+                for (i, o) in over.iter().enumerate().skip(start).take(n) {
+                    keep[i] |= *o;
+                }
+            }
+        }
+    }
+    keep.iter()
+        .enumerate()
+        .filter_map(|(i, k)| k.then_some(i))
+        .collect()
+}
+
+/// The highest mean of `n` consecutive `values` (one per judged window, in
+/// time order): a stretch's mean above it was never seen in training.
+/// With fewer than `n` values, their mean. `None` when empty.
+pub fn highest_mean(values: &[f64], n: usize) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let n = n.clamp(1, values.len());
+    values
+        .windows(n)
+        .map(|w| w.iter().sum::<f64>() / n as f64)
+        .reduce(f64::max)
+}
+
 /// The highest level that `values` (one per judged window, in time order)
 /// reach or pass in at least `k` of some `n` consecutive windows: the
 /// largest, over every such stretch, of its k-th largest value. A level
@@ -63,7 +115,7 @@ pub fn sustained(values: &[f64], k: usize, n: usize) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{persistent, sustained};
+    use super::{highest_mean, persistent, persistent_or_strong, sustained};
 
     #[test]
     fn the_sustained_level_ignores_lone_spikes() {
@@ -100,5 +152,43 @@ mod tests {
         over[12] = true;
         assert!(persistent(&over, 3, 5).is_empty());
         assert_eq!(persistent(&over, 1, 1), vec![7, 9, 12]);
+    }
+    #[test]
+    fn a_stretch_far_over_on_average_needs_fewer_windows_over() {
+        // Threshold 1, mean threshold 1: over in 3 of 5 (2, 2.5, 2.2) with
+        // two dips; the stretch's mean (1.4) is over too.
+        let devs = [0.0, 0.1, 2.0, 2.5, 0.2, 2.2, 0.0, 0.1];
+        let over: Vec<bool> = devs.iter().map(|d| *d > 1.0).collect();
+        assert!(persistent(&over, 4, 5).is_empty());
+        assert_eq!(
+            persistent_or_strong(&devs, 1.0, 1.0, 4, 3, 5),
+            vec![2, 3, 5]
+        );
+        // The same with a mean threshold the training's stretches reached.
+        assert!(persistent_or_strong(&devs, 1.0, 1.5, 4, 3, 5).is_empty());
+        // Three just over (mean under the threshold): not enough.
+        let devs = [0.0, 0.1, 1.1, 1.2, 0.0, 1.1, 0.0, 0.1];
+        assert!(persistent_or_strong(&devs, 1.0, 1.0, 4, 3, 5).is_empty());
+        // One huge spike: 1 of 5 over, whatever its mean.
+        let devs = [0.0, 9.0, 0.0, 0.0, 0.0, 0.0];
+        assert!(persistent_or_strong(&devs, 1.0, 1.0, 4, 3, 5).is_empty());
+        // strong_k >= k: exactly persistent.
+        let devs = [0.0, 0.1, 2.0, 2.5, 0.2, 2.2, 0.0, 0.1];
+        assert!(persistent_or_strong(&devs, 1.0, 1.0, 4, 4, 5).is_empty());
+        // Fewer judged windows than n: no whole stretch to average.
+        assert!(persistent_or_strong(&[3.0, 3.0, 3.0], 1.0, 1.0, 4, 3, 5).is_empty());
+        // 4 of 5 still holds on its own, whatever the mean.
+        let devs = [1.1, 1.1, 1.1, 1.1, 0.0];
+        assert_eq!(
+            persistent_or_strong(&devs, 1.0, 9.0, 4, 3, 5),
+            vec![0, 1, 2, 3]
+        );
+    }
+
+    #[test]
+    fn the_highest_mean_of_a_stretch() {
+        assert_eq!(highest_mean(&[1.0, 3.0, 2.0, 0.0, 9.0], 2), Some(4.5));
+        assert_eq!(highest_mean(&[1.0, 3.0], 5), Some(2.0));
+        assert_eq!(highest_mean(&[], 5), None);
     }
 }

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::fleet::{Device, Fleet};
-use super::kofn::{persistent, sustained};
+use super::kofn::{highest_mean, persistent_or_strong, sustained};
 use super::metrics::{Metric, FILE_READ, FILE_WRITE, SOCKET_READ};
 use super::phase::Phase;
 use super::{Finding, Method, PeerSet, Series};
@@ -27,6 +27,13 @@ pub struct MedianParams {
     /// training, so that a device that never deviated in training is not
     /// flagged for the smallest wobble.
     pub floor: f64,
+    /// A server's whole stretch of n windows whose mean deviation is over
+    /// the highest mean of a stretch in training needs only this many
+    /// windows over the threshold (`None`: k, as always). For a fault whose effect comes and goes, e.g. a disk hog
+    /// competing with the server for its disk in bursts: the live analysis
+    /// sets it to report sooner (docs/peers.md, "Online"); offline, where
+    /// a few seconds do not matter, it is off.
+    pub strong_k: Option<usize>,
 }
 
 impl Default for MedianParams {
@@ -36,6 +43,7 @@ impl Default for MedianParams {
             n: 5,
             margin: 0.25,
             floor: 0.25,
+            strong_k: None,
         }
     }
 }
@@ -290,7 +298,7 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
             continue;
         }
         let typical = median_of(&mut train.median.clone());
-        let thresholds: Vec<Option<f64>> = train
+        let thresholds: Vec<Option<(f64, f64)>> = train
             .values
             .iter()
             .map(|v| {
@@ -299,12 +307,15 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
                     .zip(&train.median)
                     .filter_map(|(x, m)| x.map(|x| (x - m).max(0.0)))
                     .collect();
-                sustained(&devs, params.k, params.n)
-                    .map(|d| d * (1.0 + params.margin) + params.floor * typical)
+                let level = |d: f64| d * (1.0 + params.margin) + params.floor * typical;
+                Some((
+                    level(sustained(&devs, params.k, params.n)?),
+                    level(highest_mean(&devs, params.n)?),
+                ))
             })
             .collect();
         for (i, d) in devices.iter().enumerate() {
-            let Some(threshold) = thresholds[i] else {
+            let Some((threshold, mean_threshold)) = thresholds[i] else {
                 if diag.values[i].iter().any(Option::is_some) {
                     out.notes.push(format!(
                         "median: {} of device {}: no training window: not judged",
@@ -319,8 +330,23 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
                 .enumerate()
                 .filter_map(|(w, x)| x.map(|x| (w, x - diag.median[w])))
                 .collect();
-            let over: Vec<bool> = judged.iter().map(|(_, dev)| *dev > threshold).collect();
-            let flagged = persistent(&over, params.k, params.n);
+            let deviations: Vec<f64> = judged.iter().map(|(_, dev)| *dev).collect();
+            // Servers only: a client's slow reads are mostly its servers'
+            // (their symptoms), and a client reported sooner than the
+            // server's own finding can be filed under it would name the
+            // symptom first (docs/peers.md, "Online").
+            let strong_k = match params.strong_k {
+                Some(k) if fleet.devices[*d].is_server() => k,
+                _ => params.k,
+            };
+            let flagged = persistent_or_strong(
+                &deviations,
+                threshold,
+                mean_threshold,
+                params.k,
+                strong_k,
+                params.n,
+            );
             if flagged.is_empty() {
                 continue;
             }
@@ -367,7 +393,9 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
             windows: diag.windows,
             values: diag.values,
             median: diag.median,
-            thresholds,
+            // The plot's line: the per-window threshold (the mean one
+            // judges stretches, not windows).
+            thresholds: thresholds.iter().map(|t| t.map(|(w, _)| w)).collect(),
         });
     }
     out
