@@ -664,6 +664,8 @@ fn cost_of_the_analysis_per_window() {
     let spec = FleetSpec::new(devices, 0);
     let mut online = Online::new(OnlineOptions {
         baseline: Duration::from_secs(baseline),
+        // 4: the burst rule off, to compare.
+        strong_k: env("EDGE_ONLINE_STRONG_K", 3) as usize,
         ..OnlineOptions::default()
     });
     let warm = baseline + 60;

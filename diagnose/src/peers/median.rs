@@ -298,20 +298,34 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
             continue;
         }
         let typical = median_of(&mut train.median.clone());
+        // Servers only: a client's slow reads are mostly its servers'
+        // (their symptoms), and a client reported sooner than the server's
+        // own finding can be filed under it would name the symptom first
+        // (docs/peers.md, "median", "Bursts").
+        let strong_k_of = |d: usize| match params.strong_k {
+            Some(k) if k < params.k && fleet.devices[d].is_server() => k,
+            _ => params.k,
+        };
+        // Per device: the threshold, and the stretch mean's when the burst
+        // rule judges it (infinite otherwise: never passed).
         let thresholds: Vec<Option<(f64, f64)>> = train
             .values
             .iter()
-            .map(|v| {
+            .zip(&devices)
+            .map(|(v, d)| {
                 let devs: Vec<f64> = v
                     .iter()
                     .zip(&train.median)
                     .filter_map(|(x, m)| x.map(|x| (x - m).max(0.0)))
                     .collect();
                 let level = |d: f64| d * (1.0 + params.margin) + params.floor * typical;
-                Some((
-                    level(sustained(&devs, params.k, params.n)?),
-                    level(highest_mean(&devs, params.n)?),
-                ))
+                let threshold = level(sustained(&devs, params.k, params.n)?);
+                let mean_threshold = if strong_k_of(*d) < params.k {
+                    level(highest_mean(&devs, params.n)?)
+                } else {
+                    f64::INFINITY
+                };
+                Some((threshold, mean_threshold))
             })
             .collect();
         for (i, d) in devices.iter().enumerate() {
@@ -331,14 +345,7 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
                 .filter_map(|(w, x)| x.map(|x| (w, x - diag.median[w])))
                 .collect();
             let deviations: Vec<f64> = judged.iter().map(|(_, dev)| *dev).collect();
-            // Servers only: a client's slow reads are mostly its servers'
-            // (their symptoms), and a client reported sooner than the
-            // server's own finding can be filed under it would name the
-            // symptom first (docs/peers.md, "Online").
-            let strong_k = match params.strong_k {
-                Some(k) if fleet.devices[*d].is_server() => k,
-                _ => params.k,
-            };
+            let strong_k = strong_k_of(*d);
             let flagged = persistent_or_strong(
                 &deviations,
                 threshold,
