@@ -75,6 +75,19 @@ fn slow_disk(device: usize) -> Fault {
     }
 }
 
+/// Device `device`'s disk 5 times slower in each of `windows` alone.
+fn slow_windows(device: usize, windows: &[u64]) -> Vec<Fault> {
+    windows
+        .iter()
+        .map(|w| Fault::Disk {
+            device,
+            from: *w,
+            until: w + 1,
+            factor: 5.0,
+        })
+        .collect()
+}
+
 /// The (device's index in the spec, method, cause, metric) of each
 /// finding, the device told by its id.
 fn summary(spec: &FleetSpec, d: &PeerDiagnosis) -> Vec<(usize, Method, &'static str, String)> {
@@ -169,19 +182,7 @@ fn on_clients_socket_reads_are_ncread() {
 
 #[test]
 fn a_single_noisy_window_is_not_flagged_but_four_in_five_are() {
-    let noisy = |windows: &[u64]| {
-        spec_with(
-            windows
-                .iter()
-                .map(|w| Fault::Disk {
-                    device: 1,
-                    from: *w,
-                    until: w + 1,
-                    factor: 5.0,
-                })
-                .collect(),
-        )
-    };
+    let noisy = |windows: &[u64]| spec_with(slow_windows(1, windows));
     let d = diagnose(&noisy(&[85]), &median_only());
     assert!(d.findings.is_empty(), "{}", report::text(&d));
     // The same window alone is flagged when one window is enough: the
@@ -235,17 +236,7 @@ fn an_intermittent_slow_disk_needs_strong_k_and_a_server() {
     let windows: Vec<u64> = (80..WINDOWS).filter(|w| w % 5 < 3).collect();
     let spec_of = |role: &str| FleetSpec {
         role: Some(role.into()),
-        ..spec_with(
-            windows
-                .iter()
-                .map(|w| Fault::Disk {
-                    device: 1,
-                    from: *w,
-                    until: w + 1,
-                    factor: 5.0,
-                })
-                .collect(),
-        )
+        ..spec_with(slow_windows(1, &windows))
     };
     let strong = Options {
         median_params: diagnose::peers::median::MedianParams {
