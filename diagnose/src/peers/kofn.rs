@@ -35,26 +35,26 @@ pub fn persistent(over: &[bool], k: usize, n: usize) -> Vec<usize> {
 
 /// [`persistent`], with a second way in for a fault whose effect comes and
 /// goes: a whole stretch of `n` consecutive judged windows holding at
-/// least `strong_k` windows over `threshold` counts too when the mean of
-/// its `deviations` is over `mean_threshold`, a level learnt apart (see
-/// [`highest_mean`]): the windows over are far enough over to carry the
-/// ones that dipped. With `strong_k >= k` it is [`persistent`].
+/// least `strong_k` windows `over` counts too when the mean of its
+/// `deviations` (one per window, as `over`) is over `mean_threshold`, a
+/// level learnt apart (see [`highest_mean`]): the windows over are far
+/// enough over to carry the ones that dipped. With `strong_k >= k` it is
+/// [`persistent`].
 pub fn persistent_or_strong(
+    over: &[bool],
     deviations: &[f64],
-    threshold: f64,
     mean_threshold: f64,
     k: usize,
     strong_k: usize,
     n: usize,
 ) -> Vec<usize> {
-    let over: Vec<bool> = deviations.iter().map(|d| *d > threshold).collect();
     let n = n.max(1);
     let strong_k = strong_k.max(1);
     let mut keep = vec![false; over.len()];
-    for i in persistent(&over, k, n) {
+    for i in persistent(over, k, n) {
         keep[i] = true;
     }
-    if strong_k < k.clamp(1, n) && deviations.len() >= n {
+    if strong_k < k.clamp(1, n) && deviations.len() >= n && deviations.len() == over.len() {
         for start in 0..=deviations.len() - n {
             let count = over[start..start + n].iter().filter(|o| **o).count();
             let mean = deviations[start..start + n].iter().sum::<f64>() / n as f64;
@@ -122,6 +122,19 @@ pub fn sustained(values: &[f64], k: usize, n: usize) -> Option<f64> {
 mod tests {
     use super::{highest_mean, persistent, persistent_or_strong, sustained};
 
+    /// [`persistent_or_strong`] with windows over `threshold` counted.
+    fn strong(
+        devs: &[f64],
+        threshold: f64,
+        mean_threshold: f64,
+        k: usize,
+        sk: usize,
+        n: usize,
+    ) -> Vec<usize> {
+        let over: Vec<bool> = devs.iter().map(|d| *d > threshold).collect();
+        persistent_or_strong(&over, devs, mean_threshold, k, sk, n)
+    }
+
     #[test]
     fn the_sustained_level_ignores_lone_spikes() {
         let values = [1.0, 2.0, 90.0, 1.0, 3.0, 2.0, 1.0, 50.0];
@@ -165,29 +178,23 @@ mod tests {
         let devs = [0.0, 0.1, 2.0, 2.5, 0.2, 2.2, 0.0, 0.1];
         let over: Vec<bool> = devs.iter().map(|d| *d > 1.0).collect();
         assert!(persistent(&over, 4, 5).is_empty());
-        assert_eq!(
-            persistent_or_strong(&devs, 1.0, 1.0, 4, 3, 5),
-            vec![2, 3, 5]
-        );
+        assert_eq!(strong(&devs, 1.0, 1.0, 4, 3, 5), vec![2, 3, 5]);
         // The same with a mean threshold the training's stretches reached.
-        assert!(persistent_or_strong(&devs, 1.0, 1.5, 4, 3, 5).is_empty());
+        assert!(strong(&devs, 1.0, 1.5, 4, 3, 5).is_empty());
         // Three just over (mean under the threshold): not enough.
         let devs = [0.0, 0.1, 1.1, 1.2, 0.0, 1.1, 0.0, 0.1];
-        assert!(persistent_or_strong(&devs, 1.0, 1.0, 4, 3, 5).is_empty());
+        assert!(strong(&devs, 1.0, 1.0, 4, 3, 5).is_empty());
         // One huge spike: 1 of 5 over, whatever its mean.
         let devs = [0.0, 9.0, 0.0, 0.0, 0.0, 0.0];
-        assert!(persistent_or_strong(&devs, 1.0, 1.0, 4, 3, 5).is_empty());
+        assert!(strong(&devs, 1.0, 1.0, 4, 3, 5).is_empty());
         // strong_k >= k: exactly persistent.
         let devs = [0.0, 0.1, 2.0, 2.5, 0.2, 2.2, 0.0, 0.1];
-        assert!(persistent_or_strong(&devs, 1.0, 1.0, 4, 4, 5).is_empty());
+        assert!(strong(&devs, 1.0, 1.0, 4, 4, 5).is_empty());
         // Fewer judged windows than n: no whole stretch to average.
-        assert!(persistent_or_strong(&[3.0, 3.0, 3.0], 1.0, 1.0, 4, 3, 5).is_empty());
+        assert!(strong(&[3.0, 3.0, 3.0], 1.0, 1.0, 4, 3, 5).is_empty());
         // 4 of 5 still holds on its own, whatever the mean.
         let devs = [1.1, 1.1, 1.1, 1.1, 0.0];
-        assert_eq!(
-            persistent_or_strong(&devs, 1.0, 9.0, 4, 3, 5),
-            vec![0, 1, 2, 3]
-        );
+        assert_eq!(strong(&devs, 1.0, 9.0, 4, 3, 5), vec![0, 1, 2, 3]);
     }
 
     #[test]

@@ -34,6 +34,16 @@ pub struct MedianParams {
     /// sets it to report sooner (docs/peers.md, "Online"); offline, where
     /// a few seconds do not matter, it is off.
     pub strong_k: Option<usize>,
+    /// A window counts as over only when the device is also above the
+    /// window's median by more than the peer set's usual relative spread:
+    /// this quantile (0 to 1) of every device's training deviation
+    /// relative to its window's median (`value / median - 1`, 0 below it),
+    /// times (1 + margin). The per-device threshold above is one device's
+    /// k-of-n level in a short training; on a bursty workload (Spark's
+    /// tasks, whose 1 s means swing ×0.1-×10 around the median) that level
+    /// is exceeded in a longer diagnosis by chance (docs/peers.md,
+    /// "`median`", step 2). 0 leaves it out.
+    pub spread: f64,
 }
 
 impl Default for MedianParams {
@@ -44,12 +54,37 @@ impl Default for MedianParams {
             margin: 0.25,
             floor: 0.25,
             strong_k: None,
+            spread: 0.9,
         }
     }
 }
 
 /// Fewest devices a window's median is taken over.
 pub const MIN_DEVICES: usize = 3;
+
+/// The `quantile` (0 to 1) of the deviations above the window's median,
+/// relative to it (`value / median - 1`; 0 for a value at or below it),
+/// over every device and window of `t`: how far above the median a
+/// device of the set usually is in a window. 0 when nothing to take it
+/// from.
+fn relative_spread(t: &Table, quantile: f64) -> f64 {
+    let mut rel: Vec<f64> = t
+        .values
+        .iter()
+        .flat_map(|v| v.iter().zip(&t.median))
+        .filter_map(|(x, m)| {
+            let x = (*x)?;
+            (*m > 0.0).then(|| (x / m - 1.0).max(0.0))
+        })
+        .filter(|r| r.is_finite())
+        .collect();
+    // NaN or 0 and below: no spread (the request refuses NaN already).
+    if rel.is_empty() || quantile.is_nan() || quantile <= 0.0 {
+        return 0.0;
+    }
+    let at = ((quantile.min(1.0) * rel.len() as f64) as usize).min(rel.len() - 1);
+    *rel.select_nth_unstable_by(at, f64::total_cmp).1
+}
 
 /// Which raw metric and which devices a metric takes.
 fn raw_of(metric: Metric) -> usize {
@@ -298,6 +333,9 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
             continue;
         }
         let typical = median_of(&mut train.median.clone());
+        // Over the median by more than the set's usual relative spread,
+        // whatever each device's own training level (see `spread`).
+        let spread = relative_spread(&train, params.spread) * (1.0 + params.margin);
         // Servers only: a client's slow reads are mostly its servers'
         // (their symptoms), and a client reported sooner than the server's
         // own finding can be filed under it would name the symptom first
@@ -344,14 +382,17 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
                 .enumerate()
                 .filter_map(|(w, x)| x.map(|x| (w, x - diag.median[w])))
                 .collect();
+            let over: Vec<bool> = judged
+                .iter()
+                .map(|(w, dev)| *dev > threshold && *dev > spread * diag.median[*w])
+                .collect();
             let deviations: Vec<f64> = judged.iter().map(|(_, dev)| *dev).collect();
-            let strong_k = strong_k_of(*d);
             let flagged = persistent_or_strong(
+                &over,
                 &deviations,
-                threshold,
                 mean_threshold,
                 params.k,
-                strong_k,
+                strong_k_of(*d),
                 params.n,
             );
             if flagged.is_empty() {

@@ -115,6 +115,9 @@ pub struct PeersRequest {
     pub k: usize,
     /// median: the N of K of N.
     pub n: usize,
+    /// median: the quantile of the training's relative deviations a window
+    /// must also pass ([`MedianParams::spread`]; 0 to 1, 0 leaves it out).
+    pub spread: f64,
     /// errno: a client's errno matches a server's within this either side
     /// (at most [`MAX_SECONDS`]).
     pub errno_window: Duration,
@@ -145,6 +148,7 @@ impl PeersRequest {
             methods: Methods::All,
             k: median.k,
             n: median.n,
+            spread: median.spread,
             errno_window: Duration::from_nanos(ErrnoParams::default().window_ns),
             hang_after: Duration::from_nanos(HangParams::default().hang_after_ns),
             slice: 10,
@@ -157,6 +161,9 @@ impl PeersRequest {
     pub fn check(&self) -> Result<(), PeersRequestError> {
         if self.k == 0 || self.n == 0 || self.k > self.n {
             return Err(PeersRequestError::KOfN);
+        }
+        if !(0.0..=1.0).contains(&self.spread) {
+            return Err(PeersRequestError::Spread);
         }
         if self.slice == 0 {
             return Err(PeersRequestError::NoSlice);
@@ -209,6 +216,7 @@ impl PeersRequest {
         options.median_params = MedianParams {
             k: self.k,
             n: self.n,
+            spread: self.spread,
             ..MedianParams::default()
         };
         options.errno_params = ErrnoParams {
@@ -319,6 +327,9 @@ pub enum PeersRequestError {
     /// K of N out of order or zero.
     #[error("--k and --n must be at least 1, with --k at most --n")]
     KOfN,
+    /// A spread quantile outside 0..=1 (or not a number).
+    #[error("--spread must be a quantile from 0 to 1")]
+    Spread,
     /// A slice of no windows.
     #[error("--slice must be at least 1 window")]
     NoSlice,
@@ -365,6 +376,13 @@ mod tests {
         for (k, n) in [(0, 3), (3, 0), (4, 3)] {
             let r = PeersRequest { k, n, ..request() };
             assert_eq!(r.check(), Err(PeersRequestError::KOfN), "{k} of {n}");
+        }
+        for spread in [-0.1, 1.5, f64::NAN] {
+            let r = PeersRequest {
+                spread,
+                ..request()
+            };
+            assert_eq!(r.check(), Err(PeersRequestError::Spread), "{spread}");
         }
         let r = PeersRequest {
             slice: 0,
