@@ -252,6 +252,12 @@ pub struct PeersArgs {
     /// relative deviations (times 1.25); 0 leaves it out.
     #[arg(long, value_name = "Q", default_value_t = MedianParams::default().spread)]
     pub spread: f64,
+    /// median: on servers, this many windows over are enough in a stretch
+    /// of N whose mean deviation passes the training's highest (a fault
+    /// that comes and goes; `serve`'s live analysis uses 3); K as always
+    /// when not given.
+    #[arg(long, value_name = "K")]
+    pub strong_k: Option<usize>,
     /// errno: a client's errno matches a server's within this many
     /// seconds either side.
     #[arg(long, value_name = "SECS", default_value_t = 1.5)]
@@ -414,6 +420,7 @@ impl PeersArgs {
             k: self.k,
             n: self.n,
             spread: self.spread,
+            strong_k: self.strong_k,
             errno_window: peers_request::seconds(self.errno_window, "--errno-window")?,
             hang_after: peers_request::seconds(self.hang_after, "--hang-after")?,
             slice: self.slice,
