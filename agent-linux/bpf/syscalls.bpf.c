@@ -326,8 +326,9 @@ static __always_inline void socket_peer(struct sock *sk, __u16 family, __u8 tran
 	p->transport = transport;
 }
 
-/* `peer`: filled with a TCP or UDP socket's remote end (see socket_peer). */
-static __always_inline __u8 socket_kind(struct file *file, struct peer *peer)
+/* `peer`: filled with a TCP or UDP socket's remote end (see socket_peer)
+ * when `want_peer`. */
+static __always_inline __u8 socket_kind(struct file *file, struct peer *peer, int want_peer)
 {
 	struct socket *sock = BPF_CORE_READ(file, private_data);
 	if (!sock)
@@ -347,7 +348,7 @@ static __always_inline __u8 socket_kind(struct file *file, struct peer *peer)
 		kind = FD_TCP;
 	else if (type == SOCK_DGRAM && protocol == IPPROTO_UDP)
 		kind = FD_UDP;
-	if (kind != FD_SOCKET)
+	if (want_peer && kind != FD_SOCKET)
 		socket_peer(sk, family, kind, peer);
 	return kind;
 }
@@ -374,8 +375,9 @@ static __always_inline struct file *fd_file(struct files_struct *files, __s64 fd
 	return file;
 }
 
-/* The kind of `file` (not 0), and the peer of a TCP or UDP socket. */
-static __always_inline __u8 file_kind(struct file *file, struct peer *peer)
+/* The kind of `file` (not 0), and the peer of a TCP or UDP socket when
+ * `want_peer`. */
+static __always_inline __u8 file_kind(struct file *file, struct peer *peer, int want_peer)
 {
 	struct inode *inode = BPF_CORE_READ(file, f_inode);
 	if (!inode)
@@ -383,7 +385,7 @@ static __always_inline __u8 file_kind(struct file *file, struct peer *peer)
 	umode_t mode = BPF_CORE_READ(inode, i_mode);
 	switch (mode & S_IFMT) {
 	case S_IFSOCK:
-		return socket_kind(file, peer);
+		return socket_kind(file, peer, want_peer);
 	case S_IFIFO:
 		return FD_PIPE;
 	case 0:
@@ -484,32 +486,37 @@ static __always_inline void socket_file_peer(struct file *file, __u8 kind, struc
 }
 
 /* The kind of `file` (not 0), from thread `t`'s memo when it holds it
- * (`fd`: the number it was found at; `owner`: the task's start_time). */
+ * (`fd`: the number it was found at; `owner`: the task's start_time).
+ * The peer is read in one place for both ways: the verifier walks the
+ * socket reads once, not once per way (half the instructions it checks
+ * for this program). */
 static __always_inline __u8 memo_kind(struct thread *t, __u64 owner, __s64 fd, struct file *file,
 				      struct peer *peer)
 {
 	struct fd_epoch *ep = fd_epoch();
-	if (!ep || ep->off)
-		return file_kind(file, peer);
+	if (!ep)
+		return file_kind(file, peer, 1); /* never: an array's one entry */
+	/* Turned off: every call misses and nothing is stored. */
+	__u64 count = ep->off ? ~0ULL : ep->count;
 	if (t->memo_owner != owner) {
 		for (int i = 0; i < FD_MEMOS; i++)
 			t->memo[i].file_kind = 0;
 		t->memo_owner = owner;
 	}
-	__u64 count = ep->count;
 	struct fd_memo *m = &t->memo[fd & (FD_MEMOS - 1)];
 	__u64 at = (__u64)file;
+	__u8 kind;
 	if ((m->file_kind & ~7ULL) == at && m->epoch == count) {
-		__u8 kind = m->file_kind & 7;
-		if (kind == FD_TCP || kind == FD_UDP)
-			socket_file_peer(file, kind, peer);
-		return kind;
+		kind = m->file_kind & 7;
+	} else {
+		kind = file_kind(file, peer, 0);
+		if (kind != FD_NONE && kind != FD_SOCKET && !(at & 7) && count != ~0ULL) {
+			m->file_kind = at | kind;
+			m->epoch = count;
+		}
 	}
-	__u8 kind = file_kind(file, peer);
-	if (kind != FD_NONE && kind != FD_SOCKET && !(at & 7)) {
-		m->file_kind = at | kind;
-		m->epoch = count;
-	}
+	if (kind == FD_TCP || kind == FD_UDP)
+		socket_file_peer(file, kind, peer);
 	return kind;
 }
 
@@ -641,7 +648,7 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 			else if (fd_memo)
 				t->fd_kind = memo_kind(t, task->start_time, fd, file, &peer);
 			else
-				t->fd_kind = file_kind(file, &peer);
+				t->fd_kind = file_kind(file, &peer, 1);
 			/* Socket peers: connect's is the address it names. */
 			if (t->id == connect_id && (t->fd_kind == FD_TCP || t->fd_kind == FD_UDP)) {
 				__u64 ptr = read_arg(regs, abi, 1);

@@ -747,6 +747,32 @@ mod tests {
         assert_eq!(id(0x1f0).to_string(), "syscall_0x1f0");
     }
 
+    /// SYSINFO marks the calls after whose return the kernel's
+    /// remembered fd kinds are not trusted (the fd-kind memo): those that
+    /// can take a file out of a table, and numbers with no name; not
+    /// calls that only use fds or install them at a free number.
+    #[test]
+    fn sysinfo_marks_the_calls_that_change_fd_tables() {
+        use agent_core::SyscallId;
+        let table = super::sysinfo_table(&crate::fd::FdRoles::new());
+        let native = super::abis()[0];
+        let marked = |nr: u32| table[nr as usize][4] & super::SYSINFO_CHANGES_FDS as u8 != 0;
+        let nr = |name: &str| SyscallId::from_name(name).and_then(|id| id.to_raw(native));
+        for name in super::CHANGES_FDS {
+            // dup2 is not an aarch64 syscall.
+            if let Some(nr) = nr(name) {
+                assert!(marked(nr), "{name}");
+            }
+        }
+        assert!(nr("close").is_some_and(marked));
+        for name in [
+            "read", "write", "openat", "socket", "dup", "fcntl", "connect",
+        ] {
+            assert!(!marked(nr(name).unwrap()), "{name}");
+        }
+        assert!(marked(0x3ff), "a number with no name");
+    }
+
     /// Both objects load here (where the test may load BPF programs), and
     /// their per-CPU hashes carry the flag each was built with
     /// (BPF_F_NO_PREALLOC, 1, or none).
