@@ -326,8 +326,9 @@ static __always_inline void socket_peer(struct sock *sk, __u16 family, __u8 tran
 	p->transport = transport;
 }
 
-/* `peer`: filled with a TCP or UDP socket's remote end (see socket_peer). */
-static __always_inline __u8 socket_kind(struct file *file, struct peer *peer)
+/* `peer`: filled with a TCP or UDP socket's remote end (see socket_peer)
+ * when `want_peer`. */
+static __always_inline __u8 socket_kind(struct file *file, struct peer *peer, int want_peer)
 {
 	struct socket *sock = BPF_CORE_READ(file, private_data);
 	if (!sock)
@@ -347,39 +348,44 @@ static __always_inline __u8 socket_kind(struct file *file, struct peer *peer)
 		kind = FD_TCP;
 	else if (type == SOCK_DGRAM && protocol == IPPROTO_UDP)
 		kind = FD_UDP;
-	if (kind != FD_SOCKET)
+	if (want_peer && kind != FD_SOCKET)
 		socket_peer(sk, family, kind, peer);
 	return kind;
 }
 
-/* The kind of the current task's fd `fd`, read from its file table
- * `files` (task->files of bpf_get_current_task_btf()): the verifier knows
- * its type, so the chain is read with plain loads (checked, fault-safe)
- * rather than a helper call per field, which is most of this function's
- * cost otherwise. Only the variable index into the fd array needs one. */
-static __always_inline __u8 fd_kind(struct files_struct *files, __s64 fd, struct peer *peer)
+/* The file behind the current task's fd `fd` in its file table `files`
+ * (task->files of bpf_get_current_task_btf()): the verifier knows its
+ * type, so the chain is read with plain loads (checked, fault-safe)
+ * rather than a helper call per field. Only the variable index into the
+ * fd array needs one. 0: no file. */
+static __always_inline struct file *fd_file(struct files_struct *files, __s64 fd)
 {
 	if (fd < 0)
-		return FD_NONE;
+		return 0;
 	if (!files)
-		return FD_NONE;
+		return 0;
 	struct fdtable *fdt = files->fdt;
 	if (!fdt)
-		return FD_NONE;
+		return 0;
 	if ((__u64)fd >= fdt->max_fds)
-		return FD_NONE;
+		return 0;
 	struct file **fds = fdt->fd;
 	struct file *file = 0;
 	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
-	if (!file)
-		return FD_NONE;
+	return file;
+}
+
+/* The kind of `file` (not 0), and the peer of a TCP or UDP socket when
+ * `want_peer`. */
+static __always_inline __u8 file_kind(struct file *file, struct peer *peer, int want_peer)
+{
 	struct inode *inode = BPF_CORE_READ(file, f_inode);
 	if (!inode)
 		return FD_NONE;
 	umode_t mode = BPF_CORE_READ(inode, i_mode);
 	switch (mode & S_IFMT) {
 	case S_IFSOCK:
-		return socket_kind(file, peer);
+		return socket_kind(file, peer, want_peer);
 	case S_IFIFO:
 		return FD_PIPE;
 	case 0:
@@ -393,6 +399,143 @@ static __always_inline __u8 fd_kind(struct files_struct *files, __s64 fd, struct
 		return FD_OTHER;
 	return FD_FILE;
 }
+
+/* ---- The fd-kind memo (issue 37 item 1): each thread remembers the kind
+ * of the files it met lately, so a call on the same fd skips the inode,
+ * mode, superblock and socket reads. Switched at load (`fd_memo`, set by
+ * the loader: EDGE_AGENT_EBPF_FD_MEMO).
+ *
+ * What is remembered is the kind of a struct file, which never changes
+ * over the file's life (its inode's S_IFMT, the superblock, a socket's
+ * type and protocol are fixed when it is made). What can go wrong is
+ * which file an fd number names, and a struct file freed and its memory
+ * reused for another file (files come from a slab: the next file opened
+ * often lands at the address of the last one closed). So an entry holds
+ * the file's address and is used only when
+ * - the file the fd names now, read from the table as before (three
+ *   plain loads and one helper read), is at that address: an fd changed
+ *   by any means, seen or not, names another file, unless the new file
+ *   sits at the old one's address; and
+ * - no call that can take a file out of a table (close, close_range,
+ *   dup2/dup3 onto a number, exec closing O_CLOEXEC fds, io_uring_enter's
+ *   IORING_OP_CLOSE, ioctl: binder's deferred close, a seccomp
+ *   supervisor's SECCOMP_IOCTL_NOTIF_ADDFD onto a number; syscall
+ *   numbers with no name) has returned in any traced process since the
+ *   entry was made: each such return bumps FD_EPOCH's count, and an
+ *   entry of an older count is not used. This catches the reuse of an
+ *   address: for the old file to be freed it must first leave the table
+ *   the entry was read from. The count is bumped at the call's exit,
+ *   after the change, whatever the result (a failed close has removed
+ *   the fd already; a failed dup2 changed nothing: one miss): an entry
+ *   made meanwhile by another thread from the file being removed carries
+ *   the older count. A count shared by all traced processes covers
+ *   threads and CLONE_FILES processes sharing one table, and a seccomp
+ *   supervisor changing another process's table, without knowing who
+ *   shares what; the price is a miss in every thread after each such
+ *   call anywhere.
+ * Calls that install files (open, socket, accept, dup, fcntl F_DUPFD,
+ * pidfd_getfd, recvmsg's SCM_RIGHTS, io_uring's installs) take a free
+ * number: a number whose file left the table, which bumped the count, or
+ * one never remembered. Entries are per thread (in its state: no lookup
+ * of their own): a new thread or process starts with none, and a
+ * THREADS entry left by an earlier life of a tid (its process untraced
+ * before the thread ended) is cleared, told by the task's start_time. A
+ * traced thread that gets no state cannot bump the count at its call's
+ * exit, so it turns the memo off for good (FD_EPOCH's `off`).
+ * Not caught: a file taken out of a table by something no traced thread's
+ * call returns from (an SQPOLL io_uring thread's IORING_OP_CLOSE, an
+ * untraced process sharing the table, a close already under way when
+ * tracing began) and a new file at the same address on the same fd
+ * after it.
+ * Sockets: a TCP or UDP socket's peer changes (connect, a UDP connect
+ * or AF_UNSPEC disconnect, io_uring's connect, the kernel resetting a
+ * connection), so only its kind is remembered and the peer read each
+ * call; plain FD_SOCKET sockets are not remembered. */
+const volatile __u8 fd_memo = 0;
+
+struct fd_epoch {
+	__u64 count; /* returns of calls that change fd tables */
+	__u64 off;   /* not 0: the memo is not used any more */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fd_epoch);
+} FD_EPOCH SEC(".maps");
+
+static __always_inline struct fd_epoch *fd_epoch(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&FD_EPOCH, &zero);
+}
+
+/* A TCP or UDP socket's peer, for a file whose kind came from the memo. */
+static __always_inline void socket_file_peer(struct file *file, __u8 kind, struct peer *peer)
+{
+	struct socket *sock = BPF_CORE_READ(file, private_data);
+	if (!sock)
+		return;
+	struct sock *sk = BPF_CORE_READ(sock, sk);
+	if (!sk)
+		return;
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family == AF_INET || family == AF_INET6)
+		socket_peer(sk, family, kind, peer);
+}
+
+/* The kind of `file` (not 0), from thread `t`'s memo when it holds it
+ * (`fd`: the number it was found at; `owner`: the task's start_time).
+ * The peer is read in one place for both ways: the verifier walks the
+ * socket reads once, not once per way (half the instructions it checks
+ * for this program). */
+static __always_inline __u8 memo_kind(struct thread *t, __u64 owner, __s64 fd, struct file *file,
+				      struct peer *peer)
+{
+	struct fd_epoch *ep = fd_epoch();
+	if (!ep)
+		return file_kind(file, peer, 1); /* never: an array's one entry */
+	/* Turned off: every call misses and nothing is stored. */
+	__u64 count = ep->off ? ~0ULL : ep->count;
+	if (t->memo_owner != owner) {
+		for (int i = 0; i < FD_MEMOS; i++)
+			t->memo[i].file_kind = 0;
+		t->memo_owner = owner;
+	}
+	struct fd_memo *m = &t->memo[fd & (FD_MEMOS - 1)];
+	__u64 at = (__u64)file;
+	__u8 kind;
+	if ((m->file_kind & ~7ULL) == at && m->epoch == count) {
+		kind = m->file_kind & 7;
+	} else {
+		kind = file_kind(file, peer, 0);
+		if (kind != FD_NONE && kind != FD_SOCKET && !(at & 7) && count != ~0ULL) {
+			m->file_kind = at | kind;
+			m->epoch = count;
+		}
+	}
+	if (kind == FD_TCP || kind == FD_UDP)
+		socket_file_peer(file, kind, peer);
+	return kind;
+}
+
+/* After a call with SYSINFO_CHANGES_FDS: every entry made before is old. */
+static __always_inline void fds_changed(void)
+{
+	struct fd_epoch *ep = fd_epoch();
+	if (ep)
+		__sync_fetch_and_add(&ep->count, 1);
+}
+
+/* A traced thread with no state: see the memo's comment. */
+static __always_inline void memo_off(void)
+{
+	struct fd_epoch *ep = fd_epoch();
+	if (ep)
+		ep->off = 1;
+}
+/* ---- end of the fd-kind memo */
 
 static __always_inline __u64 read_arg(void *regs, __u32 abi, __u32 i)
 {
@@ -460,8 +603,11 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		fresh.last_id = ID_NONE;
 		fresh.slot = *run;
 		t = thread_state(task, tid, &fresh);
-		if (!t)
+		if (!t) {
+			if (STAGE >= 3 && fd_memo)
+				memo_off();
 			return 0;
+		}
 		__u32 run_slot = *run;
 		__u64 *first = bpf_map_lookup_elem(&FIRST, &run_slot);
 		if (first && !*first)
@@ -487,6 +633,8 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	t->fd_kind = FD_NONE;
 	t->size = 0;
 	t->peer.family = 0;
+	/* A number with no entry at all may be anything (the memo's comment). */
+	t->changes_fds = info ? info->flags & SYSINFO_CHANGES_FDS : 1;
 	if (STAGE >= 3 && info) {
 		void *regs = (void *)ctx->args[0];
 		__u32 fd_idx = (__u32)info->fd_arg - 1;
@@ -494,7 +642,13 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 			__u64 raw = read_arg(regs, abi, fd_idx);
 			__s64 fd = abi ? (__s64)(__s32)raw : (__s64)raw;
 			struct peer peer = {};
-			t->fd_kind = fd_kind(files, fd, &peer);
+			struct file *file = fd_file(files, fd);
+			if (!file)
+				t->fd_kind = FD_NONE;
+			else if (fd_memo)
+				t->fd_kind = memo_kind(t, task->start_time, fd, file, &peer);
+			else
+				t->fd_kind = file_kind(file, &peer, 1);
 			/* Socket peers: connect's is the address it names. */
 			if (t->id == connect_id && (t->fd_kind == FD_TCP || t->fd_kind == FD_UDP)) {
 				__u64 ptr = read_arg(regs, abi, 1);
@@ -691,6 +845,9 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	struct thread *t = thread_state(task, tid, 0);
 	if (!t || !t->entry_ns)
 		return 0;
+	/* First, whatever follows: the change is done (the fd-kind memo). */
+	if (STAGE >= 3 && fd_memo && t->changes_fds)
+		fds_changed();
 	/* Loaded before any branch, for the verifier (see on_sys_enter's
 	 * files). */
 	struct signal_struct *sig = task->signal;

@@ -20,7 +20,7 @@ use super::aggregate::{
     TRANS_LEN,
 };
 use super::events::{thread_slot, Pending, Record, THREAD_LEN};
-use super::kernel_types::{LOST_MAPS, LOST_RING};
+use super::kernel_types::{LOST_MAPS, LOST_RING, SYSINFO_CHANGES_FDS};
 use super::MAX_SLOTS;
 use crate::arch::{Abi, Native};
 use crate::fd::FdRoles;
@@ -37,7 +37,8 @@ static OBJECT_PREALLOC: &[u8] = aya::include_bytes_aligned!("../../bpf/syscalls-
 const MAX_NR: u32 = super::kernel_types::MAX_NR;
 
 /// `struct sysinfo` in the C program: the id's two bytes (native order),
-/// then 1 + the fd argument's index and 1 + the size argument's (0: none).
+/// then 1 + the fd argument's index and 1 + the size argument's (0: none),
+/// the flags (`SYSINFO_CHANGES_FDS`) and a pad byte.
 type SysInfo = [u8; core::mem::size_of::<super::kernel_types::sysinfo>()];
 
 /// The raw tracepoints and the programs attached to them.
@@ -102,6 +103,51 @@ impl ThreadStore {
     }
 }
 
+/// The environment variable that chooses how the program finds each
+/// call's fd kind: `memo` (remembered per thread, the fd-kind memo in
+/// `bpf/syscalls.bpf.c`) or `table` (read from the file table at every
+/// call); anything else, or unset, is [`FD_MEMO_DEFAULT`].
+pub const FD_MEMO_ENV: &str = "EDGE_AGENT_EBPF_FD_MEMO";
+
+/// Whether the program remembers fd kinds when [`FD_MEMO_ENV`] does not
+/// say.
+pub const FD_MEMO_DEFAULT: bool = true;
+
+/// Whether the program is to remember fd kinds ([`FD_MEMO_ENV`]).
+pub fn fd_memo_wanted() -> bool {
+    match std::env::var_os(FD_MEMO_ENV) {
+        Some(v) if v == "memo" => true,
+        Some(v) if v == "table" => false,
+        _ => FD_MEMO_DEFAULT,
+    }
+}
+
+/// The syscalls after whose return the program's remembered fd kinds are
+/// not trusted (`SYSINFO_CHANGES_FDS`): those that can take a file out
+/// of an fd table, in the caller's or (seccomp's ADDFD, through ioctl)
+/// another process's: close, close_range, dup2/dup3 onto a number, exec
+/// (O_CLOEXEC fds), io_uring_enter (IORING_OP_CLOSE), ioctl (binder's
+/// deferred close, SECCOMP_IOCTL_NOTIF_ADDFD with SETFD). Numbers with no
+/// name are taken to as well: they may be anything.
+const CHANGES_FDS: &[&str] = &[
+    "close",
+    "close_range",
+    "dup2",
+    "dup3",
+    "execve",
+    "execveat",
+    "io_uring_enter",
+    "ioctl",
+];
+
+/// Whether a return of `id` may have changed which file an fd names.
+fn changes_fds(id: SyscallId) -> bool {
+    match id.name() {
+        Some(name) => id == SyscallId::UNKNOWN || CHANGES_FDS.contains(&name),
+        None => true,
+    }
+}
+
 /// The loaded and attached program with its maps.
 pub struct Probe {
     /// Owns the programs and their links: dropping it detaches them.
@@ -113,6 +159,8 @@ pub struct Probe {
     /// The same per task (ThreadStore::TaskStorage), keyed by a thread
     /// pidfd from user space.
     thread_store: Option<MapData>,
+    /// Whether the program remembers fd kinds per thread.
+    fd_memo: bool,
     events: RingBuf<MapData>,
     lost: PerCpuArray<MapData, u64>,
     agg: PerCpuHashMap<MapData, u32, [u8; AGG_LEN]>,
@@ -192,11 +240,13 @@ impl Probe {
         let roles = FdRoles::new();
         let sysinfo = sysinfo_table(&roles);
         let task_storage = u8::from(store == ThreadStore::TaskStorage);
+        let fd_memo = fd_memo_wanted();
         let mut ebpf = EbpfLoader::new()
             // THREAD_STORE: task storage, which aya reads through no type
             // of its own (the raw lookup in sys::bpf_map_lookup).
             .allow_unsupported_maps()
             .set_global("task_storage", &task_storage, true)
+            .set_global("fd_memo", &u8::from(fd_memo), true)
             .set_global("compat_probe", &host::COMPAT_PROBE, true)
             .set_global("arg_off", &host::ARG_OFF, true)
             .set_global("connect_id", &connect_id, true)
@@ -235,6 +285,7 @@ impl Probe {
             traced,
             threads,
             thread_store,
+            fd_memo,
             events,
             lost,
             agg,
@@ -481,6 +532,11 @@ impl Probe {
         }
     }
 
+    /// Whether the program remembers fd kinds per thread ([`FD_MEMO_ENV`]).
+    pub fn fd_memo(&self) -> bool {
+        self.fd_memo
+    }
+
     /// Hands every call of run `slot` in flight now to `each` (tid,
     /// call). The kernel changes the state while it is read: a call that
     /// ends meanwhile may be left out.
@@ -614,7 +670,7 @@ fn allocates_safely(release: &str) -> bool {
 /// and the collector applies the same limit when merging (numbers at or
 /// above `MAX_NR` with no name stay `<unknown>`).
 fn sysinfo_table(roles: &FdRoles) -> Box<[SysInfo; 2 * MAX_NR as usize]> {
-    let mut table = Box::new([[0u8; 4]; 2 * MAX_NR as usize]);
+    let mut table = Box::new([[0u8; core::mem::size_of::<SysInfo>()]; 2 * MAX_NR as usize]);
     for (abi, arch) in abis().iter().take(2).enumerate() {
         for nr in 0..MAX_NR {
             table[(abi as u32 * MAX_NR + nr) as usize] =
@@ -628,11 +684,18 @@ fn sysinfo_table(roles: &FdRoles) -> Box<[SysInfo; 2 * MAX_NR as usize]> {
 fn sysinfo(roles: &FdRoles, id: SyscallId) -> SysInfo {
     let plus_one = |i: Option<usize>| i.map_or(0, |i| i as u8 + 1);
     let [lo, hi] = id.0.to_ne_bytes();
+    let flags = if changes_fds(id) {
+        SYSINFO_CHANGES_FDS as u8
+    } else {
+        0
+    };
     [
         lo,
         hi,
         plus_one(roles.get(id).fd_arg()),
         plus_one(id.size_arg()),
+        flags,
+        0,
     ]
 }
 
@@ -682,6 +745,32 @@ mod tests {
         }
         assert_eq!(id(470).name(), Some("listns"));
         assert_eq!(id(0x1f0).to_string(), "syscall_0x1f0");
+    }
+
+    /// SYSINFO marks the calls after whose return the kernel's
+    /// remembered fd kinds are not trusted (the fd-kind memo): those that
+    /// can take a file out of a table, and numbers with no name; not
+    /// calls that only use fds or install them at a free number.
+    #[test]
+    fn sysinfo_marks_the_calls_that_change_fd_tables() {
+        use agent_core::SyscallId;
+        let table = super::sysinfo_table(&crate::fd::FdRoles::new());
+        let native = super::abis()[0];
+        let marked = |nr: u32| table[nr as usize][4] & super::SYSINFO_CHANGES_FDS as u8 != 0;
+        let nr = |name: &str| SyscallId::from_name(name).and_then(|id| id.to_raw(native));
+        for name in super::CHANGES_FDS {
+            // dup2 is not an aarch64 syscall.
+            if let Some(nr) = nr(name) {
+                assert!(marked(nr), "{name}");
+            }
+        }
+        assert!(nr("close").is_some_and(marked));
+        for name in [
+            "read", "write", "openat", "socket", "dup", "fcntl", "connect",
+        ] {
+            assert!(!marked(nr(name).unwrap()), "{name}");
+        }
+        assert!(marked(0x3ff), "a number with no name");
     }
 
     /// Both objects load here (where the test may load BPF programs), and

@@ -50,6 +50,9 @@ pub struct RunnerStats {
     /// Whether the kernel keeps the threads' state in task storage (else
     /// in its hash of tids).
     pub task_storage: bool,
+    /// Whether the kernel remembers fd kinds per thread (else reads each
+    /// from the file table).
+    pub fd_memo: bool,
 }
 
 /// One run the kernel counts in a slot of its own: its session and where
@@ -133,6 +136,7 @@ impl Runner {
     pub fn empty(probe: Probe) -> Runner {
         let stats = RunnerStats {
             task_storage: probe.thread_store() == ThreadStore::TaskStorage,
+            fd_memo: probe.fd_memo(),
             ..RunnerStats::default()
         };
         Runner {

@@ -35,6 +35,8 @@ pub mod runner {
         pub polls: u64,
         /// Threads' state in task storage (never here).
         pub task_storage: bool,
+        /// fd kinds remembered per thread (never here).
+        pub fd_memo: bool,
     }
 
     /// A command under the eBPF backend (never exists here).
