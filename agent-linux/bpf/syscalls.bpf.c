@@ -485,19 +485,29 @@ static __always_inline void socket_file_peer(struct file *file, __u8 kind, struc
 		socket_peer(sk, family, kind, peer);
 }
 
-/* The kind of `file` (not 0), from thread `t`'s memo when it holds it
- * (`fd`: the number it was found at; `owner`: the task's start_time).
- * The peer is read in one place for both ways: the verifier walks the
- * socket reads once, not once per way (half the instructions it checks
- * for this program). */
-static __always_inline __u8 memo_kind(struct thread *t, __u64 owner, __s64 fd, struct file *file,
-				      struct peer *peer)
+/* FD_EPOCH's count now, ~0 when the memo is off (every call misses and
+ * nothing is stored). Read BEFORE the file is read from the table: an
+ * entry must carry a count from before the read, or a close of that fd
+ * (and its bump) between the read and a later count read would leave an
+ * entry of the new count for a file already gone, whose address the next
+ * file opened on that number may take. The helper call of the table read
+ * that follows keeps the compiler from moving this load after it. */
+static __always_inline __u64 memo_count(void)
 {
 	struct fd_epoch *ep = fd_epoch();
 	if (!ep)
-		return file_kind(file, peer, 1); /* never: an array's one entry */
-	/* Turned off: every call misses and nothing is stored. */
-	__u64 count = ep->off ? ~0ULL : ep->count;
+		return ~0ULL; /* never: an array's one entry */
+	return ep->off ? ~0ULL : *(volatile __u64 *)&ep->count;
+}
+
+/* The kind of `file` (not 0), from thread `t`'s memo when it holds it
+ * (`fd`: the number it was found at; `owner`: the task's start_time;
+ * `count`: memo_count() from before `file` was read). The peer is read
+ * in one place for both ways: the verifier walks the socket reads once,
+ * not once per way (half the instructions it checks for this program). */
+static __always_inline __u8 memo_kind(struct thread *t, __u64 owner, __s64 fd, struct file *file,
+				      __u64 count, struct peer *peer)
+{
 	if (t->memo_owner != owner) {
 		for (int i = 0; i < FD_MEMOS; i++)
 			t->memo[i].file_kind = 0;
@@ -642,11 +652,12 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 			__u64 raw = read_arg(regs, abi, fd_idx);
 			__s64 fd = abi ? (__s64)(__s32)raw : (__s64)raw;
 			struct peer peer = {};
+			__u64 count = fd_memo ? memo_count() : ~0ULL;
 			struct file *file = fd_file(files, fd);
 			if (!file)
 				t->fd_kind = FD_NONE;
 			else if (fd_memo)
-				t->fd_kind = memo_kind(t, task->start_time, fd, file, &peer);
+				t->fd_kind = memo_kind(t, task->start_time, fd, file, count, &peer);
 			else
 				t->fd_kind = file_kind(file, &peer, 1);
 			/* Socket peers: connect's is the address it names. */
