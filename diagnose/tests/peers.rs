@@ -10,20 +10,29 @@ const TRAIN: u64 = 60;
 const WINDOWS: u64 = 120;
 
 fn ranges(spec: &FleetSpec) -> (Range, Range) {
+    ranges_of(spec, TRAIN, WINDOWS)
+}
+
+/// Training on windows 0 to `train`, the diagnosis from there to `windows`.
+fn ranges_of(spec: &FleetSpec, train: u64, windows: u64) -> (Range, Range) {
     (
         Range {
             since: spec.window_start(0),
-            until: spec.window_start(TRAIN),
+            until: spec.window_start(train),
         },
         Range {
-            since: spec.window_start(TRAIN),
-            until: spec.window_start(WINDOWS),
+            since: spec.window_start(train),
+            until: spec.window_start(windows),
         },
     )
 }
 
 fn fleet_of(spec: &FleetSpec) -> Fleet {
-    let (training, diagnosis) = ranges(spec);
+    fleet_in(spec, ranges(spec))
+}
+
+/// `spec`'s summaries in a fleet of the given training and diagnosis.
+fn fleet_in(spec: &FleetSpec, (training, diagnosis): (Range, Range)) -> Fleet {
     let mut fleet = Fleet::new(training, diagnosis, 10);
     for s in spec.summaries() {
         fleet.add(&s);
@@ -325,20 +334,7 @@ fn bursty_workers(faults: Vec<Fault>) -> (FleetSpec, Fleet) {
         faults: all,
         ..FleetSpec::new(4, WINDOWS)
     };
-    let mut fleet = Fleet::new(
-        Range {
-            since: spec.window_start(0),
-            until: spec.window_start(TRAIN),
-        },
-        Range {
-            since: spec.window_start(TRAIN),
-            until: spec.window_start(WINDOWS),
-        },
-        10,
-    );
-    for s in spec.summaries() {
-        fleet.add(&s);
-    }
+    let fleet = fleet_in(&spec, ranges_of(&spec, TRAIN, WINDOWS));
     (spec, fleet)
 }
 
