@@ -171,6 +171,7 @@ mod tests {
         assert!(persistent(&over, 3, 5).is_empty());
         assert_eq!(persistent(&over, 1, 1), vec![7, 9, 12]);
     }
+
     #[test]
     fn a_stretch_far_over_on_average_needs_fewer_windows_over() {
         // Threshold 1, mean threshold 1: over in 3 of 5 (2, 2.5, 2.2) with

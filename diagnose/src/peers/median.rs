@@ -345,7 +345,10 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
             _ => params.k,
         };
         // Per device: the threshold, and the stretch mean's when the burst
-        // rule judges it (infinite otherwise: never passed).
+        // rule judges it (infinite otherwise: never passed). Both learn
+        // from deviations floored at 0 while the stretches judged keep
+        // their windows below the median: a dip weighs against the burst
+        // rule, never for it.
         let thresholds: Vec<Option<(f64, f64)>> = train
             .values
             .iter()
