@@ -27,12 +27,13 @@ pub struct MedianParams {
     /// training, so that a device that never deviated in training is not
     /// flagged for the smallest wobble.
     pub floor: f64,
-    /// A server's whole stretch of n windows whose mean deviation is over
-    /// the highest mean of a stretch in training needs only this many
-    /// windows over the threshold (`None`: k, as always). For a fault whose effect comes and goes, e.g. a disk hog
+    /// A server's whole stretch of n windows whose mean deviation passes
+    /// the training's highest stretch mean (times 1 + margin, plus the
+    /// floor) needs only this many windows over the threshold (`None`: k,
+    /// as always). For a fault whose effect comes and goes, e.g. a disk hog
     /// competing with the server for its disk in bursts: the live analysis
-    /// sets it to report sooner (docs/peers.md, "Online"); offline, where
-    /// a few seconds do not matter, it is off.
+    /// sets it to report sooner (docs/peers.md, "Online"); offline, where a
+    /// few seconds do not matter, it is off.
     pub strong_k: Option<usize>,
     /// A window counts as over only when the device is also above the
     /// window's median by more than the peer set's usual relative spread:

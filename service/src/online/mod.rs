@@ -39,9 +39,10 @@ pub struct OnlineOptions {
     pub k: usize,
     /// ... among this many consecutive judged windows.
     pub n: usize,
-    /// Over-threshold windows enough in a stretch of n whose mean
-    /// deviation is over the threshold too: a fault whose effect comes and
-    /// goes is reported sooner (docs/peers.md, "Online"); k turns it off.
+    /// On servers, over-threshold windows enough in a stretch of n whose
+    /// mean deviation passes the baseline's highest stretch mean: a fault
+    /// whose effect comes and goes is reported sooner (the median method's
+    /// `strong_k`, docs/peers.md "Bursts"); k turns it off.
     pub strong_k: usize,
     /// The hang method's timeout: a client call in flight this long.
     pub hang_after: Duration,
