@@ -28,8 +28,8 @@
  *   clears one window while the kernel fills the next.
  * - The ring buffer carries what is rare: a new task, a task's end, and a
  *   call in flight across a cut (for the window's in-flight list).
- *   Records lost to a full ring, and calls the full maps could not hold,
- *   are counted per CPU and per run slot in LOST.
+ *   Records lost to a full ring, and calls (or their parts) the maps
+ *   could not hold, are counted per CPU and per run slot in LOST.
  * - PEERS (socket peers, see the block below) does for TCP and UDP sockets
  *   what agent_core::Collector's per-peer table does: per (remote end,
  *   syscall id) calls, errors, time, bytes and the last call.
@@ -58,6 +58,7 @@
 #define S_IFLNK 0120000
 
 #define SIGKILL 9
+#define E2BIG 7
 
 #define ANON_INODE_FS_MAGIC 0x09041934
 #define PIDFS_MAGIC 0x50494446
@@ -249,12 +250,12 @@ struct {
 	__uint(max_entries, 8 << 20);
 } EVENTS SEC(".maps");
 
-/* Per run slot (LOST_RING or LOST_MAPS * MAX_SLOTS + slot): records the
- * full ring could not take; calls a full AGG, ERRNOS, TRANS or PEERS
- * could not hold (each run's summary says its own). */
+/* Per run slot (one of LOST_* times MAX_SLOTS + slot): what the kernel
+ * could not keep (syscalls.h says each; each run's summary says its
+ * own). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2 * MAX_SLOTS);
+	__uint(max_entries, LOST_KINDS * MAX_SLOTS);
 	__type(key, __u32);
 	__type(value, __u64);
 } LOST SEC(".maps");
@@ -282,7 +283,7 @@ static __always_inline struct thread *thread_state(struct task_struct *task, __u
 	return bpf_map_lookup_elem(&THREADS, &tid);
 }
 
-/* `what`: LOST_RING or LOST_MAPS; `run_slot`: the run it happened to. */
+/* `what`: one of LOST_*; `run_slot`: the run it happened to. */
 static __always_inline void count_lost(__u32 what, __u32 run_slot)
 {
 	__u32 index = what * MAX_SLOTS + (run_slot & (MAX_SLOTS - 1));
@@ -749,16 +750,24 @@ static __always_inline __u64 bucket_of(__u64 ns)
 
 /* The per-CPU value of `key` in `map`, created from `init` when new
  * (BPF_NOEXIST: another CPU creating it at the same moment must not wipe
- * what this one adds); no room is counted for run `run_slot`. */
-static __always_inline void *slot(void *map, void *key, void *init, __u32 run_slot)
+ * what this one adds); no room is counted for run `run_slot`: as a whole
+ * call lost when `whole` (AGG), by why, else as a part of one. A hash
+ * refuses a new key when full (E2BIG) but also when the kernel's
+ * per-CPU memory allocator has nothing ready (ENOMEM: its refill is
+ * asynchronous, so a burst of new keys in any map can outrun it). */
+static __always_inline void *slot(void *map, void *key, void *init, __u32 run_slot, int whole)
 {
 	void *v = bpf_map_lookup_elem(map, key);
 	if (v)
 		return v;
-	bpf_map_update_elem(map, key, init, BPF_NOEXIST);
+	long err = bpf_map_update_elem(map, key, init, BPF_NOEXIST);
 	v = bpf_map_lookup_elem(map, key);
-	if (!v)
-		count_lost(LOST_MAPS, run_slot);
+	if (!v) {
+		__u32 what = LOST_PARTS;
+		if (whole)
+			what = err == -E2BIG ? LOST_CALLS_FULL : LOST_CALLS_REFUSED;
+		count_lost(what, run_slot);
+	}
 	return v;
 }
 
@@ -793,7 +802,7 @@ static __always_inline void count_peer(struct thread *t, __u32 id, __u32 gen, __
 	k.id = id;
 	k.gen = gen;
 	struct peer_stats zero = {};
-	struct peer_stats *p = slot(&PEERS, &k, &zero, gen >> 1);
+	struct peer_stats *p = slot(&PEERS, &k, &zero, gen >> 1, 0);
 	if (!p)
 		return;
 	p->calls += 1;
@@ -904,7 +913,7 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	if (!a) {
 		struct agg *init = bpf_map_lookup_elem(&ZERO, &zero);
 		if (init)
-			a = slot(&AGG, &key, init, run_slot);
+			a = slot(&AGG, &key, init, run_slot, 1);
 	}
 	if (!a) {
 		/* A call AGG could not hold (counted in LOST_MAPS) is lost
@@ -943,7 +952,7 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		 * LOST_MAPS), the call is counted. */
 		__u64 tkey = (__u64)t->last_id << 32 | id << 16 | gen;
 		struct trans tzero = {};
-		struct trans *tr = slot(&TRANS, &tkey, &tzero, run_slot);
+		struct trans *tr = slot(&TRANS, &tkey, &tzero, run_slot, 0);
 		if (tr) {
 			tr->count += 1;
 			tr->gap_sum_ns += gap;
@@ -959,7 +968,7 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		 * is lost (LOST_MAPS; the collector counts it as errno_other). */
 		__u64 ekey = (__u64)id << 32 | kind << 24 | (__u64)gen << 16 | (__u64)(-ret);
 		__u64 ezero = 0;
-		__u64 *n = slot(&ERRNOS, &ekey, &ezero, run_slot);
+		__u64 *n = slot(&ERRNOS, &ekey, &ezero, run_slot, 0);
 		if (n)
 			*n += 1;
 	} else {

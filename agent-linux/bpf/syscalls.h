@@ -53,11 +53,16 @@
 #define MAX_SLOTS 64
 
 /** What LOST counts, per run slot (its index: what * MAX_SLOTS + slot):
- * records the full ring could not take; calls the full maps could not
- * hold (AGG: the whole call; TRANS, ERRNOS, PEERS: its transition, errno
- * or peer figures). */
+ * records the full ring could not take; counted calls whose transition,
+ * errno or peer figures found no room in TRANS, ERRNOS or PEERS; whole
+ * calls AGG had no room for, because it was full, or because the kernel
+ * refused the new key with room left (its per-CPU memory allocator had
+ * nothing ready, or the map's bucket was busy). */
 #define LOST_RING 0
-#define LOST_MAPS 1
+#define LOST_PARTS 1
+#define LOST_CALLS_FULL 2
+#define LOST_CALLS_REFUSED 3
+#define LOST_KINDS 4
 
 /** A TCP or UDP socket's remote end (family 0: none). */
 struct peer {

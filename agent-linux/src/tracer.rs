@@ -244,10 +244,11 @@ impl fmt::Display for Stats {
             }
             Stats::Ebpf(s) => write!(
                 f,
-                "edge-agent stats: backend=ebpf syscalls={} lost={} uncounted={} unreadable={} polls={} max_rss_kib={} cpu_ms={} threads={} fd_kinds={}",
+                "edge-agent stats: backend=ebpf syscalls={} lost={} uncounted={} partial={} unreadable={} polls={} max_rss_kib={} cpu_ms={} threads={} fd_kinds={}",
                 s.syscalls,
                 s.lost,
                 s.uncounted,
+                s.partial,
                 s.unreadable,
                 s.polls,
                 sys::max_rss_kib(),

@@ -20,7 +20,9 @@ use super::aggregate::{
     TRANS_LEN,
 };
 use super::events::{thread_slot, Pending, Record, THREAD_LEN};
-use super::kernel_types::{LOST_MAPS, LOST_RING, SYSINFO_CHANGES_FDS};
+use super::kernel_types::{
+    LOST_CALLS_FULL, LOST_CALLS_REFUSED, LOST_PARTS, LOST_RING, SYSINFO_CHANGES_FDS,
+};
 use super::MAX_SLOTS;
 use crate::arch::{Abi, Native};
 use crate::fd::FdRoles;
@@ -575,18 +577,17 @@ impl Probe {
         }
     }
 
-    /// Records the kernel could not put in the full ring buffer, summed
-    /// over CPUs and runs.
-    pub fn lost(&self) -> u64 {
-        (0..MAX_SLOTS).map(|slot| self.losses_in(slot).lost).sum()
-    }
-
-    /// Calls the kernel could not count because its aggregate maps were
-    /// full, summed over CPUs and runs.
-    pub fn uncounted(&self) -> u64 {
-        (0..MAX_SLOTS)
-            .map(|slot| self.losses_in(slot).uncounted)
-            .sum()
+    /// What the kernel lost so far, summed over CPUs and runs.
+    pub fn losses(&self) -> Losses {
+        (0..MAX_SLOTS).fold(Losses::default(), |sum, slot| {
+            let l = self.losses_in(slot);
+            Losses {
+                lost: sum.lost.saturating_add(l.lost),
+                uncounted: sum.uncounted.saturating_add(l.uncounted),
+                refused: sum.refused.saturating_add(l.refused),
+                partial: sum.partial.saturating_add(l.partial),
+            }
+        })
     }
 
     /// What the kernel lost of the runs in slot `slot` so far (every run
@@ -599,22 +600,33 @@ impl Probe {
                 .map(|per_cpu| per_cpu.iter().fold(0u64, |a, n| a.saturating_add(*n)))
                 .unwrap_or(0)
         };
+        let refused = counter(LOST_CALLS_REFUSED);
         Losses {
             lost: counter(LOST_RING),
-            uncounted: counter(LOST_MAPS),
+            uncounted: counter(LOST_CALLS_FULL).saturating_add(refused),
+            refused,
+            partial: counter(LOST_PARTS),
         }
     }
 }
 
 /// What the kernel could not keep of a run: records (the ring buffer was
-/// full) and calls or parts of calls (its aggregate maps were).
+/// full), whole calls (AGG had no room) and parts of counted calls
+/// (TRANS, ERRNOS or PEERS had none).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Losses {
     /// Task records the full ring buffer could not take.
     pub lost: u64,
-    /// Calls not counted, or counted without their transition, errno or
-    /// peer figures (full AGG; TRANS, ERRNOS or PEERS).
+    /// Calls not counted at all: AGG was full, or the kernel refused it
+    /// a new key (`refused`).
     pub uncounted: u64,
+    /// Of `uncounted`, the calls whose new key the kernel refused with
+    /// room left (its per-CPU memory allocator had nothing ready, or the
+    /// map's bucket was busy): a passing shortage, not a sign the maps
+    /// are too small.
+    pub refused: u64,
+    /// Calls counted without their transition, errno or peer figures.
+    pub partial: u64,
 }
 
 impl Losses {
@@ -623,6 +635,8 @@ impl Losses {
         Losses {
             lost: self.lost.saturating_sub(earlier.lost),
             uncounted: self.uncounted.saturating_sub(earlier.uncounted),
+            refused: self.refused.saturating_sub(earlier.refused),
+            partial: self.partial.saturating_sub(earlier.partial),
         }
     }
 }

@@ -39,9 +39,10 @@ pub struct RunnerStats {
     pub syscalls: u64,
     /// Records the kernel dropped because the ring buffer was full.
     pub lost: u64,
-    /// Calls the kernel could not count because its aggregate maps were
-    /// full.
+    /// Calls the kernel could not count (AGG full, or a new key refused).
     pub uncounted: u64,
+    /// Calls counted without their transition, errno or peer figures.
+    pub partial: u64,
     /// Records or aggregate entries that could not be read (object and
     /// reader disagree).
     pub unreadable: u64,
@@ -579,8 +580,7 @@ impl Runner {
             }
             run.session.in_flight_at_end = flying;
         }
-        self.stats.lost = self.probe.lost();
-        self.stats.uncounted = self.probe.uncounted();
+        self.note_losses();
         Some(Finished {
             session: run.session,
             root_end: run.root_end,
@@ -645,9 +645,16 @@ impl Runner {
                 },
             ));
         }
-        self.stats.lost = self.probe.lost();
-        self.stats.uncounted = self.probe.uncounted();
+        self.note_losses();
         done
+    }
+
+    /// Copies the kernel's loss counters into the stats.
+    fn note_losses(&mut self) {
+        let losses = self.probe.losses();
+        self.stats.lost = losses.lost;
+        self.stats.uncounted = losses.uncounted;
+        self.stats.partial = losses.partial;
     }
 
     /// The backend's counters so far (lost and uncounted as of the last
@@ -740,28 +747,54 @@ pub fn summarize(session: &Session, losses: Losses) -> Summary {
             losses.lost
         );
     }
-    if losses.uncounted > 0 {
-        eprintln!(
-            "edge-agent: {} syscalls not counted (the BPF aggregate maps were full); the summary misses them",
-            losses.uncounted
-        );
+    if let Some(said) = uncounted_said(losses) {
+        eprintln!("edge-agent: {said}; the summary misses what was not counted");
     }
     summary
 }
 
-/// Adds what the kernel lost of a run to its summary, when anything: the
-/// fact `ebpf.lost` (task records) and `ebpf.uncounted` (calls, or their
-/// transitions, errnos or peer figures). The summary format has no field
-/// for them: its `overflow` record counts table overflows, which are
-/// still counted events, while these are missing ones.
-pub fn add_loss_facts(summary: &mut Summary, losses: Losses) {
-    if losses.lost > 0 {
-        let _ = summary.facts.add("ebpf.lost", &losses.lost.to_string());
+/// What the calls lost of `losses` were, and why, for a person (None
+/// when no call was lost whole or in part).
+pub fn uncounted_said(losses: Losses) -> Option<String> {
+    let mut parts = Vec::new();
+    let full = losses.uncounted - losses.refused.min(losses.uncounted);
+    if full > 0 {
+        parts.push(format!(
+            "{full} syscalls not counted (the BPF aggregate map was full)"
+        ));
     }
-    if losses.uncounted > 0 {
-        let _ = summary
-            .facts
-            .add("ebpf.uncounted", &losses.uncounted.to_string());
+    if losses.refused > 0 {
+        parts.push(format!(
+            "{} syscalls not counted (the kernel refused a new key with room left: no per-CPU memory ready, or the map busy)",
+            losses.refused
+        ));
+    }
+    if losses.partial > 0 {
+        parts.push(format!(
+            "{} syscalls counted without their transition, errno or peer figures (a full BPF map, or no per-CPU memory ready)",
+            losses.partial
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// Adds what the kernel lost of a run to its summary, when anything: the
+/// facts `ebpf.lost` (task records), `ebpf.uncounted` (calls not counted
+/// at all), `ebpf.uncounted_refused` (of those, the ones whose new key the
+/// kernel refused with room left) and `ebpf.partial` (calls counted
+/// without their transition, errno or peer figures). The summary format
+/// has no field for them: its `overflow` record counts table overflows,
+/// which are still counted events, while these are missing ones.
+pub fn add_loss_facts(summary: &mut Summary, losses: Losses) {
+    for (fact, n) in [
+        ("ebpf.lost", losses.lost),
+        ("ebpf.uncounted", losses.uncounted),
+        ("ebpf.uncounted_refused", losses.refused),
+        ("ebpf.partial", losses.partial),
+    ] {
+        if n > 0 {
+            let _ = summary.facts.add(fact, &n.to_string());
+        }
     }
 }
 

@@ -29,6 +29,8 @@ pub mod runner {
         pub lost: u64,
         /// Calls not counted (full kernel maps).
         pub uncounted: u64,
+        /// Calls counted without their transition, errno or peer figures.
+        pub partial: u64,
         /// Records that could not be read.
         pub unreadable: u64,
         /// Polls of the ring buffer.
