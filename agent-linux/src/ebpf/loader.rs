@@ -35,6 +35,20 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/syscalls.bpf.o");
 /// deadlock (`PREALLOC_MAPS` in the C source).
 static OBJECT_PREALLOC: &[u8] = aya::include_bytes_aligned!("../../bpf/syscalls-prealloc.bpf.o");
 
+/// The task-storage map of the threads' state (the object before 6.1 has
+/// none).
+const THREAD_STORE: &str = "THREAD_STORE";
+
+/// Whether the BPF object `object` defines the map `name` (a symbol of
+/// its ELF). An object that does not parse has none: its load then says
+/// what is wrong with it.
+fn has_map(object: &[u8], name: &str) -> bool {
+    use object::{Object, ObjectSymbol};
+    object::File::parse(object)
+        .map(|elf| elf.symbols().any(|s| s.name() == Ok(name)))
+        .unwrap_or(false)
+}
+
 /// Syscall numbers below this have a SYSINFO entry.
 const MAX_NR: u32 = super::kernel_types::MAX_NR;
 
@@ -242,18 +256,28 @@ impl Probe {
         let roles = FdRoles::new();
         let sysinfo = sysinfo_table(&roles);
         let task_storage = u8::from(store == ThreadStore::TaskStorage);
+        // THREADS is preallocated (every entry at creation: 4.5 MB of
+        // kernel memory, and time at each start); where the threads live
+        // in task storage it stays empty, so one entry does.
+        let threads_unused = store == ThreadStore::TaskStorage && has_map(object, THREAD_STORE);
         let fd_memo = fd_memo_wanted();
-        let mut ebpf = EbpfLoader::new()
+        let fd_memo_global = u8::from(fd_memo);
+        let mut loader = EbpfLoader::new();
+        loader
             // THREAD_STORE: task storage, which aya reads through no type
             // of its own (the raw lookup in sys::bpf_map_lookup).
             .allow_unsupported_maps()
             .set_global("task_storage", &task_storage, true)
-            .set_global("fd_memo", &u8::from(fd_memo), true)
+            .set_global("fd_memo", &fd_memo_global, true)
             .set_global("compat_probe", &host::COMPAT_PROBE, true)
             .set_global("arg_off", &host::ARG_OFF, true)
             .set_global("connect_id", &connect_id, true)
             .set_global("SYSINFO", &*sysinfo, true)
-            .set_max_entries("EVENTS", ring_bytes)
+            .set_max_entries("EVENTS", ring_bytes);
+        if threads_unused {
+            loader.set_max_entries("THREADS", 1);
+        }
+        let mut ebpf = loader
             .load(object)
             .context("the kernel refused the BPF program")?;
         fill_sysinfo_high(&mut ebpf, &roles)?;
@@ -270,7 +294,7 @@ impl Probe {
         }
         let traced = HashMap::try_from(take_map(&mut ebpf, "TRACED")?)?;
         let threads = HashMap::try_from(take_map(&mut ebpf, "THREADS")?)?;
-        let thread_store = match (store, ebpf.take_map("THREAD_STORE")) {
+        let thread_store = match (store, ebpf.take_map(THREAD_STORE)) {
             (ThreadStore::TaskStorage, Some(aya::maps::Map::Unsupported(map))) => Some(map),
             _ => None,
         };
@@ -810,10 +834,19 @@ mod tests {
         }
     }
 
+    /// Only the object for 6.1 and later has the task-storage map.
+    #[test]
+    fn the_task_storage_map_is_found_in_the_object_that_has_it() {
+        assert!(super::has_map(OBJECT, super::THREAD_STORE));
+        assert!(super::has_map(OBJECT, "THREADS"));
+        assert!(!super::has_map(OBJECT_PREALLOC, super::THREAD_STORE));
+        assert!(!super::has_map(b"not an ELF", "THREADS"));
+    }
+
     /// Either store hands back the calls in flight, a thread's other than
     /// the leader's included (task storage: looked up by a pidfd of the
     /// thread), and the object before 6.1 keeps the hash whatever is
-    /// asked.
+    /// asked; the hash has room only where it is used.
     #[test]
     fn calls_in_flight_read_back_from_either_thread_store() {
         if let Err(why) = precheck() {
@@ -830,6 +863,9 @@ mod tests {
         for (object, asked, kept) in stores {
             let mut probe = Probe::load_with(object, 1 << 16, asked).unwrap();
             assert_eq!(probe.thread_store(), kept);
+            // The unused hash holds one entry, the used one its size.
+            let threads = probe.threads.map().info().unwrap().max_entries();
+            assert_eq!(threads == 1, kept == ThreadStore::TaskStorage, "{threads}");
             let me = std::process::id();
             probe.trace(me, 0).unwrap();
             let (tx, rx) = std::sync::mpsc::channel();
