@@ -756,26 +756,25 @@ pub fn summarize(session: &Session, losses: Losses) -> Summary {
 /// What the calls lost of `losses` were, and why, for a person (None
 /// when no call was lost whole or in part).
 pub fn uncounted_said(losses: Losses) -> Option<String> {
-    let mut parts = Vec::new();
-    let full = losses.uncounted - losses.refused.min(losses.uncounted);
-    if full > 0 {
-        parts.push(format!(
-            "{full} syscalls not counted (the BPF aggregate map was full)"
-        ));
-    }
-    if losses.refused > 0 {
-        parts.push(format!(
-            "{} syscalls not counted (the kernel refused a new key with room left: no per-CPU memory ready, or the map busy)",
-            losses.refused
-        ));
-    }
-    if losses.partial > 0 {
-        parts.push(format!(
-            "{} syscalls counted without their transition, errno or peer figures (a full BPF map, or no per-CPU memory ready)",
-            losses.partial
-        ));
-    }
-    (!parts.is_empty()).then(|| parts.join("; "))
+    let said: Vec<String> = [
+        (
+            losses.uncounted.saturating_sub(losses.refused),
+            "syscalls not counted (the BPF aggregate map was full)",
+        ),
+        (
+            losses.refused,
+            "syscalls not counted (the kernel refused a new key with room left: no per-CPU memory ready, or the map busy)",
+        ),
+        (
+            losses.partial,
+            "syscalls counted without their transition, errno or peer figures (a full BPF map, or no per-CPU memory ready)",
+        ),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect();
+    (!said.is_empty()).then(|| said.join("; "))
 }
 
 /// Adds what the kernel lost of a run to its summary, when anything: the
@@ -971,10 +970,45 @@ pub fn attach(
 
 #[cfg(test)]
 mod tests {
-    use super::{liveness, Liveness, Runner};
-    use crate::ebpf::loader::{precheck, Probe};
+    use super::{add_loss_facts, liveness, uncounted_said, Liveness, Runner};
+    use crate::ebpf::loader::{precheck, Losses, Probe};
     use crate::engine::Session;
     use crate::sys::Tid;
+
+    /// Calls lost to a full map and those refused with room left are told
+    /// apart, in the words and in the summary's facts; no loss, no words.
+    #[test]
+    fn losses_say_why_calls_went_uncounted() {
+        assert_eq!(uncounted_said(Losses::default()), None);
+        let losses = Losses {
+            lost: 0,
+            uncounted: 5,
+            refused: 3,
+            partial: 7,
+        };
+        let said = uncounted_said(losses).unwrap();
+        assert!(said.starts_with("2 syscalls not counted (the BPF aggregate map was full); 3 syscalls not counted (the kernel refused"), "{said}");
+        assert!(said.ends_with("; 7 syscalls counted without their transition, errno or peer figures (a full BPF map, or no per-CPU memory ready)"), "{said}");
+        let mut summary = crate::trace::summarize(&Session::new(1, agent_core::Facts::default()));
+        add_loss_facts(&mut summary, losses);
+        let facts: Vec<(&str, &str)> = [
+            "ebpf.lost",
+            "ebpf.uncounted",
+            "ebpf.uncounted_refused",
+            "ebpf.partial",
+        ]
+        .iter()
+        .filter_map(|k| Some((*k, summary.facts.get(k)?)))
+        .collect();
+        assert_eq!(
+            facts,
+            [
+                ("ebpf.uncounted", "5"),
+                ("ebpf.uncounted_refused", "3"),
+                ("ebpf.partial", "7")
+            ]
+        );
+    }
 
     /// A process whose start time is not the one matched took the pid of
     /// the process matched (it ended meanwhile; an exec storm reuses pids
