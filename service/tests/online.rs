@@ -35,8 +35,9 @@ fn options() -> OnlineOptions {
     }
 }
 
-/// A change as (event, device index in `spec`, cause), with the window
-/// index of the tick that made it.
+/// A change as (event, device, cause), with the window index of the tick
+/// that made it; the device is its index in its spec, plus 100 for each
+/// spec before (a client of the second spec: 100 + its index).
 type Seen = (Event, usize, IncidentCause, u64);
 
 /// Feeds `windows` windows of every device of `specs` (each window edited
@@ -80,8 +81,7 @@ fn stream_with(
                             .map(|d| (s, d))
                     })
                     .expect("an incident names a device of the fleet");
-                assert_eq!(s, 0, "only the first spec's devices are culprits here");
-                seen.push((c.event, d, c.incident.cause.clone(), w));
+                seen.push((c.event, s * 100 + d, c.incident.cause.clone(), w));
             }
         }
     }
@@ -501,6 +501,41 @@ fn failures_on_other_servers_as_a_hung_one_answers_again_open_no_incident() {
     assert_eq!(
         opened,
         vec![(Event::Opened, 1, errno.clone()), (Event::Opened, 2, errno)],
+        "{seen:?}"
+    );
+}
+
+#[test]
+fn slow_calls_on_a_client_as_a_hung_server_answers_again_open_no_incident() {
+    // Server 3 hangs in windows 80 to 124 (client 0 waits on it); as it
+    // answers again, client 0's calls are slow in windows 125 to 139: its
+    // call that waited out the hang ends there, and those queued behind it
+    // (on the file-system fleet: a FUSE client's `dread` x141 in the
+    // window the brick came back). The hang's consequence on a device of
+    // another program: without the hang the same slowness opens a network
+    // incident on the client.
+    let s = servers();
+    let mut c = clients();
+    c.faults.push(Fault::Network {
+        device: 0,
+        from: 125,
+        until: 140,
+        factor: 4.0,
+    });
+    let seen = stream(
+        &[&s, &c],
+        200,
+        &stopped_until(true, Silent::SendsNothing, 125),
+    );
+    assert_eq!(
+        opened_of(&seen),
+        vec![(Event::Opened, 3, IncidentCause::Hang)],
+        "{seen:?}"
+    );
+    let seen = stream(&[&s, &c], 200, &|_, _, _, _| true);
+    assert_eq!(
+        opened_of(&seen),
+        vec![(Event::Opened, 100, IncidentCause::Network)],
         "{seen:?}"
     );
 }
