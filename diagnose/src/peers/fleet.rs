@@ -659,7 +659,7 @@ impl Fleet {
             self.training_changed
                 .insert(index, self.training_generation);
         }
-        self.trails[d].add(phase, index, self.window_ns, s);
+        self.trails[d].add(phase, index, self.window_ns, s, &calls);
         self.add_links(d, phase, index, s);
         let new_window = !self.service[d].contains_key(&(phase, index));
         let cell = self.service[d].entry((phase, index)).or_default();
