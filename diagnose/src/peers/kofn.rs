@@ -78,16 +78,8 @@ pub fn highest_mean(values: &[f64], n: usize) -> Option<f64> {
     if values.is_empty() {
         return None;
     }
-    let n = n.clamp(1, values.len());
-    // A running sum: the live analysis takes this over hundreds of
-    // baseline windows per server and metric at every tick.
-    let mut sum: f64 = values[..n].iter().sum();
-    let mut best = sum;
-    for i in n..values.len() {
-        sum += values[i] - values[i - n];
-        best = best.max(sum);
-    }
-    Some(best / n as f64)
+    let (_, best) = running_sums(values, n)?;
+    Some(best / n.clamp(1, values.len()) as f64)
 }
 
 /// The highest level that `values` (one per judged window, in time order)
@@ -110,17 +102,112 @@ pub fn sustained(values: &[f64], k: usize, n: usize) -> Option<f64> {
     let mut buf = Vec::with_capacity(stretch);
     values
         .windows(stretch)
-        .map(|w| {
-            buf.clear();
-            buf.extend_from_slice(w);
-            *buf.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a)).1
-        })
+        .map(|w| kth_largest(&mut buf, w, k))
         .reduce(f64::max)
+}
+
+/// [`sustained`] and [`highest_mean`] of one series, kept between calls
+/// for a series that grows at its end: the live analysis takes both over
+/// each server's and metric's hundreds of baseline windows at every tick,
+/// while a tick adds only its few new windows to the baseline. When the
+/// values of the last call are still the first values of this one (bit
+/// for bit), only the stretches ending in the new values are taken, and
+/// the running maximum and sum go on from where they stopped: the same
+/// operations in the same order as the functions', so the same results to
+/// the bit. Any other change (the oldest windows evicted, a value
+/// changed) takes the whole series again.
+#[derive(Debug, Clone, Default)]
+pub struct Levels {
+    /// The series of the last call.
+    values: Vec<f64>,
+    /// The k and n of the last call.
+    k: usize,
+    n: usize,
+    /// [`sustained`]'s running maximum, after the last call's values.
+    sustained: Option<f64>,
+    /// [`highest_mean`]'s running sum and highest sum, after them.
+    sums: Option<(f64, f64)>,
+}
+
+impl Levels {
+    /// `(sustained(values, k, n), highest_mean(values, n))`.
+    pub fn of(&mut self, values: &[f64], k: usize, n: usize) -> (Option<f64>, Option<f64>) {
+        let n = n.max(1);
+        let k = k.clamp(1, n);
+        let old = self.values.len();
+        // Going on needs whole stretches of n already (with fewer values
+        // both functions take shorter stretches) and the old values kept.
+        let goes_on = self.k == k
+            && self.n == n
+            && old >= n
+            && values.len() >= old
+            && self.sums.is_some()
+            && self
+                .values
+                .iter()
+                .zip(values)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+        if !goes_on {
+            self.k = k;
+            self.n = n;
+            self.values.clear();
+            self.sustained = sustained(values, k, n);
+            self.sums = running_sums(values, n);
+        } else if values.len() > old {
+            // The stretches ending in the new values, in order.
+            let mut buf = Vec::with_capacity(n);
+            for w in values[old + 1 - n..].windows(n) {
+                let level = kth_largest(&mut buf, w, k);
+                self.sustained = Some(match self.sustained {
+                    Some(s) => s.max(level),
+                    None => level,
+                });
+            }
+            if let Some((mut sum, mut best)) = self.sums {
+                for i in old..values.len() {
+                    sum += values[i] - values[i - n];
+                    best = best.max(sum);
+                }
+                self.sums = Some((sum, best));
+            }
+        }
+        self.values.clear();
+        self.values.extend_from_slice(values);
+        let highest = self
+            .sums
+            .map(|(_, best)| best / n.clamp(1, values.len().max(1)) as f64);
+        (self.sustained, highest)
+    }
+}
+
+/// [`highest_mean`]'s running sum after the last value and highest sum
+/// (`None` when empty).
+fn running_sums(values: &[f64], n: usize) -> Option<(f64, f64)> {
+    if values.is_empty() {
+        return None;
+    }
+    let n = n.clamp(1, values.len());
+    // A running sum: the live analysis takes this over hundreds of
+    // baseline windows per server and metric at every tick.
+    let mut sum: f64 = values[..n].iter().sum();
+    let mut best = sum;
+    for i in n..values.len() {
+        sum += values[i] - values[i - n];
+        best = best.max(sum);
+    }
+    Some((sum, best))
+}
+
+/// The `k`-th largest of `w` (`1 ≤ k ≤ w.len()`), selected in `buf`.
+fn kth_largest(buf: &mut Vec<f64>, w: &[f64], k: usize) -> f64 {
+    buf.clear();
+    buf.extend_from_slice(w);
+    *buf.select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a)).1
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{highest_mean, persistent, persistent_or_strong, sustained};
+    use super::{highest_mean, persistent, persistent_or_strong, sustained, Levels};
 
     /// [`persistent_or_strong`] with windows over `threshold` counted.
     fn strong(
@@ -196,6 +283,60 @@ mod tests {
         // 4 of 5 still holds on its own, whatever the mean.
         let devs = [1.1, 1.1, 1.1, 1.1, 0.0];
         assert_eq!(strong(&devs, 1.0, 9.0, 4, 3, 5), vec![0, 1, 2, 3]);
+    }
+
+    /// Kept between calls, the levels are the functions' to the bit, over
+    /// a series that grows a few values at a time, loses its oldest ones,
+    /// has one changed or is taken with other k and n; and the new values
+    /// alone are read while it only grows (its maximum is seen in them).
+    #[test]
+    fn the_levels_kept_between_calls_are_the_functions_levels() {
+        let mut x = 11u64;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Repeats and zeros on purpose, fractions that round in sums.
+            ((x >> 33) % 17) as f64 * 0.1
+        };
+        for (k, n) in [(4, 5), (1, 1), (2, 3), (5, 5)] {
+            let mut levels = Levels::default();
+            let mut values: Vec<f64> = Vec::new();
+            for step in 0..300 {
+                match step % 37 {
+                    // The oldest windows evicted.
+                    36 => {
+                        values.drain(..values.len() / 3);
+                    }
+                    // A value changed where it was read already.
+                    20 if values.len() > 3 => values[2] += 1.0,
+                    _ => {
+                        for _ in 0..step % 4 {
+                            values.push(next());
+                        }
+                    }
+                }
+                let want = (sustained(&values, k, n), highest_mean(&values, n));
+                let got = levels.of(&values, k, n);
+                let bits =
+                    |l: (Option<f64>, Option<f64>)| (l.0.map(f64::to_bits), l.1.map(f64::to_bits));
+                assert_eq!(bits(got), bits(want), "k {k} n {n} step {step}: {values:?}");
+            }
+            // Other k and n on the same series.
+            let got = levels.of(&values, 1, 2);
+            assert_eq!(got, (sustained(&values, 1, 2), highest_mean(&values, 2)));
+        }
+        // While the series only grows, what was kept is gone on from (a
+        // level planted in it stays), not taken again from the start.
+        let mut levels = Levels::default();
+        let mut values = vec![1.0; 50];
+        assert_eq!(levels.of(&values, 1, 1), (Some(1.0), Some(1.0)));
+        levels.sustained = Some(9.0);
+        levels.sums = levels.sums.map(|(sum, _)| (sum, 9.0));
+        values.push(7.0);
+        assert_eq!(levels.of(&values, 1, 1), (Some(9.0), Some(9.0)));
+        values[0] = 2.0;
+        assert_eq!(levels.of(&values, 1, 1), (Some(7.0), Some(7.0)));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::fleet::{Device, Fleet};
-use super::kofn::{highest_mean, persistent_or_strong, sustained};
+use super::kofn::{persistent_or_strong, Levels};
 use super::metrics::{Metric, FILE_READ, FILE_WRITE, SOCKET_READ};
 use super::phase::Phase;
 use super::{Finding, Method, PeerSet, Series};
@@ -209,6 +209,43 @@ pub(super) struct Learnt {
     devices_epoch: u64,
     generation: u64,
     columns: BTreeMap<u64, (Vec<Option<f64>>, f64)>,
+    /// Per device (as `devices`), its deviations' levels ([`Levels`]).
+    levels: Vec<Levels>,
+}
+
+/// Per device of `devices` (the rows of `train`, their training table):
+/// the sustained level of its deviations above the median (floored at 0)
+/// and their highest stretch mean ([`super::kofn::sustained`],
+/// [`super::kofn::highest_mean`]), gone on from the last judging of the
+/// fleet while its training only grew ([`Levels`]).
+fn training_levels(
+    fleet: &Fleet,
+    devices: &[usize],
+    metric: Metric,
+    train: &Table,
+    params: &MedianParams,
+) -> Vec<(Option<f64>, Option<f64>)> {
+    let mut cache = match fleet.learnt.median.lock() {
+        Ok(c) => c,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    let learnt = cache.entry((devices.to_vec(), raw_of(metric))).or_default();
+    learnt.levels.resize_with(devices.len(), Levels::default);
+    let mut devs = Vec::with_capacity(train.median.len());
+    train
+        .values
+        .iter()
+        .zip(&mut learnt.levels)
+        .map(|(v, levels)| {
+            devs.clear();
+            devs.extend(
+                v.iter()
+                    .zip(&train.median)
+                    .filter_map(|(x, m)| x.map(|x| (x - m).max(0.0))),
+            );
+            levels.of(&devs, params.k, params.n)
+        })
+        .collect()
 }
 
 /// The training table of `devices` on `metric`, from what was learnt at
@@ -350,26 +387,21 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
         // from deviations floored at 0 while the stretches judged keep
         // their windows below the median: a dip weighs against the burst
         // rule, never for it.
-        let thresholds: Vec<Option<(f64, f64)>> = train
-            .values
-            .iter()
-            .zip(&devices)
-            .map(|(v, d)| {
-                let devs: Vec<f64> = v
-                    .iter()
-                    .zip(&train.median)
-                    .filter_map(|(x, m)| x.map(|x| (x - m).max(0.0)))
-                    .collect();
-                let level = |d: f64| d * (1.0 + params.margin) + params.floor * typical;
-                let threshold = level(sustained(&devs, params.k, params.n)?);
-                let mean_threshold = if strong_k_of(*d) < params.k {
-                    level(highest_mean(&devs, params.n)?)
-                } else {
-                    f64::INFINITY
-                };
-                Some((threshold, mean_threshold))
-            })
-            .collect();
+        let thresholds: Vec<Option<(f64, f64)>> =
+            training_levels(fleet, &devices, metric, &train, params)
+                .into_iter()
+                .zip(&devices)
+                .map(|((sustained, highest_mean), d)| {
+                    let level = |d: f64| d * (1.0 + params.margin) + params.floor * typical;
+                    let threshold = level(sustained?);
+                    let mean_threshold = if strong_k_of(*d) < params.k {
+                        level(highest_mean?)
+                    } else {
+                        f64::INFINITY
+                    };
+                    Some((threshold, mean_threshold))
+                })
+                .collect();
         for (i, d) in devices.iter().enumerate() {
             let Some((threshold, mean_threshold)) = thresholds[i] else {
                 if diag.values[i].iter().any(Option::is_some) {

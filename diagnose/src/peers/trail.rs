@@ -19,6 +19,7 @@ use agent_core::summary::LastCall;
 use agent_core::{FdKind, PeerAddr, Summary, SyscallId};
 
 use super::fleet::ip_of;
+use super::metrics::WindowCalls;
 use super::phase::Phase;
 
 /// Failed calls of one (syscall, fd kind, errno) in one window.
@@ -99,29 +100,35 @@ pub struct Trail {
 
 impl Trail {
     /// Takes what it keeps of window `index` (of `phase`), which is
-    /// `summary`, `window_ns` long.
-    pub fn add(&mut self, phase: Phase, index: u64, window_ns: u64, summary: &Summary) {
+    /// `summary`, `window_ns` long; `calls`, its classification
+    /// ([`super::metrics::Classifier::window_calls`]), gives its failures
+    /// and whether it made any call.
+    pub fn add(
+        &mut self,
+        phase: Phase,
+        index: u64,
+        window_ns: u64,
+        summary: &Summary,
+        calls: &WindowCalls,
+    ) {
         let start = summary.run.start_unix_ns;
         let end = start.saturating_add(window_ns);
         self.add_latest(phase, index, start, end, summary);
-        for s in &summary.syscalls {
-            let Some(f) = &s.failures else { continue };
-            for &(errno, count) in &f.errnos {
-                match phase {
-                    Phase::Training => {
-                        self.trained.insert((s.key.id, errno));
-                        *self.trained_windows.entry((s.key.id, errno)).or_default() += 1;
-                    }
-                    Phase::Diagnosis => self.failures.push(Failure {
-                        id: s.key.id,
-                        fd_kind: s.key.fd_kind,
-                        errno,
-                        count,
-                        first_unix_ns: start.saturating_add(f.first_ns),
-                        last_unix_ns: start.saturating_add(f.last_ns),
-                        window: index,
-                    }),
+        for f in &calls.failures {
+            match phase {
+                Phase::Training => {
+                    self.trained.insert((f.id, f.errno));
+                    *self.trained_windows.entry((f.id, f.errno)).or_default() += 1;
                 }
+                Phase::Diagnosis => self.failures.push(Failure {
+                    id: f.id,
+                    fd_kind: f.fd_kind,
+                    errno: f.errno,
+                    count: f.count,
+                    first_unix_ns: start.saturating_add(f.first_ns),
+                    last_unix_ns: start.saturating_add(f.last_ns),
+                    window: index,
+                }),
             }
         }
         if phase == Phase::Training {
@@ -133,7 +140,7 @@ impl Trail {
             }
             return;
         }
-        if summary.syscalls.iter().any(|s| s.count > 0) {
+        if calls.active {
             self.active.insert(index);
         }
         for c in &summary.in_flight.oldest {
