@@ -63,6 +63,17 @@ pub struct Flying {
 /// (ns).
 pub type Latest = (u64, IpAddr, u64);
 
+/// How many training windows a call must be seen in flight across, whole,
+/// before it counts as a wait by nature ([`Trail::waits`]): a wait by
+/// nature recurs (an idle reader, a worker's poll), while a call stalled a
+/// second or two once (an `openat` behind a TCP retransmission under
+/// packet loss, which the live analysis' baseline can take in: the client
+/// is not the lossy device) is not, and learnt as a wait it would hide
+/// the same call stuck on a hung server for the baseline's whole span
+/// (the fleet run of 2026-11-29, stop 48: every hang missed after two
+/// such windows).
+pub const WAIT_WINDOWS: usize = 5;
+
 /// What the semantic methods keep of one device (one peer of the fleet).
 #[derive(Debug, Clone, Default)]
 pub struct Trail {
@@ -71,9 +82,9 @@ pub struct Trail {
     pub trained: BTreeSet<(SyscallId, u16)>,
     /// Failures in diagnosis windows, in the order read.
     pub failures: Vec<Failure>,
-    /// (syscall, fd kind) of the calls seen in flight across at least one
-    /// whole training window: calls that wait by nature (for work, a
-    /// timer, a child), which are not hangs.
+    /// (syscall, fd kind) of the calls seen in flight across a whole
+    /// training window in at least [`WAIT_WINDOWS`] of them: calls that
+    /// wait by nature (for work, a timer, a child), which are not hangs.
     pub waits: BTreeSet<(SyscallId, FdKind)>,
     /// Calls in flight in diagnosis windows, by (thread, start).
     pub flying: BTreeMap<(u32, u64), Flying>,
@@ -134,8 +145,11 @@ impl Trail {
         if phase == Phase::Training {
             for c in &summary.in_flight.oldest {
                 if end.saturating_sub(c.start_unix_ns) >= window_ns {
-                    self.waits.insert((c.id, c.fd_kind));
-                    *self.waits_windows.entry((c.id, c.fd_kind)).or_default() += 1;
+                    let n = self.waits_windows.entry((c.id, c.fd_kind)).or_default();
+                    *n += 1;
+                    if *n >= WAIT_WINDOWS {
+                        self.waits.insert((c.id, c.fd_kind));
+                    }
                 }
             }
             return;
@@ -226,7 +240,15 @@ impl Trail {
         }
         for c in &summary.in_flight.oldest {
             if end.saturating_sub(c.start_unix_ns) >= window_ns {
-                take(&mut self.waits_windows, &mut self.waits, (c.id, c.fd_kind));
+                let key = (c.id, c.fd_kind);
+                take(&mut self.waits_windows, &mut self.waits, key);
+                if self
+                    .waits_windows
+                    .get(&key)
+                    .is_some_and(|n| *n < WAIT_WINDOWS)
+                {
+                    self.waits.remove(&key);
+                }
             }
         }
     }
