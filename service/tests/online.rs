@@ -540,6 +540,44 @@ fn slow_calls_on_a_client_as_a_hung_server_answers_again_open_no_incident() {
     );
 }
 
+#[test]
+fn a_call_stalled_behind_an_open_incident_is_not_learnt_as_a_wait() {
+    // Server 1's network is slow in windows 90 to 109 (a network incident
+    // opens, and closes once 15 windows are clean); client 1's `write`
+    // stalls in flight across windows 101 to 118 (a bystander's call
+    // behind the fault, and after it while the incident is open: 8 whole
+    // windows that no finding flags, over the 5 a wait is learnt from).
+    // Then server 3 hangs from window 135 with client 0's `write` waiting
+    // on it. The windows of the incident must stay out of the baseline:
+    // learnt there, (write, file) would be one of the clients' waits by
+    // nature and the hang would open nothing.
+    let mut s = servers();
+    s.faults.push(Fault::Network {
+        device: 1,
+        from: 90,
+        until: 110,
+        factor: 4.0,
+    });
+    let c = clients();
+    let hang = stopped_in(true, Silent::SendsNothing, vec![135..240]);
+    let stall_start = c.window_start(100) + 200_000_000;
+    let seen = stream(&[&s, &c], 240, &|k, d, w, summary| {
+        if k == 1 && d == 1 && (100..=118).contains(&w) {
+            add_in_flight(summary, 4343, "write", FdKind::File, stall_start);
+        }
+        hang(k, d, w, summary)
+    });
+    let opened = opened_of(&seen);
+    assert_eq!(
+        opened,
+        vec![
+            (Event::Opened, 1, IncidentCause::Network),
+            (Event::Opened, 3, IncidentCause::Hang)
+        ],
+        "{seen:?}"
+    );
+}
+
 /// Stores `summary` as the service's ingest does.
 fn ingest(store: &mut dyn Store, group: &str, summary: &Summary) {
     let mut buf = [0u8; 4096];

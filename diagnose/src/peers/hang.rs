@@ -106,7 +106,7 @@ fn incidents(fleet: &Fleet, params: &HangParams) -> Vec<Incident> {
         program_waits
             .entry(device.program())
             .or_default()
-            .extend(fleet.trails[d].waits.iter().copied());
+            .extend(fleet.trails[d].waits());
     }
     let quiet_ns = params.quiet_windows.saturating_mul(fleet.window_ns);
     let mut out = Vec::new();

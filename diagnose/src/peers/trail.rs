@@ -82,10 +82,6 @@ pub struct Trail {
     pub trained: BTreeSet<(SyscallId, u16)>,
     /// Failures in diagnosis windows, in the order read.
     pub failures: Vec<Failure>,
-    /// (syscall, fd kind) of the calls seen in flight across a whole
-    /// training window in at least [`WAIT_WINDOWS`] of them: calls that
-    /// wait by nature (for work, a timer, a child), which are not hangs.
-    pub waits: BTreeSet<(SyscallId, FdKind)>,
     /// Calls in flight in diagnosis windows, by (thread, start).
     pub flying: BTreeMap<(u32, u64), Flying>,
     /// The diagnosis windows (indices) in which it made at least one call.
@@ -93,11 +89,14 @@ pub struct Trail {
     /// Per socket peer, its most recent call as each diagnosis window
     /// listed it (distinct calls, in the order read).
     pub peers: BTreeMap<PeerAddr, Vec<LastCall>>,
-    /// How many training windows gave each of `trained` and of `waits`:
-    /// a training window taken out again ([`Trail::untrain`], the live
-    /// analysis evicting its baseline's oldest windows) removes what no
-    /// other window holds.
+    /// How many training windows gave each of `trained`: a training
+    /// window taken out again ([`Trail::untrain`], the live analysis
+    /// evicting its baseline's oldest windows) removes what no other
+    /// window holds.
     trained_windows: BTreeMap<(SyscallId, u16), usize>,
+    /// How many training windows had each (syscall, fd kind) in flight
+    /// across the whole window: [`Trail::waits`] are those with
+    /// [`WAIT_WINDOWS`] or more.
     waits_windows: BTreeMap<(SyscallId, FdKind), usize>,
     /// Per (phase, window index): the end (ns since the Unix epoch) and
     /// peer address of the latest socket call that ended inside the
@@ -145,11 +144,7 @@ impl Trail {
         if phase == Phase::Training {
             for c in &summary.in_flight.oldest {
                 if end.saturating_sub(c.start_unix_ns) >= window_ns {
-                    let n = self.waits_windows.entry((c.id, c.fd_kind)).or_default();
-                    *n += 1;
-                    if *n >= WAIT_WINDOWS {
-                        self.waits.insert((c.id, c.fd_kind));
-                    }
+                    *self.waits_windows.entry((c.id, c.fd_kind)).or_default() += 1;
                 }
             }
             return;
@@ -218,39 +213,42 @@ impl Trail {
     /// `window_ns` long: its errnos and waits stay only when another
     /// training window has them too.
     pub fn untrain(&mut self, window_ns: u64, summary: &Summary) {
-        fn take<K: Ord + Copy>(n: &mut BTreeMap<K, usize>, set: &mut BTreeSet<K>, key: K) {
-            if let Some(c) = n.get_mut(&key) {
-                *c -= 1;
-                if *c == 0 {
-                    n.remove(&key);
-                    set.remove(&key);
-                }
+        /// One window fewer for `key`; true when none is left.
+        fn take<K: Ord>(n: &mut BTreeMap<K, usize>, key: K) -> bool {
+            let Some(c) = n.get_mut(&key) else {
+                return false;
+            };
+            *c -= 1;
+            let gone = *c == 0;
+            if gone {
+                n.remove(&key);
             }
+            gone
         }
         let end = summary.run.start_unix_ns.saturating_add(window_ns);
         for s in &summary.syscalls {
             let Some(f) = &s.failures else { continue };
             for &(errno, _) in &f.errnos {
-                take(
-                    &mut self.trained_windows,
-                    &mut self.trained,
-                    (s.key.id, errno),
-                );
+                if take(&mut self.trained_windows, (s.key.id, errno)) {
+                    self.trained.remove(&(s.key.id, errno));
+                }
             }
         }
         for c in &summary.in_flight.oldest {
             if end.saturating_sub(c.start_unix_ns) >= window_ns {
-                let key = (c.id, c.fd_kind);
-                take(&mut self.waits_windows, &mut self.waits, key);
-                if self
-                    .waits_windows
-                    .get(&key)
-                    .is_some_and(|n| *n < WAIT_WINDOWS)
-                {
-                    self.waits.remove(&key);
-                }
+                take(&mut self.waits_windows, (c.id, c.fd_kind));
             }
         }
+    }
+
+    /// (syscall, fd kind) of the calls seen in flight across a whole
+    /// training window in at least [`WAIT_WINDOWS`] of them: calls that
+    /// wait by nature (for work, a timer, a child), which are not hangs.
+    pub fn waits(&self) -> impl Iterator<Item = (SyscallId, FdKind)> + '_ {
+        self.waits_windows
+            .iter()
+            .filter(|(_, n)| **n >= WAIT_WINDOWS)
+            .map(|(key, _)| *key)
     }
 
     /// Forgets every diagnosis window (what [`Trail::add`] kept of them),

@@ -42,8 +42,8 @@ struct Group {
     judging: bool,
     /// Lines already said (the methods repeat their notes every tick).
     said: HashSet<String>,
-    /// Window ranges of closed hangs and crashes, kept out of the baseline
-    /// until they have settled (see [`waiting_windows`]).
+    /// Window ranges of closed incidents, kept out of the baseline until
+    /// they have settled (see [`held_out_windows`]).
     quarantine: Vec<(u64, u64)>,
 }
 
@@ -224,19 +224,18 @@ impl Online {
             let oldest_recent = g.windows.oldest_recent().unwrap_or(newest);
             out.changes
                 .extend(g.incidents.close(window_ns, close_after, now));
-            // Every hang or crash closed this tick, by the diagnosis' update
-            // or by the close above: its waiting windows stay out of the
-            // baseline until they have settled.
+            // Every incident closed this tick, by the diagnosis' update or
+            // by the close above: its windows stay out of the baseline until
+            // they have settled.
             for c in &out.changes[group_changes..] {
                 if c.event != Event::Closed {
                     continue;
                 }
-                if let Some(first) = waited_since(&c.incident, &methods.hang_params, window_ns) {
-                    g.quarantine.push((first.max(oldest_recent), newest));
-                }
+                let first = incident_since(&c.incident, &methods.hang_params, window_ns);
+                g.quarantine.push((first.max(oldest_recent), newest));
             }
             if !learning {
-                flagged.extend(waiting_windows(
+                flagged.extend(held_out_windows(
                     &g.incidents,
                     &methods.hang_params,
                     window_ns,
@@ -301,29 +300,34 @@ fn lookback(cause: Cause, hang: &HangParams, window_ns: u64) -> u64 {
     }
 }
 
-/// The first window of a hang or crash incident's wait: where its stuck
-/// call began, or its first failure; `None` for other causes.
-fn waited_since(row: &IncidentRow, hang: &HangParams, window_ns: u64) -> Option<u64> {
+/// The first window of an incident: its first flagged window, and for a
+/// hang or crash the wait before it (where its stuck call began, or its
+/// first failure).
+fn incident_since(row: &IncidentRow, hang: &HangParams, window_ns: u64) -> u64 {
+    let first = row.first_window_unix_ns / window_ns.max(1);
     let cause = match row.cause {
         IncidentCause::Hang => Cause::Hang,
         IncidentCause::Crash => Cause::Crash,
-        _ => return None,
+        _ => return first,
     };
-    Some(
-        (row.first_window_unix_ns / window_ns.max(1))
-            .saturating_sub(lookback(cause, hang, window_ns)),
-    )
+    first.saturating_sub(lookback(cause, hang, window_ns))
 }
 
-/// While a hang or crash incident is open its clients' windows still hold
-/// the call that waits on the silent server (the method flags only the
-/// window it became certain in), and they do until the server answers
-/// (when the incident closes, whose range is then quarantined until it
-/// has settled): those windows stay out of the baseline, from where the
-/// incident began to the newest. While open, only for a baseline span: a
-/// server that never answers again does not freeze its group's baseline
-/// for ever (what its clients do then is the fleet's new normal).
-fn waiting_windows(
+/// The windows of a group while an incident is open are not fault-free,
+/// and the methods flag only some of them: a hang or crash only the window
+/// it became certain in, while its clients' windows hold the call that
+/// waits on the silent server until it answers; a disk or network fault
+/// only the device's over-threshold windows, while its peers' calls stall
+/// behind it in others (under 20 % packet loss a bystander's `readv` in
+/// flight across 6 windows, enough for the hang method to learn it as one
+/// of the program's waits and miss a later hang on it: the fleet run of
+/// 2026-11-29, stop 48). So every window from where an open incident began
+/// ([`incident_since`]) to the newest stays out of the baseline, and when
+/// it closes its range is quarantined until it has settled. While open,
+/// only for a baseline span: a server that never answers again, or a fault
+/// that never ends, does not freeze its group's baseline for ever (what
+/// the fleet does then is its new normal).
+fn held_out_windows(
     incidents: &Incidents,
     hang: &HangParams,
     window_ns: u64,
@@ -332,9 +336,7 @@ fn waiting_windows(
 ) -> BTreeSet<u64> {
     let mut out = BTreeSet::new();
     for (_, row) in incidents.open() {
-        let Some(first) = waited_since(row, hang, window_ns) else {
-            continue;
-        };
+        let first = incident_since(row, hang, window_ns);
         if newest.saturating_sub(first) <= baseline_windows {
             out.extend(first.max(oldest_recent)..=newest);
         }
