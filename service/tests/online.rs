@@ -559,7 +559,11 @@ fn a_call_stalled_behind_an_open_incident_is_not_learnt_as_a_wait() {
         factor: 4.0,
     });
     let c = clients();
-    let hang = stopped_in(true, Silent::SendsNothing, vec![135..240]);
+    let hang = stopped_in(
+        true,
+        Silent::SendsNothing,
+        std::iter::once(135..240).collect(),
+    );
     let stall_start = c.window_start(100) + 200_000_000;
     let seen = stream(&[&s, &c], 240, &|k, d, w, summary| {
         if k == 1 && d == 1 && (100..=118).contains(&w) {
