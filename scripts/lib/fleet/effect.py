@@ -23,7 +23,8 @@ import statistics
 FILE_CALLS = ("read", "pread64", "readv", "preadv", "preadv2", "write", "pwrite64", "writev",
               "pwritev", "pwritev2", "fsync", "fdatasync")
 DISK_FAULTS = ("disk-hog", "disk-busy")
-NETWORK_FAULTS = ("network-hog", "slow-client-link", "receive-pktloss", "send-pktloss")
+NETWORK_FAULTS = ("network-hog", "slow-client-link", "receive-pktloss", "send-pktloss",
+                  "receive-pktloss-5", "send-pktloss-5", "receive-pktloss-50", "send-pktloss-50")
 
 
 def _addresses(con, node_of_device):

@@ -12,7 +12,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/fault-helpers.sh"
 declare -A FAULT_TARGET FAULT_CAUSE FAULT_ERRNO FAULT_PHASE_SECS
 fleet_source_faults "$(dirname "${BASH_SOURCE[0]}")/faults"
-FLEET_ALL_FAULTS=(disk-hog disk-busy network-hog slow-client-link receive-pktloss send-pktloss err-space err-files crash hang none)
+FLEET_ALL_FAULTS=(disk-hog disk-busy network-hog slow-client-link receive-pktloss send-pktloss receive-pktloss-5 send-pktloss-5 err-space err-files crash hang none)
 
 # Link shaping shared by network-hog and slow-client-link.
 FLEET_SHAPE_RATE=${FLEET_SHAPE_RATE:-20mbit}
