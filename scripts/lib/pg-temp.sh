@@ -2,8 +2,10 @@
 # A throwaway PostgreSQL server for tests and benchmarks: nothing of the
 # system's (no service, no /var/lib/postgresql, no /var/run/postgresql).
 #
-#   pg-temp.sh run DIR [--durable]    start, print the ready line, stay until
-#                                     standard input closes, then stop
+#   pg-temp.sh run DIR [--durable] [--remove]
+#                                     start, print the ready line, stay until
+#                                     standard input closes, then stop (and
+#                                     with --remove delete DIR)
 #   pg-temp.sh start DIR [--durable]  start, print the ready line, return
 #   pg-temp.sh stop DIR               stop a server `start` left running
 #   pg-temp.sh halt DIR fast|immediate  stop the server with `pg_ctl -m MODE`
@@ -34,13 +36,24 @@
 set -euo pipefail
 
 usage() {
-    echo "usage: $0 run|start DIR [--durable] | stop DIR" >&2
+    echo "usage: $0 run DIR [--durable] [--remove] | start DIR [--durable] | stop DIR | halt DIR fast|immediate | resume DIR" >&2
     exit 2
 }
 [ $# -ge 2 ] || usage
 mode=$1 dir=$2
-durable=false
-[ "${3:-}" = "--durable" ] && durable=true
+durable=false remove=false
+if [ "$mode" = run ] || [ "$mode" = start ]; then
+    for opt in "${@:3}"; do
+        case $opt in
+            --durable) durable=true ;;
+            # Only `run` outlives its caller's use of DIR: a caller that
+            # never drops its own handle on DIR (a server shared by a whole
+            # test binary, held in a static) leaves the deletion to us.
+            --remove) [ "$mode" = run ] || usage; remove=true ;;
+            *) usage ;;
+        esac
+    done
+fi
 
 pg_bin=${PG_BIN:-}
 if [ -z "$pg_bin" ]; then
@@ -175,4 +188,5 @@ if [ "$mode" = run ]; then
     cat >/dev/null || true
     stop_server
     wait "$pid" 2>/dev/null || true
+    if $remove; then rm -rf -- "$dir"; fi
 fi

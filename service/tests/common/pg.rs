@@ -18,7 +18,6 @@ struct Server {
     /// Kept so that its standard input stays open until the process exits.
     _script: Mutex<TempServer>,
     url: String,
-    _dir: tempfile::TempDir,
 }
 
 /// A server of its own (`launch`): stopped when dropped.
@@ -39,10 +38,15 @@ impl Drop for TempServer {
 /// Starts a server in `dir` (`scripts/lib/pg-temp.sh run`), with the
 /// server options `opts` (`$PG_TEMP_OPTS`).
 pub fn launch(dir: &Path, opts: &str) -> Result<TempServer, String> {
+    run_script(dir, opts, &[])
+}
+
+fn run_script(dir: &Path, opts: &str, flags: &[&str]) -> Result<TempServer, String> {
     let mut script = Command::new("bash")
         .arg(repo().join("scripts/lib/pg-temp.sh"))
         .arg("run")
         .arg(dir)
+        .args(flags)
         .env("PG_TEMP_OPTS", opts)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -82,12 +86,21 @@ pub fn skip(test: &str, why: &str) {
 }
 
 fn start() -> Result<Server, String> {
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let server = launch(&dir.path().join("pg"), "")?;
+    // The server lives in a static, which is never dropped: a `TempDir`
+    // held here would leave its folder (some 220 MB of cluster) behind at
+    // every run of the test binary. The script deletes it once it has
+    // stopped the server (`--remove`), after this process has exited.
+    let dir = tempfile::Builder::new()
+        .prefix("edge-test-pg-")
+        .tempdir()
+        .map_err(|e| e.to_string())?
+        .keep();
+    let server = run_script(&dir, "", &["--remove"]).inspect_err(|_| {
+        let _ = std::fs::remove_dir_all(&dir);
+    })?;
     Ok(Server {
         url: server.url.clone(),
         _script: Mutex::new(server),
-        _dir: dir,
     })
 }
 
