@@ -302,6 +302,16 @@ fn a_server_its_clients_wait_on_opens_a_network_incident_that_closes_after() {
     assert!(closed.3 >= 120, "{seen:?}");
 }
 
+/// Device `device`'s network 4 times slower in `windows`.
+fn slow_network(device: usize, windows: std::ops::Range<u64>) -> Fault {
+    Fault::Network {
+        device,
+        from: windows.start,
+        until: windows.end,
+        factor: 4.0,
+    }
+}
+
 fn servers() -> FleetSpec {
     FleetSpec::new(4, 160)
 }
@@ -516,12 +526,7 @@ fn slow_calls_on_a_client_as_a_hung_server_answers_again_open_no_incident() {
     // incident on the client.
     let s = servers();
     let mut c = clients();
-    c.faults.push(Fault::Network {
-        device: 0,
-        from: 125,
-        until: 140,
-        factor: 4.0,
-    });
+    c.faults.push(slow_network(0, 125..140));
     let seen = stream(
         &[&s, &c],
         200,
@@ -552,12 +557,7 @@ fn a_call_stalled_behind_an_open_incident_is_not_learnt_as_a_wait() {
     // learnt there, (write, file) would be one of the clients' waits by
     // nature and the hang would open nothing.
     let mut s = servers();
-    s.faults.push(Fault::Network {
-        device: 1,
-        from: 90,
-        until: 110,
-        factor: 4.0,
-    });
+    s.faults.push(slow_network(1, 90..110));
     let c = clients();
     let hang = stopped_in(
         true,
