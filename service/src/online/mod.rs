@@ -140,4 +140,13 @@ mod tests {
         assert!(o.check().is_ok());
         assert_eq!(o.methods().median_params.strong_k, Some(4));
     }
+
+    #[test]
+    fn the_strong_burst_rule_stays_out_of_the_live_analysis() {
+        // Measured offline only; whatever `peers`' default becomes.
+        assert_eq!(
+            OnlineOptions::default().methods().median_params.bursts,
+            None
+        );
+    }
 }
