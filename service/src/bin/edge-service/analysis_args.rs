@@ -569,6 +569,20 @@ mod tests {
             (MedianParams::default().k, MedianParams::default().n)
         );
         assert!(r.db.is_some(), "the default store");
+        assert_eq!(r.bursts, MedianParams::default().bursts);
+        let mut list = base.to_vec();
+        list.extend(["--burst-windows", "20"]);
+        assert_eq!(peers(&list).unwrap().bursts, Some(Bursts::default()));
+        list.extend(["--burst-ratio", "2.5", "--burst-sum", "15"]);
+        let want = Bursts {
+            windows: 20,
+            ratio: 2.5,
+            sum: 15.0,
+        };
+        assert_eq!(peers(&list).unwrap().bursts, Some(want));
+        let mut list = base.to_vec();
+        list.extend(["--burst-windows", "0", "--burst-sum", "15"]);
+        assert_eq!(peers(&list).unwrap().bursts, None, "0 windows: off");
         let mut list = base.to_vec();
         list.extend(["--errno-window", "inf"]);
         let err = peers(&list).unwrap_err();
