@@ -381,6 +381,97 @@ fn bursty_workers_are_not_flagged_but_a_hogged_one_is() {
     assert_eq!(spec.devices, 4);
 }
 
+/// A wc-like fleet (docs/mapreduce-eval.md, s49): 4 workers, 16 training
+/// windows and a 30-window phase, where each worker's writes now and then
+/// wait on its disk for a second (a window 5-30 times the median, in about
+/// one window in ten), and on top `hogged`'s writes wait on its hogged
+/// disk in 2 windows of every 5 through the phase, 20-60 times the median,
+/// with a quick window between: never 4 of 5.
+fn intermittently_hogged(hogged: Option<usize>) -> (FleetSpec, Fleet) {
+    const TRAIN: u64 = 16;
+    const WINDOWS: u64 = TRAIN + 30;
+    let mut draw = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move || {
+        draw ^= draw << 13;
+        draw ^= draw >> 7;
+        draw ^= draw << 17;
+        draw % 1000
+    };
+    let mut faults = Vec::new();
+    for w in 0..WINDOWS {
+        for device in 0..4 {
+            let hog = hogged == Some(device) && w >= TRAIN && w % 5 < 2;
+            let factor = if hog {
+                20.0 + (next() % 41) as f64
+            } else if next() < 100 {
+                5.0 + (next() % 26) as f64
+            } else {
+                continue;
+            };
+            faults.push(Fault::Disk {
+                device,
+                from: w,
+                until: w + 1,
+                factor,
+            });
+        }
+    }
+    let spec = FleetSpec {
+        faults,
+        ..FleetSpec::new(4, WINDOWS)
+    };
+    let fleet = fleet_in(&spec, ranges_of(&spec, TRAIN, WINDOWS));
+    (spec, fleet)
+}
+
+#[test]
+fn a_strong_intermittent_hog_is_found_by_its_bursts_and_bursty_workers_are_not() {
+    let bursts = Options {
+        median_params: diagnose::peers::median::MedianParams {
+            bursts: Some(diagnose::peers::median::Bursts::default()),
+            ..Default::default()
+        },
+        ..median_only()
+    };
+    let without = Options {
+        median_params: diagnose::peers::median::MedianParams {
+            bursts: None,
+            ..Default::default()
+        },
+        ..median_only()
+    };
+    // Fault-free: every worker's slow seconds are single, and few.
+    let (_, fleet) = intermittently_hogged(None);
+    let d = analyse(&fleet, &bursts).unwrap();
+    assert!(d.findings.is_empty(), "{}", report::text(&d));
+    // The hog: k of n alone misses it (2 of every 5 windows) ...
+    let (spec, fleet) = intermittently_hogged(Some(2));
+    let d = analyse(&fleet, &without).unwrap();
+    assert!(d.findings.is_empty(), "{}", report::text(&d));
+    // ... the bursts' sum names it, and no one else.
+    let d = analyse(&fleet, &bursts).unwrap();
+    let named: Vec<usize> = summary(&spec, &d).iter().map(|f| f.0).collect();
+    assert!(
+        !named.is_empty() && named.iter().all(|i| *i == 2),
+        "{}",
+        report::text(&d)
+    );
+    assert!(
+        d.findings
+            .iter()
+            .all(|f| f.evidence.contains("strong bursts")),
+        "{}",
+        report::text(&d)
+    );
+    // Only on servers: a client's slow file calls are mostly its servers'.
+    let client = FleetSpec {
+        role: Some("client".into()),
+        ..spec
+    };
+    let d = analyse(&fleet_in(&client, ranges_of(&client, 16, 46)), &bursts).unwrap();
+    assert!(d.findings.is_empty(), "{}", report::text(&d));
+}
+
 #[test]
 fn histogram_flags_the_slow_disk() {
     let spec = spec_with(vec![slow_disk(3)]);

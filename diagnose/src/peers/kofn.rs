@@ -71,6 +71,46 @@ pub fn persistent_or_strong(
         .collect()
 }
 
+/// The positions of `weights` (one per judged window, in time order; 0
+/// for a window that does not count) that are above 0 and lie in some
+/// stretch of `n` consecutive judged windows whose weights sum to more
+/// than `sum`; with fewer than `n` windows, the one stretch of all of
+/// them; and the highest sum of any such stretch (0 when none). For a
+/// fault whose effect is strong but intermittent: a disk hog
+/// leaves a worker's windows either far over the median or not at all
+/// (docs/peers.md, "`median`", "Strong bursts"), so no k of n holds, while
+/// the sum over a longer stretch does. Weights that are not finite count
+/// as 0 (untrusted input never decides on its own).
+pub fn bursts(weights: &[f64], n: usize, sum: f64) -> (Vec<usize>, f64) {
+    let n = n.clamp(1, weights.len().max(1));
+    let w = |x: f64| if x.is_finite() && x > 0.0 { x } else { 0.0 };
+    let mut keep = vec![false; weights.len()];
+    // A running sum (one add and one subtract a window); its rounding
+    // over a phase's windows is far below the threshold's resolution.
+    let mut in_stretch = 0.0;
+    let mut highest = 0.0_f64;
+    for end in 0..weights.len() {
+        in_stretch += w(weights[end]);
+        if end >= n {
+            in_stretch -= w(weights[end - n]);
+        }
+        if end + 1 >= n {
+            highest = highest.max(in_stretch);
+            if in_stretch > sum {
+                for (i, k) in keep.iter_mut().enumerate().take(end + 1).skip(end + 1 - n) {
+                    *k |= w(weights[i]) > 0.0;
+                }
+            }
+        }
+    }
+    let at = keep
+        .iter()
+        .enumerate()
+        .filter_map(|(i, k)| k.then_some(i))
+        .collect();
+    (at, highest)
+}
+
 /// The highest mean of `n` consecutive `values` (one per judged window, in
 /// time order): a stretch's mean above it was never seen in training.
 /// With fewer than `n` values, their mean. `None` when empty.
@@ -207,7 +247,7 @@ fn kth_largest(buf: &mut Vec<f64>, w: &[f64], k: usize) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{highest_mean, persistent, persistent_or_strong, sustained, Levels};
+    use super::{bursts, highest_mean, persistent, persistent_or_strong, sustained, Levels};
 
     /// [`persistent_or_strong`] with windows over `threshold` counted.
     fn strong(
@@ -283,6 +323,38 @@ mod tests {
         // 4 of 5 still holds on its own, whatever the mean.
         let devs = [1.1, 1.1, 1.1, 1.1, 0.0];
         assert_eq!(strong(&devs, 1.0, 9.0, 4, 3, 5), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn a_stretch_of_strong_bursts_is_found_by_its_sum() {
+        // Weights (ln of value / median, 0 below the ratio): five windows
+        // far over in 12, none two in a row.
+        let mut w = vec![0.0; 12];
+        for (i, x) in [(1, 2.6), (4, 2.9), (7, 3.1), (8, 3.3), (11, 4.5)] {
+            w[i] = x;
+        }
+        // 16.4 in the one stretch of 12 (fewer windows than n = 20).
+        assert_eq!(bursts(&w, 20, 14.0).0, vec![1, 4, 7, 8, 11]);
+        assert!((bursts(&w, 20, 14.0).1 - 16.4).abs() < 1e-9);
+        assert!(bursts(&w, 20, 16.5).0.is_empty());
+        // Stretches of 5: at most 3.1 + 3.3 + 4.5 (7 to 11), then 2.9 +
+        // 3.1 + 3.3 (4 to 8).
+        assert!(bursts(&w, 5, 11.0).0.is_empty());
+        assert!((bursts(&w, 5, 11.0).1 - 10.9).abs() < 1e-9);
+        assert_eq!(bursts(&w, 5, 10.0).0, vec![7, 8, 11]);
+        assert_eq!(bursts(&w, 5, 9.0).0, vec![4, 7, 8, 11]);
+        // Only the windows inside a passing stretch are named.
+        let mut long = vec![0.0; 40];
+        long[0] = 5.0;
+        long[30..35].copy_from_slice(&[3.0; 5]);
+        assert_eq!(bursts(&long, 20, 14.0).0, vec![30, 31, 32, 33, 34]);
+        // Nothing, NaN and infinities never add up to a finding.
+        assert_eq!(bursts(&[], 20, 14.0), (vec![], 0.0));
+        assert_eq!(
+            bursts(&[f64::NAN, f64::INFINITY, -1.0, 9.0], 20, 14.0),
+            (vec![], 9.0)
+        );
+        assert_eq!(bursts(&[f64::NAN, 9.0, 9.0], 20, 14.0).0, vec![1, 2]);
     }
 
     /// Kept between calls, the levels are the functions' to the bit, over

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::fleet::{Device, Fleet};
-use super::kofn::{persistent_or_strong, Levels};
+use super::kofn::{bursts, persistent_or_strong, Levels};
 use super::metrics::{Metric, FILE_READ, FILE_WRITE, SOCKET_READ};
 use super::phase::Phase;
 use super::{Finding, Method, PeerSet, Series};
@@ -45,6 +45,39 @@ pub struct MedianParams {
     /// is exceeded in a longer diagnosis by chance (docs/peers.md,
     /// "`median`", step 2). 0 leaves it out.
     pub spread: f64,
+    /// A server's windows far over the median, intermittently: flagged
+    /// too when they add up over a longer stretch ([`Bursts`]; `None`:
+    /// off). For a disk hog under a light writer, whose writes either
+    /// wait on the hogged disk in a second or do not (docs/peers.md,
+    /// "`median`", "Strong bursts").
+    pub bursts: Option<Bursts>,
+}
+
+/// The strong-burst rule's settings: a server is flagged on a metric when,
+/// in some stretch of `windows` consecutive judged windows, the sum of
+/// `ln(value / median)` over its windows at least `ratio` times the
+/// window's median (and over the threshold and the set's spread, as any
+/// window that counts) is more than `sum`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bursts {
+    /// Judged windows per stretch (the whole series when it has fewer).
+    pub windows: usize,
+    /// A window counts when its value is at least this many times the
+    /// window's median ...
+    pub ratio: f64,
+    /// ... and a stretch passes when the natural logs of its counted
+    /// windows' ratios add up to more than this.
+    pub sum: f64,
+}
+
+impl Default for Bursts {
+    fn default() -> Bursts {
+        Bursts {
+            windows: 20,
+            ratio: 3.0,
+            sum: 14.0,
+        }
+    }
 }
 
 impl Default for MedianParams {
@@ -56,6 +89,7 @@ impl Default for MedianParams {
             floor: 0.25,
             strong_k: None,
             spread: 0.9,
+            bursts: None,
         }
     }
 }
@@ -423,7 +457,7 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
                 .map(|(w, dev)| *dev > threshold && *dev > spread * diag.median[*w])
                 .collect();
             let deviations: Vec<f64> = judged.iter().map(|(_, dev)| *dev).collect();
-            let flagged = persistent_or_strong(
+            let mut flagged = persistent_or_strong(
                 &over,
                 &deviations,
                 mean_threshold,
@@ -431,6 +465,33 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
                 strong_k_of(*d),
                 params.n,
             );
+            // Servers only, as the burst path of k of n and for its reason.
+            let burst = params
+                .bursts
+                .filter(|_| fleet.devices[*d].is_server())
+                .map(|b| {
+                    let weights: Vec<f64> = judged
+                        .iter()
+                        .zip(&over)
+                        .map(|((w, dev), over)| {
+                            let ratio = (diag.median[*w] + dev) / diag.median[*w];
+                            if *over && ratio >= b.ratio {
+                                ratio.ln()
+                            } else {
+                                0.0
+                            }
+                        })
+                        .collect();
+                    bursts(&weights, b.windows, b.sum)
+                })
+                .unwrap_or_default();
+            let (burst, burst_sum) = burst;
+            let by_bursts = burst.iter().filter(|j| !flagged.contains(j)).count();
+            if by_bursts > 0 {
+                flagged.extend(burst);
+                flagged.sort_unstable();
+                flagged.dedup();
+            }
             if flagged.is_empty() {
                 continue;
             }
@@ -458,7 +519,7 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
                 windows: flagged.iter().map(|j| diag.windows[at(*j)]).collect(),
                 evidence: format!(
                     "{} mean {} against the median {} of {} {} devices in {} of {} windows \
-                     (threshold: median + {}, from training)",
+                     (threshold: median + {}, from training){}",
                     metric.name(),
                     format_duration_ns(value),
                     format_duration_ns(reference),
@@ -466,7 +527,16 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
                     set.name(),
                     flagged.len(),
                     judged.len(),
-                    format_duration_ns(threshold)
+                    format_duration_ns(threshold),
+                    if by_bursts > 0 {
+                        format!(
+                            "; {by_bursts} of them in strong bursts (ln(value / median) \
+                             summing to {burst_sum:.1} in {} judged windows)",
+                            params.bursts.map_or(0, |b| b.windows).min(judged.len())
+                        )
+                    } else {
+                        String::new()
+                    }
                 ),
             });
         }

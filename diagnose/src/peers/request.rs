@@ -13,7 +13,7 @@ use anyhow::{bail, Context};
 use super::errno::ErrnoParams;
 use super::fleet::{Fleet, Range};
 use super::hang::HangParams;
-use super::median::MedianParams;
+use super::median::{Bursts, MedianParams};
 use super::{analyse, tally_text, Options, PeerDiagnosis};
 use crate::input::{self, RunFilter, SummarySource};
 use crate::time::{RangeTimes, Time};
@@ -122,6 +122,10 @@ pub struct PeersRequest {
     /// training's highest needs only this many windows over
     /// ([`MedianParams::strong_k`]; `None`: K, as always).
     pub strong_k: Option<usize>,
+    /// median: a server's windows far over the median, intermittently,
+    /// that add up over a longer stretch ([`MedianParams::bursts`];
+    /// `None`: off).
+    pub bursts: Option<Bursts>,
     /// errno: a client's errno matches a server's within this either side
     /// (at most [`MAX_SECONDS`]).
     pub errno_window: Duration,
@@ -154,6 +158,7 @@ impl PeersRequest {
             n: median.n,
             spread: median.spread,
             strong_k: median.strong_k,
+            bursts: median.bursts,
             errno_window: Duration::from_nanos(ErrnoParams::default().window_ns),
             hang_after: Duration::from_nanos(HangParams::default().hang_after_ns),
             slice: 10,
@@ -172,6 +177,15 @@ impl PeersRequest {
         }
         if !(0.0..=1.0).contains(&self.spread) {
             return Err(PeersRequestError::Spread);
+        }
+        // A ratio under 1 would count windows below the median; a sum of
+        // 0 or less, or not finite, any window at all or none.
+        if self.bursts.is_some_and(|b| {
+            b.windows == 0
+                || !(b.ratio.is_finite() && b.ratio >= 1.0)
+                || !(b.sum.is_finite() && b.sum > 0.0)
+        }) {
+            return Err(PeersRequestError::Bursts);
         }
         if self.slice == 0 {
             return Err(PeersRequestError::NoSlice);
@@ -226,6 +240,7 @@ impl PeersRequest {
             n: self.n,
             spread: self.spread,
             strong_k: self.strong_k,
+            bursts: self.bursts,
             ..MedianParams::default()
         };
         options.errno_params = ErrnoParams {
@@ -342,6 +357,12 @@ pub enum PeersRequestError {
     /// A spread quantile outside 0..=1 (or not a number).
     #[error("--spread must be a quantile from 0 to 1")]
     Spread,
+    /// A burst rule that cannot judge: no windows, a ratio under 1 or a
+    /// sum of 0 or less (or not numbers).
+    #[error(
+        "--burst-windows must be at least 1, --burst-ratio at least 1 and --burst-sum more than 0"
+    )]
+    Bursts,
     /// A slice of no windows.
     #[error("--slice must be at least 1 window")]
     NoSlice,
@@ -403,6 +424,31 @@ mod tests {
             };
             assert_eq!(r.check(), Err(PeersRequestError::Spread), "{spread}");
         }
+        let on = Bursts::default();
+        for bursts in [
+            Bursts { windows: 0, ..on },
+            Bursts { ratio: 0.5, ..on },
+            Bursts {
+                ratio: f64::NAN,
+                ..on
+            },
+            Bursts { sum: 0.0, ..on },
+            Bursts {
+                sum: f64::INFINITY,
+                ..on
+            },
+        ] {
+            let r = PeersRequest {
+                bursts: Some(bursts),
+                ..request()
+            };
+            assert_eq!(r.check(), Err(PeersRequestError::Bursts), "{bursts:?}");
+        }
+        let r = PeersRequest {
+            bursts: Some(on),
+            ..request()
+        };
+        assert_eq!(r.check(), Ok(()));
         let r = PeersRequest {
             slice: 0,
             ..request()

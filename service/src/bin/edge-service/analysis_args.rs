@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use agent_core::Source;
 use anyhow::Context;
 use diagnose::label::ClusterBy;
-use diagnose::peers::median::MedianParams;
+use diagnose::peers::median::{Bursts, MedianParams};
 use diagnose::peers::request::{self as peers_request, PeersRequest};
 use diagnose::request::{
     self as diagnose_request, DiagnoseRequest, Labels, RpcaSettings, RulesSettings,
@@ -258,6 +258,20 @@ pub struct PeersArgs {
     /// when not given.
     #[arg(long, value_name = "K")]
     pub strong_k: Option<usize>,
+    /// median: on servers, windows at least --burst-ratio times the median
+    /// whose ln(value / median) add up to more than --burst-sum in this
+    /// many consecutive judged windows are flagged too (a fault strong but
+    /// intermittent, as a disk hog under a light writer); 0: off.
+    #[arg(long, value_name = "WINDOWS", default_value_t = MedianParams::default().bursts.map_or(0, |b| b.windows))]
+    pub burst_windows: usize,
+    /// median: a window counts in a burst when at least this many times
+    /// the window's median.
+    #[arg(long, value_name = "X", default_value_t = Bursts::default().ratio)]
+    pub burst_ratio: f64,
+    /// median: a stretch of bursts passes when its windows' ln(value /
+    /// median) add up to more than this.
+    #[arg(long, value_name = "S", default_value_t = Bursts::default().sum)]
+    pub burst_sum: f64,
     /// errno: a client's errno matches a server's within this many
     /// seconds either side.
     #[arg(long, value_name = "SECS", default_value_t = 1.5)]
@@ -421,6 +435,11 @@ impl PeersArgs {
             n: self.n,
             spread: self.spread,
             strong_k: self.strong_k,
+            bursts: (self.burst_windows > 0).then_some(Bursts {
+                windows: self.burst_windows,
+                ratio: self.burst_ratio,
+                sum: self.burst_sum,
+            }),
             errno_window: peers_request::seconds(self.errno_window, "--errno-window")?,
             hang_after: peers_request::seconds(self.hang_after, "--hang-after")?,
             slice: self.slice,
@@ -550,6 +569,20 @@ mod tests {
             (MedianParams::default().k, MedianParams::default().n)
         );
         assert!(r.db.is_some(), "the default store");
+        assert_eq!(r.bursts, MedianParams::default().bursts);
+        let mut list = base.to_vec();
+        list.extend(["--burst-windows", "20"]);
+        assert_eq!(peers(&list).unwrap().bursts, Some(Bursts::default()));
+        list.extend(["--burst-ratio", "2.5", "--burst-sum", "15"]);
+        let want = Bursts {
+            windows: 20,
+            ratio: 2.5,
+            sum: 15.0,
+        };
+        assert_eq!(peers(&list).unwrap().bursts, Some(want));
+        let mut list = base.to_vec();
+        list.extend(["--burst-windows", "0", "--burst-sum", "15"]);
+        assert_eq!(peers(&list).unwrap().bursts, None, "0 windows: off");
         let mut list = base.to_vec();
         list.extend(["--errno-window", "inf"]);
         let err = peers(&list).unwrap_err();
