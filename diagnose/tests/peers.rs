@@ -239,37 +239,45 @@ fn a_single_noisy_window_is_not_flagged_but_four_in_five_are() {
 #[test]
 fn an_intermittent_slow_disk_needs_strong_k_and_a_server() {
     // Device 1's disk slow (×5) in 3 of every 5 windows from 80: never 4
-    // of 5, so the default rule does not report it; with the live
-    // analysis' strong_k (3 of a stretch whose mean is over the training's
-    // highest stretch mean) it does, on a server and not on a client.
+    // of 5, so k of n alone does not report it; with the live analysis'
+    // strong_k (3 of a stretch whose mean is over the training's highest
+    // stretch mean) it does, on a server and not on a client; and so do
+    // the default's strong bursts (ln 5 in 12 of 20 windows: 19 > 14).
     let windows: Vec<u64> = (80..WINDOWS).filter(|w| w % 5 < 3).collect();
     let spec_of = |role: &str| FleetSpec {
         role: Some(role.into()),
         ..spec_with(slow_windows(1, &windows))
     };
-    let strong = Options {
+    let with = |strong_k, bursts| Options {
         median_params: diagnose::peers::median::MedianParams {
-            strong_k: Some(3),
+            strong_k,
+            bursts,
             ..Default::default()
         },
         ..median_only()
     };
+    let only_device_1 = |spec: &FleetSpec, d: &PeerDiagnosis| {
+        assert!(
+            !d.findings.is_empty()
+                && d.findings
+                    .iter()
+                    .all(|f| d.devices[f.device].id == spec.device_id(1)),
+            "{}",
+            report::text(d)
+        );
+    };
     let server = spec_of("server");
-    let d = diagnose(&server, &median_only());
+    let d = diagnose(&server, &with(None, None));
     assert!(d.findings.is_empty(), "{}", report::text(&d));
-    let d = diagnose(&server, &strong);
-    assert!(
-        !d.findings.is_empty()
-            && d.findings
-                .iter()
-                .all(|f| d.devices[f.device].id == server.device_id(1)),
-        "{}",
-        report::text(&d)
-    );
+    let d = diagnose(&server, &with(Some(3), None));
+    only_device_1(&server, &d);
     assert_eq!(d.findings[0].first_window_unix_ns, server.window_start(80));
+    only_device_1(&server, &diagnose(&server, &median_only()));
     let client = spec_of("client");
-    let d = diagnose(&client, &strong);
-    assert!(d.findings.is_empty(), "{}", report::text(&d));
+    for options in [with(Some(3), None), median_only()] {
+        let d = diagnose(&client, &options);
+        assert!(d.findings.is_empty(), "{}", report::text(&d));
+    }
 }
 
 #[test]

@@ -47,9 +47,10 @@ pub struct MedianParams {
     pub spread: f64,
     /// A server's windows far over the median, intermittently: flagged
     /// too when they add up over a longer stretch ([`Bursts`]; `None`:
-    /// off). For a disk hog under a light writer, whose writes either
-    /// wait on the hogged disk in a second or do not (docs/peers.md,
-    /// "`median`", "Strong bursts").
+    /// off; on by default, off in the live analysis, which has its own
+    /// burst path, `strong_k`). For a disk hog under a light writer, whose
+    /// writes either wait on the hogged disk in a second or do not
+    /// (docs/peers.md, "`median`", "Strong bursts").
     pub bursts: Option<Bursts>,
 }
 
@@ -89,7 +90,7 @@ impl Default for MedianParams {
             floor: 0.25,
             strong_k: None,
             spread: 0.9,
-            bursts: None,
+            bursts: Some(Bursts::default()),
         }
     }
 }
