@@ -19,9 +19,10 @@
  *   away from the task) where the loader says so (`task_storage`), else in
  *   THREADS, a hash keyed by tid. Only the thread itself writes its
  *   state, so neither needs a lock.
- * - sys_exit folds the completed call into per-CPU hashes (no other
- *   writer, no atomics): AGG per (syscall id, fd kind) what
- *   agent_core::KeyStats holds, ERRNOS per (id, fd kind, errno) the
+ * - sys_exit folds the completed call into per-CPU maps (no other
+ *   writer, no atomics): per (syscall id, fd kind) what
+ *   agent_core::KeyStats holds, in AGG_DENSE, an array indexed by the
+ *   two, for run slot 0's canonical ids, else in AGG, a hash; ERRNOS per (id, fd kind, errno) the
  *   failures, TRANS per (previous id, id) count and gap sum. Each key
  *   carries a generation bit: calls ending before CONTROL's cut go to
  *   its generation, later ones to the other, so the agent reads and
@@ -179,6 +180,43 @@ struct {
 	__type(key, __u64);
 	__type(value, struct sysinfo);
 } SYSINFO_HIGH SEC(".maps");
+
+/* The aggregates of run slot 0 (`run`, `attach`, the first run of a
+ * `watch`) for the canonical ids below `dense_ids`, indexed densely:
+ * (generation * dense_ids + id) * FD_KINDS + fd kind. An array lookup is
+ * an indexed load (the verifier inlines it), where a hash lookup hashes
+ * the key and walks a bucket. The loader sets `dense_ids` (agent_core's
+ * ids, or 0 when the array would take too much memory for the machine's
+ * CPUs) and sizes the array to match; every other key (other slots, ids
+ * carrying an unassigned number) goes to AGG. */
+const volatile __u32 dense_ids = 0;
+/* The object for kernels before 6.1 keeps every key in AGG: it inlines
+ * fold_call (below), so the dense path would double what the verifier
+ * walks at every start. */
+#ifdef PREALLOC_MAPS
+#define DENSE_IDS_USED 0
+#else
+#define DENSE_IDS_USED dense_ids
+#endif
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1); /* set by the loader */
+	__type(key, __u32);
+	__type(value, struct agg);
+} AGG_DENSE SEC(".maps");
+
+/* Per generation: a byte per (id, fd kind) of AGG_DENSE set on the
+ * entry's first call on any CPU, so the agent reads only the entries in
+ * use (and clears the generation it takes, both maps). */
+struct dense_used {
+	__u8 used[DENSE_IDS * FD_KINDS];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct dense_used);
+} USED SEC(".maps");
 
 /* Key: id << 16 | fd_kind << 8 | slot << 1 | generation. */
 struct {
@@ -675,81 +713,27 @@ static __always_inline int completed_before_fatal_signal(struct signal_struct *s
 	return !interrupted || sig->live.counter == 1;
 }
 
-/* sys_exit(struct pt_regs *regs, long ret) */
-SEC("raw_tracepoint/sys_exit")
-int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
+/* Folds the call `t` completed at `now` with `ret` into its aggregate
+ * `a` (from AGG_DENSE or AGG), generation `gen` (slot << 1 | generation):
+ * the statistics, the transition, the errno, the peer. A function of its
+ * own, verified once for both maps: inlined, the verifier walks all of it
+ * once per map (the two pointers' states never merge), about 4 800
+ * instructions more to check at every start. The object for kernels
+ * before 6.1 inlines it (a global function's pointer arguments need
+ * 5.12). */
+#ifdef PREALLOC_MAPS
+static __always_inline
+#else
+__noinline
+#endif
+int fold_call(struct agg *a, struct thread *t, __s64 ret, __u64 now, __u32 gen)
 {
-	if (STAGE < 1)
+	if (!a || !t)
 		return 0;
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pid_tgid;
-	if (STAGE < 2) {
-		traced(pid_tgid >> 32);
-		return 0;
-	}
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct thread *t = thread_state(task, tid, 0);
-	if (!t || !t->entry_ns)
-		return 0;
-	/* Loaded before any branch, for the verifier (see on_sys_enter's
-	 * files). */
-	struct signal_struct *sig = task->signal;
-	barrier_var(sig);
-	/* After the lookup: the untraced rest of the system does not pay
-	 * for the clock. */
-	__u64 now = bpf_ktime_get_ns();
-	/* A call cut short by the thread's death never returns to the
-	 * program: every way a thread is killed (SIGKILL, a fatal signal to
-	 * its group, exit_group or an exec in another thread) queues SIGKILL
-	 * to the thread itself, and ptrace then sees no exit stop for the call
-	 * (ptrace_stop skips a task with a fatal signal pending). Not a
-	 * completed call here either. */
-	if ((task->pending.signal.sig[0] & (1UL << (SIGKILL - 1))) &&
-	    !completed_before_fatal_signal(sig, (__s64)ctx->args[1])) {
-		t->entry_ns = 0;
-		return 0;
-	}
-	if (STAGE < 4) {
-		t->last_id = t->id;
-		t->last_exit_ns = now;
-		t->entry_ns = 0;
-		return 0;
-	}
-	__s64 ret = (__s64)ctx->args[1];
-	if (t->compat)
-		ret = (__s64)(__s32)ret;
-	__u32 zero = 0;
-	__u32 run_slot = t->slot & (MAX_SLOTS - 1);
-	__u64 *control = bpf_map_lookup_elem(&CONTROL, &run_slot);
-	__u64 c = control ? *control : ~0ULL;
-	__u64 cut = c & ~1ULL;
-	/* The slot rides with the generation in every key. */
-	__u32 gen = ((c & 1) ^ (now >= cut)) | run_slot << 1;
-	if (t->entry_ns < cut && now >= cut)
-		send_crossed(tid, pid_tgid >> 32, t, cut);
-
 	__u64 d = now > t->entry_ns ? now - t->entry_ns : 0;
 	__u32 id = t->id;
 	__u32 kind = t->fd_kind;
-	__u32 key = id << 16 | kind << 8 | gen;
-	struct agg *a = bpf_map_lookup_elem(&AGG, &key);
-	if (!a) {
-		struct agg *init = bpf_map_lookup_elem(&ZERO, &zero);
-		if (init)
-			a = slot(&AGG, &key, init, run_slot);
-	}
-	if (!a) {
-		/* A call AGG could not hold (counted in LOST_MAPS) is lost
-		 * whole: not the end of a transition (a window would count
-		 * more transitions than calls, which the decoder refuses), not
-		 * the start of the next one (a transition from a call the
-		 * summary does not count: the thread's previous call is
-		 * unknown now, as before its first), not a peer's call (more
-		 * calls on a socket than the summary counts). */
-		t->last_id = ID_NONE;
-		t->entry_ns = 0;
-		return 0;
-	}
+	__u32 run_slot = (gen >> 1) & (MAX_SLOTS - 1);
 	if (a->count == 0 || d < a->min_ns)
 		a->min_ns = d;
 	if (d > a->max_ns)
@@ -804,6 +788,99 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	t->last_exit_ns = now;
 	t->entry_ns = 0;
 	return 0;
+}
+
+/* sys_exit(struct pt_regs *regs, long ret) */
+SEC("raw_tracepoint/sys_exit")
+int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+	if (STAGE < 1)
+		return 0;
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
+	if (STAGE < 2) {
+		traced(pid_tgid >> 32);
+		return 0;
+	}
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct thread *t = thread_state(task, tid, 0);
+	if (!t || !t->entry_ns)
+		return 0;
+	/* Loaded before any branch, for the verifier (see on_sys_enter's
+	 * files). */
+	struct signal_struct *sig = task->signal;
+	barrier_var(sig);
+	/* After the lookup: the untraced rest of the system does not pay
+	 * for the clock. */
+	__u64 now = bpf_ktime_get_ns();
+	/* A call cut short by the thread's death never returns to the
+	 * program: every way a thread is killed (SIGKILL, a fatal signal to
+	 * its group, exit_group or an exec in another thread) queues SIGKILL
+	 * to the thread itself, and ptrace then sees no exit stop for the call
+	 * (ptrace_stop skips a task with a fatal signal pending). Not a
+	 * completed call here either. */
+	if ((task->pending.signal.sig[0] & (1UL << (SIGKILL - 1))) &&
+	    !completed_before_fatal_signal(sig, (__s64)ctx->args[1])) {
+		t->entry_ns = 0;
+		return 0;
+	}
+	if (STAGE < 4) {
+		t->last_id = t->id;
+		t->last_exit_ns = now;
+		t->entry_ns = 0;
+		return 0;
+	}
+	__s64 ret = (__s64)ctx->args[1];
+	if (t->compat)
+		ret = (__s64)(__s32)ret;
+	__u32 zero = 0;
+	__u32 run_slot = t->slot & (MAX_SLOTS - 1);
+	__u64 *control = bpf_map_lookup_elem(&CONTROL, &run_slot);
+	__u64 c = control ? *control : ~0ULL;
+	__u64 cut = c & ~1ULL;
+	/* The slot rides with the generation in every key. */
+	__u32 gen = ((c & 1) ^ (now >= cut)) | run_slot << 1;
+	if (t->entry_ns < cut && now >= cut)
+		send_crossed(tid, pid_tgid >> 32, t, cut);
+
+	__u32 id = t->id;
+	__u32 kind = t->fd_kind;
+	struct agg *a = 0;
+	if (run_slot == 0 && id < DENSE_IDS_USED && kind < FD_KINDS) {
+		__u32 g = gen & 1;
+		__u32 index = (g * DENSE_IDS_USED + id) * FD_KINDS + kind;
+		a = bpf_map_lookup_elem(&AGG_DENSE, &index);
+		if (a && a->count == 0) {
+			/* The entry's first call on this CPU in this window. */
+			struct dense_used *used = bpf_map_lookup_elem(&USED, &g);
+			__u32 u = id * FD_KINDS + kind;
+			if (used && u < DENSE_IDS * FD_KINDS)
+				used->used[u] = 1;
+		}
+		if (!a)
+			count_lost(LOST_MAPS, run_slot);
+	} else {
+		__u32 key = id << 16 | kind << 8 | gen;
+		a = bpf_map_lookup_elem(&AGG, &key);
+		if (!a) {
+			struct agg *init = bpf_map_lookup_elem(&ZERO, &zero);
+			if (init)
+				a = slot(&AGG, &key, init, run_slot);
+		}
+	}
+	if (!a) {
+		/* A call AGG could not hold (counted in LOST_MAPS) is lost
+		 * whole: not the end of a transition (a window would count
+		 * more transitions than calls, which the decoder refuses), not
+		 * the start of the next one (a transition from a call the
+		 * summary does not count: the thread's previous call is
+		 * unknown now, as before its first), not a peer's call (more
+		 * calls on a socket than the summary counts). */
+		t->last_id = ID_NONE;
+		t->entry_ns = 0;
+		return 0;
+	}
+	return fold_call(a, t, ret, now, gen);
 }
 
 static __always_inline void send_task_event(__u32 kind, __u32 tid, __u32 tgid, __u32 nr, __u8 flag,

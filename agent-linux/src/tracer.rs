@@ -244,7 +244,7 @@ impl fmt::Display for Stats {
             }
             Stats::Ebpf(s) => write!(
                 f,
-                "edge-agent stats: backend=ebpf syscalls={} lost={} uncounted={} unreadable={} polls={} max_rss_kib={} cpu_ms={} threads={}",
+                "edge-agent stats: backend=ebpf syscalls={} lost={} uncounted={} unreadable={} polls={} max_rss_kib={} cpu_ms={} threads={} aggregates={}",
                 s.syscalls,
                 s.lost,
                 s.uncounted,
@@ -253,6 +253,7 @@ impl fmt::Display for Stats {
                 sys::max_rss_kib(),
                 sys::self_cpu_us() / 1000,
                 if s.task_storage { "task_storage" } else { "hash" },
+                if s.dense { "dense" } else { "hash" },
             ),
             Stats::Preload(s) => write!(
                 f,

@@ -20,7 +20,7 @@ use super::aggregate::{
     TRANS_LEN,
 };
 use super::events::{thread_slot, Pending, Record, THREAD_LEN};
-use super::kernel_types::{LOST_MAPS, LOST_RING};
+use super::kernel_types::{DENSE_IDS, FD_KINDS, LOST_MAPS, LOST_RING};
 use super::MAX_SLOTS;
 use crate::arch::{Abi, Native};
 use crate::fd::FdRoles;
@@ -86,6 +86,35 @@ pub enum ThreadStore {
 /// the benchmark's before/after).
 pub const THREADS_ENV: &str = "EDGE_AGENT_EBPF_THREADS";
 
+/// The environment variable that keeps every aggregate in the `AGG` hash
+/// (`hash`): no dense array (tests, the benchmark's before/after).
+pub const AGG_ENV: &str = "EDGE_AGENT_EBPF_AGG";
+
+/// `struct dense_used` in the C program: a byte per (id, fd kind).
+const USED_LEN: usize = (DENSE_IDS * FD_KINDS) as usize;
+
+/// The most kernel memory the dense aggregates may take, over all CPUs.
+const DENSE_BUDGET: u64 = 64 << 20;
+
+/// How many canonical ids `AGG_DENSE` covers on a machine of `cpus`
+/// possible CPUs: agent-core's ids (two generations of 8 fd kinds each,
+/// a `struct agg` per CPU: 2.4 MiB per CPU for its 488 ids), or none
+/// (every key in the `AGG` hash) when that would take more than
+/// [`DENSE_BUDGET`] or [`AGG_ENV`] says `hash`. A per-CPU array takes its
+/// memory at creation, a hash only for the keys in use.
+pub fn dense_ids(cpus: usize) -> u32 {
+    if std::env::var_os(AGG_ENV).is_some_and(|v| v == "hash") {
+        return 0;
+    }
+    let ids = (SyscallId::COUNT as u32).min(DENSE_IDS);
+    let bytes = cpus as u64 * 2 * u64::from(ids * FD_KINDS) * AGG_LEN as u64;
+    if bytes <= DENSE_BUDGET {
+        ids
+    } else {
+        0
+    }
+}
+
 impl ThreadStore {
     /// What this kernel and agent can use, unless [`THREADS_ENV`] is
     /// `hash`: task storage where the agent can open a pidfd of one
@@ -116,6 +145,12 @@ pub struct Probe {
     events: RingBuf<MapData>,
     lost: PerCpuArray<MapData, u64>,
     agg: PerCpuHashMap<MapData, u32, [u8; AGG_LEN]>,
+    /// Run slot 0's aggregates of the first `dense_ids` canonical ids, per
+    /// (generation, id, fd kind), per CPU (see [`dense_ids`]).
+    agg_dense: PerCpuArray<MapData, [u8; AGG_LEN]>,
+    /// Per generation: which of AGG_DENSE's entries are in use.
+    used: Array<MapData, [u8; USED_LEN]>,
+    dense_ids: u32,
     errnos: PerCpuHashMap<MapData, u64, u64>,
     transitions: PerCpuHashMap<MapData, u64, [u8; TRANS_LEN]>,
     /// Socket peers: per (peer, syscall id, generation), per CPU.
@@ -192,6 +227,8 @@ impl Probe {
         let roles = FdRoles::new();
         let sysinfo = sysinfo_table(&roles);
         let task_storage = u8::from(store == ThreadStore::TaskStorage);
+        let cpus = aya::util::nr_cpus().map_err(|(_, e)| anyhow!("cannot count the CPUs: {e}"))?;
+        let dense_ids = dense_ids(cpus);
         let mut ebpf = EbpfLoader::new()
             // THREAD_STORE: task storage, which aya reads through no type
             // of its own (the raw lookup in sys::bpf_map_lookup).
@@ -200,6 +237,8 @@ impl Probe {
             .set_global("compat_probe", &host::COMPAT_PROBE, true)
             .set_global("arg_off", &host::ARG_OFF, true)
             .set_global("connect_id", &connect_id, true)
+            .set_global("dense_ids", &dense_ids, true)
+            .set_max_entries("AGG_DENSE", (2 * dense_ids * FD_KINDS).max(1))
             .set_global("SYSINFO", &*sysinfo, true)
             .set_max_entries("EVENTS", ring_bytes)
             .load(object)
@@ -225,6 +264,8 @@ impl Probe {
         let events = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;
         let lost = PerCpuArray::try_from(take_map(&mut ebpf, "LOST")?)?;
         let agg = PerCpuHashMap::try_from(take_map(&mut ebpf, "AGG")?)?;
+        let agg_dense = PerCpuArray::try_from(take_map(&mut ebpf, "AGG_DENSE")?)?;
+        let used = Array::try_from(take_map(&mut ebpf, "USED")?)?;
         let errnos = PerCpuHashMap::try_from(take_map(&mut ebpf, "ERRNOS")?)?;
         let transitions = PerCpuHashMap::try_from(take_map(&mut ebpf, "TRANS")?)?;
         let peers = PerCpuHashMap::try_from(take_map(&mut ebpf, "PEERS")?)?;
@@ -238,6 +279,9 @@ impl Probe {
             events,
             lost,
             agg,
+            agg_dense,
+            used,
+            dense_ids,
             errnos,
             transitions,
             peers,
@@ -297,6 +341,7 @@ impl Probe {
                 agg_keys.push(key);
             }
         }
+        let dense_taken = self.take_dense(&mut taken[0], |g| want(0, g));
         let mut errno_keys = Vec::new();
         for (key, values) in self.errnos.iter().flatten() {
             let slot = errno_slot(key);
@@ -326,6 +371,7 @@ impl Probe {
         for key in &agg_keys {
             let _ = self.agg.remove(key);
         }
+        self.clear_dense(&dense_taken);
         for key in &errno_keys {
             let _ = self.errnos.remove(key);
         }
@@ -336,6 +382,51 @@ impl Probe {
             let _ = self.peers.remove(key);
         }
         taken
+    }
+
+    /// Reads run slot 0's dense aggregates of the generations `want`
+    /// says into `into` (as AGG keys, so the rest reads them as it reads
+    /// the hash's); returns the generations read and their entries, for
+    /// [`Probe::clear_dense`] once every map is read.
+    fn take_dense(&self, into: &mut Generation, want: impl Fn(u8) -> bool) -> Vec<(u8, Vec<u32>)> {
+        let mut taken = Vec::new();
+        if self.dense_ids == 0 {
+            return taken;
+        }
+        for g in (0..2u8).filter(|&g| want(g)) {
+            let Ok(used) = self.used.get(&u32::from(g), 0) else {
+                continue;
+            };
+            let mut indices = Vec::new();
+            for (u, _) in used.iter().enumerate().filter(|(_, &b)| b != 0) {
+                let (id, kind) = (u as u32 / FD_KINDS, u as u32 % FD_KINDS);
+                if id >= self.dense_ids {
+                    continue;
+                }
+                let index = (u32::from(g) * self.dense_ids + id) * FD_KINDS + kind;
+                if let Ok(values) = self.agg_dense.get(&index, 0) {
+                    into.keys
+                        .push((id << 16 | kind << 8 | u32::from(g), values.to_vec()));
+                    indices.push(index);
+                }
+            }
+            taken.push((g, indices));
+        }
+        taken
+    }
+
+    /// Zeroes what [`Probe::take_dense`] read: the entries, then the
+    /// generations' in-use bytes.
+    fn clear_dense(&mut self, taken: &[(u8, Vec<u32>)]) {
+        let cpus = self.first_cpus();
+        for (g, indices) in taken {
+            for index in indices {
+                if let Ok(zero) = aya::maps::PerCpuValues::try_from(vec![[0u8; AGG_LEN]; cpus]) {
+                    let _ = self.agg_dense.set(*index, zero, 0);
+                }
+            }
+            let _ = self.used.set(u32::from(*g), [0u8; USED_LEN], 0);
+        }
     }
 
     /// Per syscall program (`on_sys_enter`, `on_sys_exit`): how many
@@ -461,6 +552,12 @@ impl Probe {
             }
         }
         bad
+    }
+
+    /// Whether run slot 0's aggregates are in the dense per-CPU array
+    /// (`AGG_DENSE`; else every key is in the `AGG` hash).
+    pub fn dense(&self) -> bool {
+        self.dense_ids > 0
     }
 
     /// Where the program keeps each thread's state.
@@ -653,7 +750,10 @@ fn fill_sysinfo_high(ebpf: &mut Ebpf, roles: &FdRoles) -> anyhow::Result<()> {
 mod tests {
     use aya::maps::IterableMap;
 
-    use super::{allocates_safely, precheck, Probe, ThreadStore, OBJECT, OBJECT_PREALLOC};
+    use super::{
+        allocates_safely, dense_ids, precheck, Probe, ThreadStore, AGG_ENV, DENSE_BUDGET,
+        DENSE_IDS, FD_KINDS, OBJECT, OBJECT_PREALLOC,
+    };
 
     /// SYSINFO names a number as the ptrace backend does: Linux 6.18's
     /// listns by its id, an unassigned number by the id carrying it (so
@@ -678,6 +778,22 @@ mod tests {
     /// Both objects load here (where the test may load BPF programs), and
     /// their per-CPU hashes carry the flag each was built with
     /// (BPF_F_NO_PREALLOC, 1, or none).
+    /// The dense aggregates cover agent-core's ids where their memory
+    /// fits the budget, and none where it would not.
+    #[test]
+    fn dense_aggregates_cover_the_ids_within_the_memory_budget() {
+        if std::env::var_os(AGG_ENV).is_some() {
+            eprintln!("skipped: {AGG_ENV} is set");
+            return;
+        }
+        let ids = (agent_core::SyscallId::COUNT as u32).min(DENSE_IDS);
+        assert_eq!(dense_ids(1), ids);
+        let per_cpu = 2 * u64::from(ids * FD_KINDS) * super::AGG_LEN as u64;
+        let most = (DENSE_BUDGET / per_cpu) as usize;
+        assert_eq!(dense_ids(most), ids);
+        assert_eq!(dense_ids(most + 1), 0);
+    }
+
     #[test]
     fn both_objects_load_with_their_hash_flags() {
         if let Err(why) = precheck() {

@@ -50,6 +50,9 @@ pub struct RunnerStats {
     /// Whether the kernel keeps the threads' state in task storage (else
     /// in its hash of tids).
     pub task_storage: bool,
+    /// Whether run slot 0's aggregates are in the dense per-CPU array
+    /// (else in the AGG hash).
+    pub dense: bool,
 }
 
 /// One run the kernel counts in a slot of its own: its session and where
@@ -129,6 +132,7 @@ impl Runner {
     pub fn empty(probe: Probe) -> Runner {
         let stats = RunnerStats {
             task_storage: probe.thread_store() == ThreadStore::TaskStorage,
+            dense: probe.dense(),
             ..RunnerStats::default()
         };
         Runner {

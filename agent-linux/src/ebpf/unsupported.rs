@@ -35,6 +35,8 @@ pub mod runner {
         pub polls: u64,
         /// Threads' state in task storage (never here).
         pub task_storage: bool,
+        /// Aggregates in the dense array (never here).
+        pub dense: bool,
     }
 
     /// A command under the eBPF backend (never exists here).
