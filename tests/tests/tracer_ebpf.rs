@@ -287,14 +287,8 @@ fn both_backends_agree_on_counts_errors_fd_kinds_runs_and_transitions() {
     ] {
         let (pout, p) = agent_run(dir.path(), PTRACE, &cmd);
         let (eout, e) = agent_run(dir.path(), &["--backend", "ebpf", "--stats"], &cmd);
-        // Dense where its memory fits (26 possible CPUs; a machine of a
-        // few CPUs has not that many possible ones).
-        let few_cpus = std::thread::available_parallelism().is_ok_and(|n| n.get() <= 8);
         let stderr = String::from_utf8_lossy(&eout.stderr);
-        assert!(
-            !few_cpus || stderr.contains("aggregates=dense"),
-            "{cmd:?}: {stderr}"
-        );
+        assert!(stderr.contains("aggregates=hash"), "{cmd:?}: {stderr}");
         assert_eq!(pout.status.code(), eout.status.code(), "{cmd:?}");
         assert_eq!(p.run.exit, e.run.exit, "{cmd:?}");
         assert_eq!(
@@ -308,22 +302,26 @@ fn both_backends_agree_on_counts_errors_fd_kinds_runs_and_transitions() {
             (e.run.processes, e.run.threads, e.run.events),
             "{cmd:?}"
         );
-        // The same with every aggregate in the AGG hash (the path of a
-        // watch's other runs, and of machines with too many CPUs for the
-        // dense array) instead of the dense per-CPU array.
+        // The same with run slot 0's aggregates in the dense per-CPU
+        // array (opt-in), where its memory fits (26 possible CPUs; a
+        // machine of a few CPUs has not that many possible ones).
+        let few_cpus = std::thread::available_parallelism().is_ok_and(|n| n.get() <= 8);
         let (hout, h) = agent_run_env(
             dir.path(),
-            &[("EDGE_AGENT_EBPF_AGG", "hash")],
+            &[("EDGE_AGENT_EBPF_AGG", "dense")],
             &["--backend", "ebpf", "--stats"],
             &cmd,
         );
         let stderr = String::from_utf8_lossy(&hout.stderr);
-        assert!(stderr.contains("aggregates=hash"), "{cmd:?}: {stderr}");
-        assert_eq!(per_key(&p), per_key(&h), "{cmd:?}: AGG hash, per key");
+        assert!(
+            !few_cpus || stderr.contains("aggregates=dense"),
+            "{cmd:?}: {stderr}"
+        );
+        assert_eq!(per_key(&p), per_key(&h), "{cmd:?}: dense, per key");
         assert_eq!(
             transitions(&p),
             transitions(&h),
-            "{cmd:?}: AGG hash, transitions"
+            "{cmd:?}: dense, transitions"
         );
     }
     // Four threads writing at once (the kernel's per-thread state and

@@ -86,8 +86,11 @@ pub enum ThreadStore {
 /// the benchmark's before/after).
 pub const THREADS_ENV: &str = "EDGE_AGENT_EBPF_THREADS";
 
-/// The environment variable that keeps every aggregate in the `AGG` hash
-/// (`hash`): no dense array (tests, the benchmark's before/after).
+/// The environment variable that turns the dense array on (`dense`; every
+/// aggregate stays in the `AGG` hash otherwise). Opt-in for now:
+/// `tests/tests/ebpf_full_maps.rs` fails with it (15 of 20 000 calls
+/// missing with a full TRANS, `<other>` calls in a victim run with a full
+/// AGG), not understood yet (docs/edge-agent.md).
 pub const AGG_ENV: &str = "EDGE_AGENT_EBPF_AGG";
 
 /// `struct dense_used` in the C program: a byte per (id, fd kind).
@@ -100,10 +103,10 @@ const DENSE_BUDGET: u64 = 64 << 20;
 /// possible CPUs: agent-core's ids (two generations of 8 fd kinds each,
 /// a `struct agg` per CPU: 2.4 MiB per CPU for its 488 ids), or none
 /// (every key in the `AGG` hash) when that would take more than
-/// [`DENSE_BUDGET`] or [`AGG_ENV`] says `hash`. A per-CPU array takes its
-/// memory at creation, a hash only for the keys in use.
-pub fn dense_ids(cpus: usize) -> u32 {
-    if std::env::var_os(AGG_ENV).is_some_and(|v| v == "hash") {
+/// [`DENSE_BUDGET`] or it is not `wanted` ([`AGG_ENV`]). A per-CPU array
+/// takes its memory at creation, a hash only for the keys in use.
+pub fn dense_ids(cpus: usize, wanted: bool) -> u32 {
+    if !wanted {
         return 0;
     }
     let ids = (SyscallId::COUNT as u32).min(DENSE_IDS);
@@ -228,7 +231,8 @@ impl Probe {
         let sysinfo = sysinfo_table(&roles);
         let task_storage = u8::from(store == ThreadStore::TaskStorage);
         let cpus = aya::util::nr_cpus().map_err(|(_, e)| anyhow!("cannot count the CPUs: {e}"))?;
-        let dense_ids = dense_ids(cpus);
+        let wanted = std::env::var_os(AGG_ENV).is_some_and(|v| v == "dense");
+        let dense_ids = dense_ids(cpus, wanted);
         let mut ebpf = EbpfLoader::new()
             // THREAD_STORE: task storage, which aya reads through no type
             // of its own (the raw lookup in sys::bpf_map_lookup).
@@ -751,8 +755,8 @@ mod tests {
     use aya::maps::IterableMap;
 
     use super::{
-        allocates_safely, dense_ids, precheck, Probe, ThreadStore, AGG_ENV, DENSE_BUDGET,
-        DENSE_IDS, FD_KINDS, OBJECT, OBJECT_PREALLOC,
+        allocates_safely, dense_ids, precheck, Probe, ThreadStore, DENSE_BUDGET, DENSE_IDS,
+        FD_KINDS, OBJECT, OBJECT_PREALLOC,
     };
 
     /// SYSINFO names a number as the ptrace backend does: Linux 6.18's
@@ -782,16 +786,13 @@ mod tests {
     /// fits the budget, and none where it would not.
     #[test]
     fn dense_aggregates_cover_the_ids_within_the_memory_budget() {
-        if std::env::var_os(AGG_ENV).is_some() {
-            eprintln!("skipped: {AGG_ENV} is set");
-            return;
-        }
         let ids = (agent_core::SyscallId::COUNT as u32).min(DENSE_IDS);
-        assert_eq!(dense_ids(1), ids);
+        assert_eq!(dense_ids(1, true), ids);
+        assert_eq!(dense_ids(1, false), 0);
         let per_cpu = 2 * u64::from(ids * FD_KINDS) * super::AGG_LEN as u64;
         let most = (DENSE_BUDGET / per_cpu) as usize;
-        assert_eq!(dense_ids(most), ids);
-        assert_eq!(dense_ids(most + 1), 0);
+        assert_eq!(dense_ids(most, true), ids);
+        assert_eq!(dense_ids(most + 1, true), 0);
     }
 
     #[test]
