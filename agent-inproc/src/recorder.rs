@@ -5,7 +5,8 @@
 //! it was itself recording. A mutex would deadlock there (the interrupted
 //! holder never runs again until the handler returns), and an allocation
 //! could re-enter a malloc the handler interrupted. So every lock here is
-//! only ever *tried*, never waited for, and every buffer has a fixed size:
+//! only ever *tried*, never waited for without a bound, and every buffer
+//! has a fixed size:
 //!
 //! 1. The common case: the collector's lock is free, the call is recorded
 //!    at once (one compare-and-swap in, one store out).
@@ -14,9 +15,16 @@
 //!    own thread's slot, claimed by compare-and-swap on the thread's key,
 //!    and is folded into the collector by whichever recording next holds
 //!    the lock ([`Recorder::record`] drains pending rings while it has it).
-//! 3. No slot or ring can take it (every slot busy, or this thread's ring
-//!    full and the collector still held): it is counted as lost, and the
-//!    summary says how many were.
+//! 3. No slot or ring can take it (every slot busy, or this thread's rings
+//!    full and the collector still held): if another thread holds the
+//!    lock, this one yields the CPU until it is free, for at most
+//!    [`WAIT_NS`] — on a busy machine the holder may be descheduled in
+//!    mid-recording for a few time slices while the other threads fill
+//!    their rings. Else, or when the wait runs out, the call is counted as
+//!    lost, and the summary says how many were. A holder that is this
+//!    thread (a handler interrupted it) can never finish while we wait,
+//!    and one a wait ran out on (a process killed inside a recording
+//!    leaves the lock held for good) is not waited for again.
 //!
 //! A slot is given back when its ring is drained empty, so a program that
 //! makes threads all the time does not run out of slots: only threads that
@@ -28,14 +36,21 @@ use agent_core::{Collector, RunId, RunRecord, Summary, SyscallEvent};
 use heapless::Vec;
 use spin::Mutex;
 
+use crate::sys;
+
 /// Slots for threads that met a held collector lock at once.
 pub const SLOTS: usize = 32;
 
 /// Events one slot holds until the next drain.
 pub const RING: usize = 16;
 
-/// How many slots a recording tries before it counts its event lost.
+/// How many slots a recording tries before it waits or counts its event
+/// lost.
 const PROBES: usize = 8;
+
+/// The longest a recording waits for another thread's recording to end
+/// when its rings are full: a few scheduler time slices.
+pub const WAIT_NS: u64 = 50_000_000;
 
 /// A thread's events waiting for the collector, and whose they are.
 struct Slot {
@@ -60,6 +75,11 @@ pub struct RecorderStats {
     pub direct: u64,
     /// Events that waited in a slot's ring first.
     pub deferred: u64,
+    /// Events recorded after waiting for another thread's recording to
+    /// end (their rings were full).
+    pub waited: u64,
+    /// Waits that ran out (the holder never let go).
+    pub gave_up: u64,
     /// Events no slot could take: not in any statistic.
     pub lost: u64,
 }
@@ -76,8 +96,13 @@ pub struct Recorder {
     /// Events waiting in rings (a hint: a recording that holds the lock
     /// drains only when it is not zero).
     pending: AtomicU64,
+    /// The holder a wait ran out on (0: none): not waited for again until
+    /// the lock is seen free.
+    abandoned: AtomicUsize,
     direct: AtomicU64,
     deferred: AtomicU64,
+    waited: AtomicU64,
+    gave_up: AtomicU64,
     lost: AtomicU64,
     /// `lost` at the last cut (each summary says its window's).
     lost_at_cut: AtomicU64,
@@ -95,8 +120,11 @@ impl Recorder {
             holder: AtomicUsize::new(0),
             slots: [const { Slot::new() }; SLOTS],
             pending: AtomicU64::new(0),
+            abandoned: AtomicUsize::new(0),
             direct: AtomicU64::new(0),
             deferred: AtomicU64::new(0),
+            waited: AtomicU64::new(0),
+            gave_up: AtomicU64::new(0),
             lost: AtomicU64::new(0),
             lost_at_cut: AtomicU64::new(0),
         }
@@ -104,21 +132,61 @@ impl Recorder {
 
     /// Records one completed call made by the thread whose key is `thread`
     /// (any value unique among the process's live threads and not 0, e.g.
-    /// its `pthread_self()`). Never waits and never allocates: safe from a
-    /// signal handler, including one that interrupted a recording.
+    /// its `pthread_self()`). Never allocates and never waits unbounded
+    /// (at most [`WAIT_NS`], and never for itself): safe from a signal
+    /// handler, including one that interrupted a recording.
     pub fn record(&self, thread: usize, ev: &SyscallEvent) {
+        let thread = thread.max(1);
         if let Some(mut collector) = self.collector.try_lock() {
-            self.holder.store(thread.max(1), Ordering::Relaxed);
-            collector.record(ev);
+            self.record_locked(thread, &mut collector, ev);
             self.direct.fetch_add(1, Ordering::Relaxed);
-            if self.pending.load(Ordering::Acquire) > 0 {
-                self.drain_into(&mut collector);
-            }
-            self.holder.store(0, Ordering::Relaxed);
             return;
         }
-        if !self.defer(thread, ev) {
-            self.lost.fetch_add(1, Ordering::Relaxed);
+        if self.defer(thread, ev) {
+            return;
+        }
+        if let Some(mut collector) = self.wait_for_other(thread) {
+            self.record_locked(thread, &mut collector, ev);
+            self.waited.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.lost.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn record_locked(&self, thread: usize, collector: &mut Collector, ev: &SyscallEvent) {
+        self.holder.store(thread, Ordering::Relaxed);
+        if self.abandoned.load(Ordering::Relaxed) != 0 {
+            // The lock was let go after all: its holder may be waited for
+            // again.
+            self.abandoned.store(0, Ordering::Relaxed);
+        }
+        collector.record(ev);
+        if self.pending.load(Ordering::Acquire) > 0 {
+            self.drain_into(collector);
+        }
+        self.holder.store(0, Ordering::Relaxed);
+    }
+
+    /// The collector's lock once another thread's recording lets it go,
+    /// yielding the CPU meanwhile (the holder may be waiting for one), or
+    /// `None` at once when the holder is unknown, is this thread, or was
+    /// given up on, and after [`WAIT_NS`] otherwise.
+    fn wait_for_other(&self, thread: usize) -> Option<spin::MutexGuard<'_, Collector>> {
+        let holder = self.holder.load(Ordering::Relaxed);
+        if holder == 0 || holder == thread || holder == self.abandoned.load(Ordering::Relaxed) {
+            return None;
+        }
+        let deadline = sys::monotonic_ns().saturating_add(WAIT_NS);
+        loop {
+            sys::yield_now();
+            if let Some(collector) = self.collector.try_lock() {
+                return Some(collector);
+            }
+            if sys::monotonic_ns() > deadline {
+                self.abandoned.store(holder, Ordering::Relaxed);
+                self.gave_up.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
         }
     }
 
@@ -126,7 +194,6 @@ impl Recorder {
     /// A slot changes hands only under its ring's lock (claimed here,
     /// given back by a drain), so no event lands in a slot no one owns.
     fn defer(&self, thread: usize, ev: &SyscallEvent) -> bool {
-        let thread = thread.max(1);
         let start = spread(thread) % SLOTS;
         for probe in 0..PROBES {
             let slot = &self.slots[(start + probe) % SLOTS];
@@ -258,6 +325,8 @@ impl Recorder {
         RecorderStats {
             direct: self.direct.load(Ordering::Relaxed),
             deferred: self.deferred.load(Ordering::Relaxed),
+            waited: self.waited.load(Ordering::Relaxed),
+            gave_up: self.gave_up.load(Ordering::Relaxed),
             lost: self.lost.load(Ordering::Relaxed),
         }
     }

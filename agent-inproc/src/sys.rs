@@ -231,6 +231,13 @@ pub unsafe fn peer_named(transport: FdKind, addr: *const u8, len: usize) -> Opti
     })
 }
 
+/// Lets another thread run (a raw `sched_yield`: never our wrapper, never
+/// an error).
+pub fn yield_now() {
+    // SAFETY: sched_yield takes no arguments and always succeeds.
+    unsafe { libc::syscall(libc::SYS_sched_yield) };
+}
+
 /// The calling thread's id (a raw `gettid`: one call per thread, then
 /// remembered by the caller).
 pub fn gettid() -> u32 {

@@ -686,6 +686,19 @@ pub fn seize_all(engine: &mut Engine, session: usize, pid: Tid) -> anyhow::Resul
     }
 }
 
+/// Seizes into `session` the processes `pid` (seized) forked before its
+/// seize, and theirs: the forks since are auto-attached, these are not.
+/// For `watch`, whose run is the matched process and what it starts: met
+/// before its exec with its parent's command line, such a child would be
+/// taken for a run of its own. (`attach PID` traces the process named,
+/// as strace -p does.) One that ended, or that the fork event attached
+/// already, is skipped.
+pub fn seize_children(engine: &mut Engine, session: usize, pid: Tid) {
+    crate::light::procfs::walk_children(pid, |child| {
+        !engine.is_traced(child) && seize_all(engine, session, child).is_ok()
+    });
+}
+
 /// The program name of a running process (its executable's base name, or
 /// its comm).
 pub fn process_program(pid: Tid) -> String {

@@ -45,7 +45,7 @@ use crate::facts::{self, PlatformFacts};
 use crate::light::{procfs, DirectedRuns, LightRuns};
 use crate::procevents::Ended;
 use crate::sys::{self, Tid};
-use crate::trace::{explain_seize_error, process_program, seize_all, summarize};
+use crate::trace::{explain_seize_error, process_program, seize_all, seize_children, summarize};
 use crate::tracee_file;
 use crate::wait::WaitPolicy;
 use crate::watch_shed::Shedding;
@@ -219,6 +219,7 @@ impl RunTracer for Seizer<'_> {
         // a process gone meanwhile reports its exits to the loop: the
         // session ends then).
         let _ = seize_all(self.0, session, pid);
+        seize_children(self.0, session, pid);
         Ok(())
     }
     fn pins(&self) -> bool {
@@ -514,6 +515,14 @@ impl Watcher<'_> {
             }
         }
         if !contains(&cmdline, &self.pattern) {
+            return;
+        }
+        // A child of a traced process is its run's: forked before the run
+        // began and not taken in with it (a kernel without
+        // `/proc/PID/task/TID/children`), or its fork not handled yet.
+        // Met before its exec it shows its parent's command line; it is
+        // no run of its own.
+        if parent_of(pid).is_some_and(|parent| engine.is_traced(parent)) {
             return;
         }
         if self.has_own_tracer(pid, &first_arg) {

@@ -130,7 +130,9 @@ mod slots {
                     self.skipped
                 );
             };
-            self.runner.trace_running(slot, make(), pid, Some(born))
+            self.runner.trace_running(slot, make(), pid, Some(born))?;
+            self.runner.join_children(slot, pid);
+            Ok(())
         }
     }
 }

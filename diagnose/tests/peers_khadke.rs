@@ -5,9 +5,8 @@
 //! device from window 80 on.
 
 use diagnose::peers::fleet::{Fleet, Range};
-use diagnose::peers::histogram::HistogramParams;
 use diagnose::peers::phase::Phase;
-use diagnose::peers::semantic::SemanticParams;
+use diagnose::peers::request::Methods;
 use diagnose::peers::{analyse, report, Method, Options, PeerDiagnosis};
 use fixtures::synth::{Fault, FleetSpec};
 
@@ -35,24 +34,8 @@ fn fleet_of(spec: &FleetSpec, edit: &dyn Fn(usize, u64, &mut agent_core::Summary
     fleet
 }
 
-fn only(histogram: bool, semantic: bool, strict_paper: bool) -> Options {
-    Options {
-        median: false,
-        histogram,
-        link: false,
-        errno: false,
-        hang: false,
-        semantic,
-        histogram_params: HistogramParams {
-            strict_paper,
-            ..HistogramParams::default()
-        },
-        semantic_params: SemanticParams {
-            strict_paper,
-            ..SemanticParams::default()
-        },
-        ..Options::default()
-    }
+fn only(methods: Methods, strict_paper: bool) -> Options {
+    methods.options().strict_paper(strict_paper)
 }
 
 /// (device index in the spec, method, cause, metric) per finding.
@@ -87,7 +70,7 @@ fn slow_disk(device: usize) -> FleetSpec {
 fn strict_histogram_judges_the_disk_by_stat_and_access_only() {
     let spec = slow_disk(3);
     let fleet = fleet_of(&spec, &|_, _, _| {});
-    let strict = analyse(&fleet, &only(true, false, true)).unwrap();
+    let strict = analyse(&fleet, &only(Methods::Histogram, true)).unwrap();
     // The paper's rule: stat above range and 25 % above every other device,
     // access out of range too; file reads and writes are not its groups.
     let f = found(&spec, &strict);
@@ -106,7 +89,7 @@ fn strict_histogram_judges_the_disk_by_stat_and_access_only() {
         "{}",
         report::text(&strict)
     );
-    let improved = analyse(&fleet, &only(true, false, false)).unwrap();
+    let improved = analyse(&fleet, &only(Methods::Histogram, false)).unwrap();
     let metrics: Vec<String> = found(&spec, &improved).into_iter().map(|f| f.3).collect();
     assert!(metrics.contains(&"file-read".to_string()), "{metrics:?}");
 }
@@ -122,13 +105,13 @@ fn strict_histogram_needs_access_out_of_range_even_without_access_calls() {
         s.syscalls.retain(|e| Some(e.key.id) != access);
     };
     let fleet = fleet_of(&spec, &no_access);
-    let strict = analyse(&fleet, &only(true, false, true)).unwrap();
+    let strict = analyse(&fleet, &only(Methods::Histogram, true)).unwrap();
     assert!(
         !found(&spec, &strict).iter().any(|f| f.3 == "stat"),
         "{}",
         report::text(&strict)
     );
-    let improved = analyse(&fleet, &only(true, false, false)).unwrap();
+    let improved = analyse(&fleet, &only(Methods::Histogram, false)).unwrap();
     assert!(
         found(&spec, &improved)
             .iter()
@@ -142,13 +125,17 @@ fn strict_histogram_needs_access_out_of_range_even_without_access_calls() {
 fn semantic_names_the_slow_disk() {
     let spec = slow_disk(2);
     let fleet = fleet_of(&spec, &|_, _, _| {});
-    let d = analyse(&fleet, &only(false, true, false)).unwrap();
+    let d = analyse(&fleet, &only(Methods::Semantic, false)).unwrap();
     let f = found(&spec, &d);
     assert_eq!(f.len(), 1, "{}", report::text(&d));
     assert_eq!((f[0].0, f[0].1, f[0].2), (2, Method::Semantic, "disk"));
     // Fault-free: nothing.
     let clean = FleetSpec::new(5, WINDOWS);
-    let d = analyse(&fleet_of(&clean, &|_, _, _| {}), &only(false, true, false)).unwrap();
+    let d = analyse(
+        &fleet_of(&clean, &|_, _, _| {}),
+        &only(Methods::Semantic, false),
+    )
+    .unwrap();
     assert!(d.findings.is_empty(), "{}", report::text(&d));
 }
 
@@ -192,7 +179,7 @@ fn semantic_isolates_the_node_common_to_the_highest_pairs() {
     // disk (network findings only, then).
     for (strict, jitter) in [(false, true), (true, false)] {
         let (spec, fleet) = slow_peer(Some(1), 3, jitter);
-        let d = analyse(&fleet, &only(false, true, strict)).unwrap();
+        let d = analyse(&fleet, &only(Methods::Semantic, strict)).unwrap();
         let network: Vec<_> = found(&spec, &d)
             .into_iter()
             .filter(|f| !strict || f.2 == "network")
@@ -205,7 +192,7 @@ fn semantic_isolates_the_node_common_to_the_highest_pairs() {
         );
     }
     let (_, clean) = slow_peer(None, 1, true);
-    let d = analyse(&clean, &only(false, true, false)).unwrap();
+    let d = analyse(&clean, &only(Methods::Semantic, false)).unwrap();
     assert!(d.findings.is_empty(), "{}", report::text(&d));
 }
 

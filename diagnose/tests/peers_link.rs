@@ -21,17 +21,7 @@ fn servers() -> FleetSpec {
 }
 
 fn clients(faults: Vec<Fault>) -> FleetSpec {
-    FleetSpec {
-        program: "glusterfs".into(),
-        role: Some("client".into()),
-        seed: 2,
-        faults,
-        ..FleetSpec::new(3, WINDOWS)
-    }
-}
-
-fn ip(server: bool, d: usize) -> [u8; 4] {
-    [10, 214, 0, if server { d as u8 + 1 } else { d as u8 + 101 }]
+    FleetSpec::clients(3, WINDOWS, faults)
 }
 
 /// Which link is slow.
@@ -131,14 +121,14 @@ fn fleet_on(net: Net, client_faults: Vec<Fault>) -> Fleet {
         for (server, spec) in [(true, &s), (false, &c)] {
             for d in 0..spec.devices {
                 let mut summary: Summary = spec.window(d, w);
-                let me = ip(server, d);
+                let me = FleetSpec::ip(server, d);
                 let addr = format!("{}.{}.{}.{}", me[0], me[1], me[2], me[3]);
                 summary.facts.add("addr", &addr).unwrap();
                 let others = if server { c.devices } else { s.devices };
                 for o in 0..others {
                     let (srv, cli) = if server { (d, o) } else { (o, d) };
                     let (calls, per) = per_call(net, srv, cli, w, server);
-                    add_link(&mut summary, ip(!server, o), calls, calls * per);
+                    add_link(&mut summary, FleetSpec::ip(!server, o), calls, calls * per);
                 }
                 fleet.add(&summary);
             }

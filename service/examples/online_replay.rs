@@ -5,22 +5,41 @@
 //! without the fleet (e.g. `scripts/fleet-eval --online`'s `OUT/fleet.db`).
 //!
 //!   cargo run --release -p service --example online_replay -- OUT/fleet.db \
-//!       [baseline_s close_after_s hang_after_s]
+//!       [baseline_s close_after_s hang_after_s] [--alerts FILE]
+//!
+//! `--alerts FILE` also writes each opened and closed incident as the
+//! fleet's webhook receiver logs it (`{"received_unix_ns", "body"}` per
+//! line, received at the tick), so `scripts/lib/fleet/online_score.py
+//! --alerts FILE` scores the replay as it scores the run: a rule changed
+//! in the analysis is measured against the run's phases without the fleet.
 
+use std::io::Write;
 use std::time::Duration;
 
 use agent_core::Summary;
 use anyhow::Context;
 use service::online::analysis::Online;
+use service::online::incidents::Event;
 use service::online::OnlineOptions;
+use wire::alert::IncidentEvent;
 
 const TICK_S: u64 = 1;
 
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let path = args
-        .first()
-        .context("usage: online_replay STORE.db [baseline_s close_after_s hang_after_s]")?;
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut alerts = match args.iter().position(|a| a == "--alerts") {
+        Some(i) => {
+            let file = args.get(i + 1).context("--alerts needs a file")?.clone();
+            args.drain(i..i + 2);
+            Some(std::io::BufWriter::new(
+                std::fs::File::create(&file).with_context(|| format!("creating {file}"))?,
+            ))
+        }
+        None => None,
+    };
+    let path = args.first().context(
+        "usage: online_replay STORE.db [baseline_s close_after_s hang_after_s] [--alerts FILE]",
+    )?;
     let secs = |i: usize, default: u64| -> anyhow::Result<Duration> {
         Ok(Duration::from_secs(match args.get(i) {
             Some(a) => a.parse().with_context(|| format!("argument {i}: {a}"))?,
@@ -60,6 +79,8 @@ fn main() -> anyhow::Result<()> {
     let mut now = first - first % tick_ns + tick_ns;
     let mut summary = Summary::empty();
     let mut next = 0;
+    // Incident ids as the store would number them.
+    let mut ids = 0i64;
     while next < rows.len() {
         while next < rows.len() && rows[next].1 as u64 <= now {
             let (group, _, raw) = &rows[next];
@@ -72,7 +93,24 @@ fn main() -> anyhow::Result<()> {
         for line in tick.lines {
             println!("{} {line}", now / 1_000_000_000);
         }
-        for c in tick.changes {
+        for mut c in tick.changes {
+            let event = match c.event {
+                Event::Opened => {
+                    ids += 1;
+                    c.incident.id = ids;
+                    online.set_id(&c.incident.group, &c.key, ids);
+                    Some(IncidentEvent::Opened)
+                }
+                Event::Closed => Some(IncidentEvent::Closed),
+                Event::Updated => None,
+            };
+            if let (Some(out), Some(event)) = (alerts.as_mut(), event) {
+                let line = serde_json::json!({
+                    "received_unix_ns": now,
+                    "body": c.incident.alert(event),
+                });
+                writeln!(out, "{line}")?;
+            }
             println!(
                 "{} {:?} {} {} {} windows {}..{}",
                 now / 1_000_000_000,
@@ -85,6 +123,9 @@ fn main() -> anyhow::Result<()> {
             );
         }
         now += tick_ns;
+    }
+    if let Some(mut out) = alerts {
+        out.flush()?;
     }
     Ok(())
 }

@@ -315,8 +315,11 @@ fn compare_restarting(dir: &Path, cmd: &[&str], skip: &[&str], restarted: bool) 
     let (ours, theirs) = (drop(summary_table(&summary)), drop(strace));
     assert!(!ours.is_empty(), "nothing recorded");
     assert_eq!(
-        ours, theirs,
-        "preload (left) and strace -f, from the marks on (right), disagree"
+        ours,
+        theirs,
+        "preload (left) and strace -f, from the marks on (right), disagree; \
+         calls the recorder lost: {:?}",
+        summary.facts.get(agent_inproc::LOST_FACT)
     );
     summary
 }

@@ -476,6 +476,15 @@ impl Probe {
             .with_context(|| format!("cannot add process {tgid} to the traced set"))
     }
 
+    /// Adds process `tgid` to run `slot` unless it is in the traced set
+    /// already (the fork tracepoint put it there); true when this call
+    /// added it. For a child forked before its parent was traced.
+    pub fn join(&mut self, tgid: u32, slot: u8) -> bool {
+        /// `bpf_map_update_elem`'s flag: fail if the key is there.
+        const BPF_NOEXIST: u64 = 1;
+        self.traced.insert(tgid, slot, BPF_NOEXIST).is_ok()
+    }
+
     /// Takes process `tgid` out of the traced set (one that ended before
     /// it was put in).
     pub fn untrace(&mut self, tgid: u32) {

@@ -66,6 +66,10 @@ struct Run {
     root_end: Option<(i32, u64)>,
     /// The run's processes alive now (for the windows' process counts).
     live_processes: u32,
+    /// Processes alive that joined the run at its start, forked before
+    /// their parent was traced ([`Runner::join`]): a fork record of one
+    /// is not counted again.
+    joined: std::collections::HashSet<Tid>,
     /// The kernel's losses in the run's slot when the run took it (the
     /// run's own are the change since).
     losses_before: Losses,
@@ -172,6 +176,7 @@ impl Runner {
             generation: 0,
             root_end: None,
             live_processes: 0,
+            joined: Default::default(),
             losses_before: self.probe.losses_in(slot),
         });
         Ok(())
@@ -251,6 +256,47 @@ impl Runner {
             })
     }
 
+    /// Adds to run `slot` the processes its root `pid` forked before it
+    /// joined the set, and theirs (a shell that forked its first command
+    /// while `watch` read its command line): the forks since join through
+    /// the tracepoint, these would otherwise run untraced, or be taken for
+    /// runs of their own. `attach` leaves them (it traces the process
+    /// named, as strace -p does).
+    pub fn join_children(&mut self, slot: u8, pid: Tid) {
+        crate::light::procfs::walk_children(pid, |child| self.join(slot, child));
+    }
+
+    /// Adds the running process `tgid`, a child of a process of run
+    /// `slot` forked before that one was traced, to the run; true when it
+    /// was added by this call (not by the fork tracepoint, and alive).
+    fn join(&mut self, slot: u8, tgid: Tid) -> bool {
+        let Some(stat) = crate::light::procfs::read_stat(tgid).filter(|s| !s.zombie) else {
+            return false;
+        };
+        let tids = threads_of(tgid);
+        let base = read_cpu_time(tgid, self.ns_per_tick).unwrap_or_default();
+        if !self.probe.join(tgid as u32, slot) {
+            return false;
+        }
+        // As for the root: one gone before the insert would stay in the
+        // set; one whose pid was taken since the read is not the run's.
+        if liveness(tgid, Some(stat.start_ticks)) != Liveness::Alive {
+            self.probe.untrace(tgid as u32);
+            return false;
+        }
+        let Some(Some(run)) = self.runs.get_mut(slot as usize) else {
+            return false;
+        };
+        run.live_processes += 1;
+        // Its fork record may still come (the tracepoint ran after the
+        // insert): it must not count the process twice.
+        run.joined.insert(tgid);
+        for &tid in &tids {
+            run.session.thread_added(tgid, tid == tgid, base);
+        }
+        true
+    }
+
     /// Whether process `tgid` is traced (by any run).
     pub fn is_traced(&self, tgid: Tid) -> bool {
         self.probe.is_traced(tgid as u32)
@@ -327,6 +373,10 @@ impl Runner {
                     let Some(Some(run)) = self.runs.get_mut(slot as usize) else {
                         continue;
                     };
+                    // Joined already, with its threads (`Runner::join`).
+                    if process && run.joined.contains(&(tgid as Tid)) {
+                        continue;
+                    }
                     // A new process starts at zero CPU time.
                     run.session
                         .thread_added(tgid as Tid, process, CpuTime::default());
@@ -355,6 +405,7 @@ impl Runner {
                     s.live = s.live.saturating_sub(1);
                     s.end_ns = s.end_ns.max(at_ns);
                     if process_ended {
+                        run.joined.remove(&(tgid as Tid));
                         run.live_processes = run.live_processes.saturating_sub(1);
                         if tgid == s.root as u32 {
                             run.root_end = Some((status, at_ns));

@@ -109,6 +109,62 @@ pub fn read_io(pid: Tid) -> Option<IoBytes> {
     parse_io(&crate::tracee_file::read_proc(pid, "io")?)
 }
 
+/// How much of one thread's `/proc/PID/task/TID/children` is read: room
+/// for some 8 000 children.
+const CHILDREN_BUDGET: usize = 64 << 10;
+
+/// At most this many processes are handed out by one [`walk_children`]
+/// (a fork bomb under the root must not hold the agent).
+const MAX_WALKED: usize = 4096;
+
+/// Parses a `children` file: pids separated by spaces. Anything else is
+/// skipped (the text is the kernel's, but read as untrusted).
+pub fn parse_children(text: &[u8]) -> Vec<Tid> {
+    text.split(|b| b.is_ascii_whitespace())
+        .filter_map(|w| std::str::from_utf8(w).ok()?.parse::<Tid>().ok())
+        .filter(|&pid| pid > 0)
+        .collect()
+}
+
+/// The children of process `pid` now (those of every thread of it, from
+/// `/proc/PID/task/TID/children`); empty when it is gone or the kernel
+/// lacks the files (`CONFIG_PROC_CHILDREN`).
+pub fn read_children(pid: Tid) -> Vec<Tid> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for task in tasks.flatten() {
+        let path = task.path().join("children");
+        if let Ok(text) = crate::tracee_file::read(&path, CHILDREN_BUDGET) {
+            out.extend(parse_children(&text));
+        }
+    }
+    out
+}
+
+/// Hands `take` the children `root` has now, then the children of each
+/// child it took, breadth first; a child not taken (`take` false) is not
+/// looked into. For a tracer that starts on a running process: the
+/// children it forked before are not the tracer's, the later ones are
+/// (the fork is traced); a child is read only after its parent was taken,
+/// so none falls between. At most [`MAX_WALKED`] children are handed out.
+pub fn walk_children(root: Tid, mut take: impl FnMut(Tid) -> bool) {
+    let mut parents = std::collections::VecDeque::from([root]);
+    let mut handed = 0;
+    while let Some(parent) = parents.pop_front() {
+        for child in read_children(parent) {
+            if handed == MAX_WALKED {
+                return;
+            }
+            handed += 1;
+            if take(child) {
+                parents.push_back(child);
+            }
+        }
+    }
+}
+
 /// The base name of the program `pid` runs (`/proc/PID/exe`); `None` when
 /// gone, a zombie, or not readable.
 pub fn read_program(pid: Tid) -> Option<String> {
@@ -186,6 +242,61 @@ mod tests {
                 written: 7
             })
         );
+    }
+
+    #[test]
+    fn children_files_parse_and_junk_is_skipped() {
+        assert_eq!(parse_children(b"12 345 \n"), vec![12, 345]);
+        assert_eq!(parse_children(b""), Vec::<Tid>::new());
+        assert_eq!(parse_children(b"7 x -3 0 \xff 9"), vec![7, 9]);
+    }
+
+    /// A child and a grandchild forked before the walk are both handed
+    /// out, the child first; one not taken is not looked into.
+    #[test]
+    fn the_walk_reaches_grandchildren_through_the_children_taken() {
+        let mut sh = std::process::Command::new("sh")
+            .args(["-c", "sh -c 'sleep 30; :' & wait"])
+            .spawn()
+            .unwrap();
+        let root = sh.id() as Tid;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut all = Vec::new();
+        while std::time::Instant::now() < deadline {
+            all.clear();
+            walk_children(root, |c| {
+                all.push(c);
+                true
+            });
+            if all.len() == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let mut none_taken = Vec::new();
+        walk_children(root, |c| {
+            none_taken.push(c);
+            false
+        });
+        let _ = sh.kill();
+        let _ = sh.wait();
+        if !std::path::Path::new(&format!("/proc/{root}/task/{root}/children")).exists() {
+            eprintln!("skipped: no CONFIG_PROC_CHILDREN");
+            return;
+        }
+        assert_eq!(all.len(), 2, "the inner sh and its sleep: {all:?}");
+        assert_eq!(read_stat(all[1]).map(|s| s.ppid), Some(all[0]));
+        assert_eq!(
+            none_taken,
+            all[..1],
+            "the grandchild is reached only through the child"
+        );
+        for pid in all {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
     }
 
     #[test]

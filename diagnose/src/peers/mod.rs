@@ -195,6 +195,16 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// The same options with Khadke et al.'s methods (histogram,
+    /// semantic) run as the paper writes them, or with our departures.
+    pub fn strict_paper(mut self, on: bool) -> Options {
+        self.histogram_params.strict_paper = on;
+        self.semantic_params.strict_paper = on;
+        self
+    }
+}
+
 /// The diagnosis of a fleet.
 #[derive(Debug, Clone)]
 pub struct PeerDiagnosis {

@@ -13,11 +13,7 @@ use anyhow::{bail, Context};
 use super::errno::ErrnoParams;
 use super::fleet::{Fleet, Range};
 use super::hang::HangParams;
-use super::histogram::HistogramParams;
-use super::link::LinkParams;
 use super::median::MedianParams;
-use super::semantic::SemanticParams;
-use super::wait::WaitParams;
 use super::{analyse, tally_text, Options, PeerDiagnosis};
 use crate::input::{self, RunFilter, SummarySource};
 use crate::time::{RangeTimes, Time};
@@ -46,6 +42,54 @@ pub enum Methods {
     /// All six.
     #[default]
     All,
+}
+
+impl Methods {
+    /// Every choice by the name users type, `all` last.
+    pub const NAMES: [(&'static str, Methods); 8] = [
+        ("median", Methods::Median),
+        ("histogram", Methods::Histogram),
+        ("link", Methods::Link),
+        ("errno", Methods::Errno),
+        ("hang", Methods::Hang),
+        ("semantic", Methods::Semantic),
+        ("wait", Methods::Wait),
+        ("all", Methods::All),
+    ];
+
+    /// Default options with only these methods on.
+    pub fn options(self) -> Options {
+        let on = |m: Methods| self == m || self == Methods::All;
+        Options {
+            median: on(Methods::Median),
+            histogram: on(Methods::Histogram),
+            link: on(Methods::Link),
+            errno: on(Methods::Errno),
+            hang: on(Methods::Hang),
+            semantic: on(Methods::Semantic),
+            wait: on(Methods::Wait),
+            ..Options::default()
+        }
+    }
+}
+
+impl std::str::FromStr for Methods {
+    type Err = anyhow::Error;
+
+    /// A name of [`Methods::NAMES`]; empty means `all`.
+    fn from_str(name: &str) -> anyhow::Result<Methods> {
+        let name = name.trim();
+        if name.is_empty() {
+            return Ok(Methods::All);
+        }
+        match Methods::NAMES.iter().find(|(n, _)| *n == name) {
+            Some((_, m)) => Ok(*m),
+            None => {
+                let names: Vec<&str> = Methods::NAMES.iter().map(|(n, _)| *n).collect();
+                bail!("unknown method `{name}` (one of {})", names.join(", "))
+            }
+        }
+    }
 }
 
 /// A peer diagnosis to run.
@@ -161,37 +205,18 @@ impl PeersRequest {
             more.push(r);
         }
         let fleet = self.load(store, training, &more, diagnosis, note)?;
-        let m = self.methods;
-        let options = Options {
-            median: matches!(m, Methods::Median | Methods::All),
-            histogram: matches!(m, Methods::Histogram | Methods::All),
-            link: matches!(m, Methods::Link | Methods::All),
-            errno: matches!(m, Methods::Errno | Methods::All),
-            hang: matches!(m, Methods::Hang | Methods::All),
-            semantic: matches!(m, Methods::Semantic | Methods::All),
-            wait: matches!(m, Methods::Wait | Methods::All),
-            median_params: MedianParams {
-                k: self.k,
-                n: self.n,
-                ..MedianParams::default()
-            },
-            histogram_params: HistogramParams {
-                strict_paper: self.strict_paper,
-                ..HistogramParams::default()
-            },
-            semantic_params: SemanticParams {
-                strict_paper: self.strict_paper,
-                ..SemanticParams::default()
-            },
-            link_params: LinkParams::default(),
-            errno_params: ErrnoParams {
-                window_ns: nanos(self.errno_window),
-            },
-            hang_params: HangParams {
-                hang_after_ns: nanos(self.hang_after),
-                ..HangParams::default()
-            },
-            wait_params: WaitParams::default(),
+        let mut options = self.methods.options().strict_paper(self.strict_paper);
+        options.median_params = MedianParams {
+            k: self.k,
+            n: self.n,
+            ..MedianParams::default()
+        };
+        options.errno_params = ErrnoParams {
+            window_ns: nanos(self.errno_window),
+        };
+        options.hang_params = HangParams {
+            hang_after_ns: nanos(self.hang_after),
+            ..HangParams::default()
         };
         analyse(&fleet, &options)
     }

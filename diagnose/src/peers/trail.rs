@@ -57,6 +57,11 @@ pub struct Flying {
     pub seen_until_unix_ns: u64,
 }
 
+/// A window's latest socket call that ended in it: its end (ns since the
+/// Unix epoch), its peer, and how long before the window's end it ended
+/// (ns).
+pub type Latest = (u64, IpAddr, u64);
+
 /// What the semantic methods keep of one device (one peer of the fleet).
 #[derive(Debug, Clone, Default)]
 pub struct Trail {
@@ -84,10 +89,12 @@ pub struct Trail {
     waits_windows: BTreeMap<(SyscallId, FdKind), usize>,
     /// Per (phase, window index): the end (ns since the Unix epoch) and
     /// peer address of the latest socket call that ended inside the
-    /// window, over every stream of the device in it. A window whose
-    /// calls all predate it (a peer stays listed one window after its
-    /// last call) has none: the device was not working then.
-    pub latest: BTreeMap<(Phase, u64), (u64, IpAddr)>,
+    /// window, over every stream of the device in it, and how long before
+    /// the window's end it ended (ns): how long the device had then been
+    /// waiting on no socket call. A window whose calls all predate it (a
+    /// peer stays listed one window after its last call) has none: the
+    /// device was not working then.
+    pub latest: BTreeMap<(Phase, u64), Latest>,
 }
 
 impl Trail {
@@ -169,7 +176,8 @@ impl Trail {
             .iter()
             .filter_map(|p| Some((p.last?.end_unix_ns, ip_of(&p.addr.ip))))
             .filter(|(t, _)| start <= *t && *t < end)
-            .max_by_key(|(t, _)| *t);
+            .max_by_key(|(t, _)| *t)
+            .map(|(t, ip)| (t, ip, end - t));
         let Some(latest) = latest else { return };
         let kept = self.latest.entry((phase, index)).or_insert(latest);
         if latest.0 > kept.0 {

@@ -21,21 +21,22 @@ fleet_kill_pidfile() {
     rm -f "$file"
 }
 
-# Packet loss shared by receive-pktloss and send-pktloss: FLEET_PKTLOSS
-# percent (1-100, default 20) of the packets through HOOK (input: received,
-# output: sent) of NODE's network namespace dropped at random, by an
-# nftables table of its own (fleet_pktloss_<hook>), deleted by
-# fleet_pktloss_off.
+# Packet loss shared by receive-pktloss and send-pktloss: PERCENT (1-100;
+# default FLEET_PKTLOSS, itself default 20) of the packets through HOOK
+# (input: received, output: sent) of NODE's network namespace dropped at
+# random, by an nftables table of its own (fleet_pktloss_<hook>), deleted
+# by fleet_pktloss_off.
 FLEET_PKTLOSS=${FLEET_PKTLOSS:-20}
 
-fleet_pktloss_on() { # node input|output
-    [[ $FLEET_PKTLOSS =~ ^[1-9][0-9]?$|^100$ ]] || { echo "fleet: FLEET_PKTLOSS must be a percentage 1-100 (got '$FLEET_PKTLOSS')" >&2; return 1; }
+fleet_pktloss_on() { # node input|output [percent]
+    local pct=${3:-$FLEET_PKTLOSS}
+    [[ $pct =~ ^[1-9][0-9]?$|^100$ ]] || { echo "fleet: packet loss must be a percentage 1-100 (got '$pct')" >&2; return 1; }
     local table=fleet_pktloss_$2
     fleet_in "$1" nft -f - <<NFT
 table inet $table {
     chain drop_some {
         type filter hook $2 priority 0; policy accept;
-        numgen random mod 100 < $FLEET_PKTLOSS drop
+        numgen random mod 100 < $pct drop
     }
 }
 NFT

@@ -159,26 +159,31 @@ fn tally(runs: &[LightRun], bad: impl Fn(&LightRun) -> bool) -> BTreeMap<DeviceI
 }
 
 /// The sides' devices: bad ones (most of their runs bad) worst share
-/// first, good ones (none of their runs bad) most runs first; ties by id.
+/// first; good ones (most of their runs good) cleanest first, then most
+/// runs; ties by id. A good device may have a bad run:
+/// one load-slowed run among a device's many (or its few) must not take
+/// it off the good side, or a fleet where each device had one bad
+/// moment would have no good side at all.
 fn pick(
     by_device: &BTreeMap<DeviceId, (usize, usize)>,
     n: usize,
 ) -> (Vec<DeviceId>, Vec<DeviceId>) {
+    let share = |b: usize, all: usize| b as f64 / all.max(1) as f64;
     let mut bad: Vec<(DeviceId, f64)> = by_device
         .iter()
         .filter(|(_, (b, all))| 2 * b > *all)
-        .map(|(d, (b, all))| (*d, *b as f64 / *all as f64))
+        .map(|(d, (b, all))| (*d, share(*b, *all)))
         .collect();
     bad.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let mut good: Vec<(DeviceId, usize)> = by_device
+    let mut good: Vec<(DeviceId, f64, usize)> = by_device
         .iter()
-        .filter(|(_, (b, _))| *b == 0)
-        .map(|(d, (_, all))| (*d, *all))
+        .filter(|(_, (b, all))| 2 * b < *all)
+        .map(|(d, (b, all))| (*d, share(*b, *all), *all))
         .collect();
-    good.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    good.sort_by(|a, b| a.1.total_cmp(&b.1).then(b.2.cmp(&a.2)).then(a.0.cmp(&b.0)));
     (
         bad.into_iter().take(n).map(|(d, _)| d).collect(),
-        good.into_iter().take(n).map(|(d, _)| d).collect(),
+        good.into_iter().take(n).map(|(d, _, _)| d).collect(),
     )
 }
 
@@ -364,6 +369,34 @@ mod tests {
         assert_eq!(bad, vec![[5; 16], [6; 16]]);
         assert_eq!(f.good.len(), 2);
         assert!(f.good.iter().all(|d| d.0[0] <= 4), "{:?}", f.good);
+    }
+
+    /// A fast device with one slow run among its runs (a moment of load)
+    /// stays on the good side; a clean device is picked before it, and a
+    /// device slow half the time is on neither side.
+    #[test]
+    fn one_slow_moment_does_not_take_a_device_off_the_good_side() {
+        let t = Thresholds::default();
+        let mut runs = fleet(&[5, 6], 2.0);
+        for d in 1..=4u8 {
+            for k in 0..3 {
+                runs.push(run(d, 0.2 + 0.01 * f64::from(k), Exit::Code(0)));
+            }
+        }
+        // Devices 1-3: one slow run in 7; 4: none; 7: two in four.
+        for d in 1..=3u8 {
+            runs.push(run(d, 2.0, Exit::Code(0)));
+        }
+        for secs in [0.2, 0.21, 2.0, 2.1] {
+            runs.push(run(7, secs, Exit::Code(0)));
+        }
+        let found = find(&runs, &t);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let f = &found[0];
+        assert_eq!(f.good, vec![DeviceId([4; 16]), DeviceId([1; 16])]);
+        let mut bad = f.bad.clone();
+        bad.sort();
+        assert_eq!(bad, vec![[5; 16], [6; 16]]);
     }
 
     #[test]

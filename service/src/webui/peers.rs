@@ -6,9 +6,7 @@
 
 use diagnose::input::RunFilter as DiagnoseFilter;
 use diagnose::peers::fleet::{Fleet, Range};
-use diagnose::peers::histogram::HistogramParams;
-use diagnose::peers::median::MedianParams;
-use diagnose::peers::semantic::SemanticParams;
+use diagnose::peers::request::Methods;
 use diagnose::peers::{self, report, Options};
 use std::cell::Cell;
 use std::time::Duration;
@@ -201,42 +199,8 @@ pub(super) fn run(
 }
 
 fn options(method: &str, strict_paper: bool) -> Result<Options, String> {
-    const METHODS: [&str; 7] = [
-        "median",
-        "histogram",
-        "link",
-        "errno",
-        "hang",
-        "semantic",
-        "wait",
-    ];
-    let name = method.trim();
-    let all = matches!(name, "" | "all");
-    if !all && !METHODS.contains(&name) {
-        return Err(format!(
-            "unknown method `{name}` (median, histogram, link, errno, hang, semantic, wait or all)"
-        ));
-    }
-    let on = |m: &str| all || name == m;
-    Ok(Options {
-        median: on("median"),
-        histogram: on("histogram"),
-        link: on("link"),
-        errno: on("errno"),
-        hang: on("hang"),
-        semantic: on("semantic"),
-        wait: on("wait"),
-        median_params: MedianParams::default(),
-        histogram_params: HistogramParams {
-            strict_paper,
-            ..HistogramParams::default()
-        },
-        semantic_params: SemanticParams {
-            strict_paper,
-            ..SemanticParams::default()
-        },
-        ..Options::default()
-    })
+    let methods: Methods = method.parse().map_err(|e| format!("{e:#}"))?;
+    Ok(methods.options().strict_paper(strict_paper))
 }
 
 fn filter(group: &str, program: &Option<String>, r: Range) -> DiagnoseFilter {
@@ -299,7 +263,9 @@ mod tests {
     #[test]
     fn the_form_picks_the_semantic_method_and_the_papers_rules() {
         let o = options("semantic", true).unwrap();
-        assert!(o.semantic && !o.median && !o.histogram && !o.link && !o.errno && !o.hang);
+        assert!(
+            o.semantic && !o.median && !o.histogram && !o.link && !o.errno && !o.hang && !o.wait
+        );
         assert!(o.semantic_params.strict_paper && o.histogram_params.strict_paper);
         let o = options("all", false).unwrap();
         assert!(o.semantic && o.histogram);

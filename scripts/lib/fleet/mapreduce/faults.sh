@@ -8,4 +8,4 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../fault-helpers.sh"
 declare -A FAULT_TARGET FAULT_CAUSE FAULT_ERRNO FAULT_PHASE_SECS
 fleet_source_faults "$(dirname "${BASH_SOURCE[0]}")/faults"
-MR_ALL_FAULTS=(disk-hog receive-pktloss send-pktloss none)
+MR_ALL_FAULTS=(disk-hog receive-pktloss-5 receive-pktloss receive-pktloss-50 send-pktloss-5 send-pktloss send-pktloss-50 none)
