@@ -183,13 +183,27 @@ struct {
 
 /* The aggregates of run slot 0 (`run`, `attach`, the first run of a
  * `watch`) for the canonical ids below `dense_ids`, indexed densely:
- * (generation * dense_ids + id) * FD_KINDS + fd kind. An array lookup is
- * an indexed load (the verifier inlines it), where a hash lookup hashes
- * the key and walks a bucket. The loader sets `dense_ids` (agent_core's
- * ids, or 0 when the array would take too much memory for the machine's
- * CPUs) and sizes the array to match; every other key (other slots, ids
- * carrying an unassigned number) goes to AGG. */
+ * ((cpu * 2 + generation) * dense_ids + id) * FD_KINDS + fd kind. An
+ * array lookup is an indexed load (the verifier inlines it), where a hash
+ * lookup hashes the key and walks a bucket. The loader sets `dense_ids`
+ * (agent_core's ids, or 0 when the array would take too much memory for
+ * the machine's CPUs) and `dense_cpus` (the possible CPUs) and sizes the
+ * array to match; every other key (other slots, ids carrying an
+ * unassigned number, a CPU numbered beyond the count) goes to AGG.
+ *
+ * A plain ARRAY with a block per CPU, not a PERCPU_ARRAY: a per-CPU array
+ * takes its 2.4 MB per CPU from the kernel's per-CPU allocator, whose
+ * populated free pages are what every atomic per-CPU allocation lives on,
+ * among them the values of new keys in the per-CPU hashes below (the BPF
+ * memory allocator refills them in irq work with GFP_NOWAIT). With the
+ * per-CPU array there, new AGG keys failed with ENOMEM by the hundred
+ * (trace event percpu_alloc_percpu_fail, size 312, is_atomic=1) while a
+ * `watch` filled AGG: whole calls lost (ebpf_full_maps). An ARRAY is
+ * vmalloc'ed, away from that pool. Only this CPU's block is written, by
+ * one program at a time (raw tracepoints run with migration disabled), so
+ * no atomics; the blocks are far apart, so no false sharing. */
 const volatile __u32 dense_ids = 0;
+const volatile __u32 dense_cpus = 0;
 /* The object for kernels before 6.1 keeps every key in AGG: it inlines
  * fold_call (below), so the dense path would double what the verifier
  * walks at every start. */
@@ -199,7 +213,7 @@ const volatile __u32 dense_ids = 0;
 #define DENSE_IDS_USED dense_ids
 #endif
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1); /* set by the loader */
 	__type(key, __u32);
 	__type(value, struct agg);
@@ -846,9 +860,10 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	__u32 id = t->id;
 	__u32 kind = t->fd_kind;
 	struct agg *a = 0;
-	if (run_slot == 0 && id < DENSE_IDS_USED && kind < FD_KINDS) {
+	__u32 cpu = bpf_get_smp_processor_id();
+	if (run_slot == 0 && id < DENSE_IDS_USED && kind < FD_KINDS && cpu < dense_cpus) {
 		__u32 g = gen & 1;
-		__u32 index = (g * DENSE_IDS_USED + id) * FD_KINDS + kind;
+		__u32 index = ((cpu * 2 + g) * DENSE_IDS_USED + id) * FD_KINDS + kind;
 		a = bpf_map_lookup_elem(&AGG_DENSE, &index);
 		if (a && a->count == 0) {
 			/* The entry's first call on this CPU in this window. */
