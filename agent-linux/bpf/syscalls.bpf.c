@@ -21,9 +21,9 @@
  *   state, so neither needs a lock.
  * - sys_exit folds the completed call into per-CPU maps (no other
  *   writer, no atomics): per (syscall id, fd kind) what
- *   agent_core::KeyStats holds, in AGG_DENSE, an array indexed by the
- *   two, for run slot 0's canonical ids, else in AGG, a hash; ERRNOS per (id, fd kind, errno) the
- *   failures, TRANS per (previous id, id) count and gap sum. Each key
+ *   agent_core::KeyStats holds, in AGG_DENSE, an array with a block per
+ *   CPU indexed by the two, for run slot 0's canonical ids, else in AGG,
+ *   a hash; ERRNOS per (id, fd kind, errno) the failures, TRANS per (previous id, id) count and gap sum. Each key
  *   carries a generation bit: calls ending before CONTROL's cut go to
  *   its generation, later ones to the other, so the agent reads and
  *   clears one window while the kernel fills the next.

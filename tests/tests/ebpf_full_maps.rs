@@ -338,8 +338,24 @@ fn full_agg_loses_calls_whole_and_every_run_is_summarized() {
         return;
     }
     assert_numbers_unassigned(FIRST_NR, LAST_NR);
+    for aggregates in AGGREGATES {
+        full_agg_with(aggregates);
+    }
+}
+
+/// The aggregate stores the full-map tests run the agent with
+/// (`EDGE_AGENT_EBPF_AGG`), the dense array first: the two tests run at
+/// once, so the agents' arrays are in the kernel together, as when the
+/// dense array's 2.4 MB per CPU, then a per-CPU array, left the per-CPU
+/// hashes' new keys failing (ENOMEM) and calls of unassigned numbers
+/// were lost whole.
+const AGGREGATES: [&str; 2] = ["dense", "hash"];
+
+/// [`full_agg_loses_calls_whole_and_every_run_is_summarized`] with the
+/// agent's aggregates in `aggregates`.
+fn full_agg_with(aggregates: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let tag = format!("fullmaps{}", std::process::id());
+    let tag = format!("fullmaps{}{aggregates}", std::process::id());
     // Linked statically: no dynamic loader at the start, so a run's
     // summary is small enough to keep every entry (a transition folded
     // into "other" would escape the checks).
@@ -348,6 +364,7 @@ fn full_agg_loses_calls_whole_and_every_run_is_summarized() {
     std::fs::create_dir_all(&out).unwrap();
     let err = dir.path().join("watch.err");
     let watch = Command::new(agent())
+        .env("EDGE_AGENT_EBPF_AGG", aggregates)
         .args(["watch", "--backend", "ebpf", "--window", "whole"])
         .args(["--discover", "connector", "--match", &tag])
         .arg("--out-dir")
@@ -488,14 +505,24 @@ fn full_trans_loses_transitions_only_and_the_summary_says_so() {
     assert_numbers_unassigned(FIRST_NR, FIRST_NR + N);
     let dir = tempfile::tempdir().unwrap();
     let exe = compile_c_static(dir.path(), "pairs", WORKLOAD);
+    for aggregates in AGGREGATES {
+        full_trans_with(dir.path(), &exe, aggregates);
+    }
+}
+
+/// [`full_trans_loses_transitions_only_and_the_summary_says_so`] with the
+/// agent's aggregates in `aggregates`.
+fn full_trans_with(dir: &Path, exe: &Path, aggregates: &str) {
+    const N: u32 = 100;
     let (first, n) = (FIRST_NR.to_string(), N.to_string());
-    let (out, summary) = agent_run(
-        dir.path(),
+    let (out, summary) = agent_run_env(
+        dir,
+        &[("EDGE_AGENT_EBPF_AGG", aggregates)],
         &["--backend", "ebpf"],
         &[exe.to_str().unwrap(), "pairs", &first, &n],
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert_eq!(out.status.code(), Some(5), "{aggregates}: {err}");
     assert_eq!(summary.run.exit, Exit::Code(5));
     assert_consistent(&summary, "the run of every pair");
     let counted: u64 = summary
@@ -507,9 +534,12 @@ fn full_trans_loses_transitions_only_and_the_summary_says_so() {
     assert_eq!(
         counted,
         2 * (N * N) as u64,
-        "every call counted: {summary:#?}"
+        "{aggregates}: every call counted: {summary:#?}"
     );
     // At least the pairs beyond the map's room.
     let lost = uncounted(&summary);
-    assert!(lost >= (N * N - 8192) as u64, "{lost}: {summary:#?}\n{err}");
+    assert!(
+        lost >= (N * N - 8192) as u64,
+        "{aggregates}: {lost}: {summary:#?}\n{err}"
+    );
 }

@@ -600,7 +600,7 @@ impl Probe {
         bad
     }
 
-    /// Whether run slot 0's aggregates are in the dense per-CPU array
+    /// Whether run slot 0's aggregates are in the dense array
     /// (`AGG_DENSE`; else every key is in the `AGG` hash).
     pub fn dense(&self) -> bool {
         self.dense_ids > 0

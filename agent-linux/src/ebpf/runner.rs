@@ -50,7 +50,7 @@ pub struct RunnerStats {
     /// Whether the kernel keeps the threads' state in task storage (else
     /// in its hash of tids).
     pub task_storage: bool,
-    /// Whether run slot 0's aggregates are in the dense per-CPU array
+    /// Whether run slot 0's aggregates are in the dense array
     /// (else in the AGG hash).
     pub dense: bool,
 }
