@@ -195,12 +195,11 @@ struct {
  * takes its 2.4 MB per CPU from the kernel's per-CPU allocator, whose
  * populated free pages are what every atomic per-CPU allocation lives on,
  * among them the values of new keys in the per-CPU hashes below (the BPF
- * memory allocator refills them in irq work with GFP_NOWAIT). With the
- * per-CPU array there, new AGG keys failed with ENOMEM by the hundred
- * (trace event percpu_alloc_percpu_fail, size 312, is_atomic=1) while a
- * `watch` filled AGG: whole calls lost (ebpf_full_maps). An ARRAY is
- * vmalloc'ed, away from that pool. Only this CPU's block is written, by
- * one program at a time (raw tracepoints run with migration disabled), so
+ * memory allocator refills them in irq work with GFP_NOWAIT); when those
+ * run dry new keys fail with ENOMEM and their calls are lost whole
+ * (docs/edge-agent.md). An ARRAY is vmalloc'ed and leaves that pool
+ * alone. Only this CPU's block is written, by one program at a time (raw
+ * tracepoints run with migration disabled), so
  * no atomics; the blocks are far apart, so no false sharing. */
 const volatile __u32 dense_ids = 0;
 const volatile __u32 dense_cpus = 0;

@@ -88,11 +88,8 @@ pub const THREADS_ENV: &str = "EDGE_AGENT_EBPF_THREADS";
 
 /// The environment variable that turns the dense array on (`dense`; every
 /// aggregate stays in the `AGG` hash otherwise). Opt-in until its per-call
-/// gain and start cost are measured again (docs/edge-agent.md): the
-/// failures of `tests/tests/ebpf_full_maps.rs` with it were the per-CPU
-/// array starving the per-CPU hashes' allocations (see `AGG_DENSE` in the
-/// C source) and a victim run in slot 0, whose named calls the array
-/// always had room for.
+/// gain and start cost are measured on a quiet machine (docs/edge-agent.md,
+/// where what made `tests/tests/ebpf_full_maps.rs` fail with it is told).
 pub const AGG_ENV: &str = "EDGE_AGENT_EBPF_AGG";
 
 /// `struct dense_used` in the C program: a byte per (id, fd kind).
