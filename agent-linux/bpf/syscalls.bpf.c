@@ -29,8 +29,8 @@
  *   clears one window while the kernel fills the next.
  * - The ring buffer carries what is rare: a new task, a task's end, and a
  *   call in flight across a cut (for the window's in-flight list).
- *   Records lost to a full ring, and calls the full maps could not hold,
- *   are counted per CPU and per run slot in LOST.
+ *   Records lost to a full ring, and calls (or their parts) the maps
+ *   could not hold, are counted per CPU and per run slot in LOST.
  * - PEERS (socket peers, see the block below) does for TCP and UDP sockets
  *   what agent_core::Collector's per-peer table does: per (remote end,
  *   syscall id) calls, errors, time, bytes and the last call.
@@ -59,6 +59,7 @@
 #define S_IFLNK 0120000
 
 #define SIGKILL 9
+#define E2BIG 7
 
 #define ANON_INODE_FS_MAGIC 0x09041934
 #define PIDFS_MAGIC 0x50494446
@@ -300,12 +301,12 @@ struct {
 	__uint(max_entries, 8 << 20);
 } EVENTS SEC(".maps");
 
-/* Per run slot (LOST_RING or LOST_MAPS * MAX_SLOTS + slot): records the
- * full ring could not take; calls a full AGG, ERRNOS, TRANS or PEERS
- * could not hold (each run's summary says its own). */
+/* Per run slot (one of LOST_* times MAX_SLOTS + slot): what the kernel
+ * could not keep (syscalls.h says each; each run's summary says its
+ * own). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2 * MAX_SLOTS);
+	__uint(max_entries, LOST_KINDS * MAX_SLOTS);
 	__type(key, __u32);
 	__type(value, __u64);
 } LOST SEC(".maps");
@@ -333,7 +334,7 @@ static __always_inline struct thread *thread_state(struct task_struct *task, __u
 	return bpf_map_lookup_elem(&THREADS, &tid);
 }
 
-/* `what`: LOST_RING or LOST_MAPS; `run_slot`: the run it happened to. */
+/* `what`: one of LOST_*; `run_slot`: the run it happened to. */
 static __always_inline void count_lost(__u32 what, __u32 run_slot)
 {
 	__u32 index = what * MAX_SLOTS + (run_slot & (MAX_SLOTS - 1));
@@ -377,8 +378,9 @@ static __always_inline void socket_peer(struct sock *sk, __u16 family, __u8 tran
 	p->transport = transport;
 }
 
-/* `peer`: filled with a TCP or UDP socket's remote end (see socket_peer). */
-static __always_inline __u8 socket_kind(struct file *file, struct peer *peer)
+/* `peer`: filled with a TCP or UDP socket's remote end (see socket_peer)
+ * when `want_peer`. */
+static __always_inline __u8 socket_kind(struct file *file, struct peer *peer, int want_peer)
 {
 	struct socket *sock = BPF_CORE_READ(file, private_data);
 	if (!sock)
@@ -398,39 +400,44 @@ static __always_inline __u8 socket_kind(struct file *file, struct peer *peer)
 		kind = FD_TCP;
 	else if (type == SOCK_DGRAM && protocol == IPPROTO_UDP)
 		kind = FD_UDP;
-	if (kind != FD_SOCKET)
+	if (want_peer && kind != FD_SOCKET)
 		socket_peer(sk, family, kind, peer);
 	return kind;
 }
 
-/* The kind of the current task's fd `fd`, read from its file table
- * `files` (task->files of bpf_get_current_task_btf()): the verifier knows
- * its type, so the chain is read with plain loads (checked, fault-safe)
- * rather than a helper call per field, which is most of this function's
- * cost otherwise. Only the variable index into the fd array needs one. */
-static __always_inline __u8 fd_kind(struct files_struct *files, __s64 fd, struct peer *peer)
+/* The file behind the current task's fd `fd` in its file table `files`
+ * (task->files of bpf_get_current_task_btf()): the verifier knows its
+ * type, so the chain is read with plain loads (checked, fault-safe)
+ * rather than a helper call per field. Only the variable index into the
+ * fd array needs one. 0: no file. */
+static __always_inline struct file *fd_file(struct files_struct *files, __s64 fd)
 {
 	if (fd < 0)
-		return FD_NONE;
+		return 0;
 	if (!files)
-		return FD_NONE;
+		return 0;
 	struct fdtable *fdt = files->fdt;
 	if (!fdt)
-		return FD_NONE;
+		return 0;
 	if ((__u64)fd >= fdt->max_fds)
-		return FD_NONE;
+		return 0;
 	struct file **fds = fdt->fd;
 	struct file *file = 0;
 	bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]);
-	if (!file)
-		return FD_NONE;
+	return file;
+}
+
+/* The kind of `file` (not 0), and the peer of a TCP or UDP socket when
+ * `want_peer`. */
+static __always_inline __u8 file_kind(struct file *file, struct peer *peer, int want_peer)
+{
 	struct inode *inode = BPF_CORE_READ(file, f_inode);
 	if (!inode)
 		return FD_NONE;
 	umode_t mode = BPF_CORE_READ(inode, i_mode);
 	switch (mode & S_IFMT) {
 	case S_IFSOCK:
-		return socket_kind(file, peer);
+		return socket_kind(file, peer, want_peer);
 	case S_IFIFO:
 		return FD_PIPE;
 	case 0:
@@ -444,6 +451,153 @@ static __always_inline __u8 fd_kind(struct files_struct *files, __s64 fd, struct
 		return FD_OTHER;
 	return FD_FILE;
 }
+
+/* ---- The fd-kind memo (issue 37 item 1): each thread remembers the kind
+ * of the files it met lately, so a call on the same fd skips the inode,
+ * mode, superblock and socket reads. Switched at load (`fd_memo`, set by
+ * the loader: EDGE_AGENT_EBPF_FD_MEMO).
+ *
+ * What is remembered is the kind of a struct file, which never changes
+ * over the file's life (its inode's S_IFMT, the superblock, a socket's
+ * type and protocol are fixed when it is made). What can go wrong is
+ * which file an fd number names, and a struct file freed and its memory
+ * reused for another file (files come from a slab: the next file opened
+ * often lands at the address of the last one closed). So an entry holds
+ * the file's address and is used only when
+ * - the file the fd names now, read from the table as before (three
+ *   plain loads and one helper read), is at that address: an fd changed
+ *   by any means, seen or not, names another file, unless the new file
+ *   sits at the old one's address; and
+ * - no call that can take a file out of a table (close, close_range,
+ *   dup2/dup3 onto a number, exec closing O_CLOEXEC fds, io_uring_enter's
+ *   IORING_OP_CLOSE, ioctl: binder's deferred close, a seccomp
+ *   supervisor's SECCOMP_IOCTL_NOTIF_ADDFD onto a number; syscall
+ *   numbers with no name) has returned in any traced process since the
+ *   entry was made: each such return bumps FD_EPOCH's count, and an
+ *   entry of an older count is not used. This catches the reuse of an
+ *   address: for the old file to be freed it must first leave the table
+ *   the entry was read from. The count is bumped at the call's exit,
+ *   after the change, whatever the result (a failed close has removed
+ *   the fd already; a failed dup2 changed nothing: one miss): an entry
+ *   made meanwhile by another thread from the file being removed carries
+ *   the older count. A count shared by all traced processes covers
+ *   threads and CLONE_FILES processes sharing one table, and a seccomp
+ *   supervisor changing another process's table, without knowing who
+ *   shares what; the price is a miss in every thread after each such
+ *   call anywhere.
+ * Calls that install files (open, socket, accept, dup, fcntl F_DUPFD,
+ * pidfd_getfd, recvmsg's SCM_RIGHTS, io_uring's installs) take a free
+ * number: a number whose file left the table, which bumped the count, or
+ * one never remembered. Entries are per thread (in its state: no lookup
+ * of their own): a new thread or process starts with none, and a
+ * THREADS entry left by an earlier life of a tid (its process untraced
+ * before the thread ended) is cleared, told by the task's start_time. A
+ * traced thread that gets no state cannot bump the count at its call's
+ * exit, so it turns the memo off for good (FD_EPOCH's `off`).
+ * Not caught: a file taken out of a table by something no traced thread's
+ * call returns from (an SQPOLL io_uring thread's IORING_OP_CLOSE, an
+ * untraced process sharing the table, a close already under way when
+ * tracing began) and a new file at the same address on the same fd
+ * after it.
+ * Sockets: a TCP or UDP socket's peer changes (connect, a UDP connect
+ * or AF_UNSPEC disconnect, io_uring's connect, the kernel resetting a
+ * connection), so only its kind is remembered and the peer read each
+ * call; plain FD_SOCKET sockets are not remembered. */
+const volatile __u8 fd_memo = 0;
+
+struct fd_epoch {
+	__u64 count; /* returns of calls that change fd tables */
+	__u64 off;   /* not 0: the memo is not used any more */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fd_epoch);
+} FD_EPOCH SEC(".maps");
+
+static __always_inline struct fd_epoch *fd_epoch(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&FD_EPOCH, &zero);
+}
+
+/* A TCP or UDP socket's peer, for a file whose kind came from the memo. */
+static __always_inline void socket_file_peer(struct file *file, __u8 kind, struct peer *peer)
+{
+	struct socket *sock = BPF_CORE_READ(file, private_data);
+	if (!sock)
+		return;
+	struct sock *sk = BPF_CORE_READ(sock, sk);
+	if (!sk)
+		return;
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family == AF_INET || family == AF_INET6)
+		socket_peer(sk, family, kind, peer);
+}
+
+/* FD_EPOCH's count now, ~0 when the memo is off (every call misses and
+ * nothing is stored). Read BEFORE the file is read from the table: an
+ * entry must carry a count from before the read, or a close of that fd
+ * (and its bump) between the read and a later count read would leave an
+ * entry of the new count for a file already gone, whose address the next
+ * file opened on that number may take. The helper call of the table read
+ * that follows keeps the compiler from moving this load after it. */
+static __always_inline __u64 memo_count(void)
+{
+	struct fd_epoch *ep = fd_epoch();
+	if (!ep)
+		return ~0ULL; /* never: an array's one entry */
+	return ep->off ? ~0ULL : *(volatile __u64 *)&ep->count;
+}
+
+/* The kind of `file` (not 0), from thread `t`'s memo when it holds it
+ * (`fd`: the number it was found at; `owner`: the task's start_time;
+ * `count`: memo_count() from before `file` was read). The peer is read
+ * in one place for both ways: the verifier walks the socket reads once,
+ * not once per way (half the instructions it checks for this program). */
+static __always_inline __u8 memo_kind(struct thread *t, __u64 owner, __s64 fd, struct file *file,
+				      __u64 count, struct peer *peer)
+{
+	if (t->memo_owner != owner) {
+		for (int i = 0; i < FD_MEMOS; i++)
+			t->memo[i].file_kind = 0;
+		t->memo_owner = owner;
+	}
+	struct fd_memo *m = &t->memo[fd & (FD_MEMOS - 1)];
+	__u64 at = (__u64)file;
+	__u8 kind;
+	if ((m->file_kind & ~7ULL) == at && m->epoch == count) {
+		kind = m->file_kind & 7;
+	} else {
+		kind = file_kind(file, peer, 0);
+		if (kind != FD_NONE && kind != FD_SOCKET && !(at & 7) && count != ~0ULL) {
+			m->file_kind = at | kind;
+			m->epoch = count;
+		}
+	}
+	if (kind == FD_TCP || kind == FD_UDP)
+		socket_file_peer(file, kind, peer);
+	return kind;
+}
+
+/* After a call with SYSINFO_CHANGES_FDS: every entry made before is old. */
+static __always_inline void fds_changed(void)
+{
+	struct fd_epoch *ep = fd_epoch();
+	if (ep)
+		__sync_fetch_and_add(&ep->count, 1);
+}
+
+/* A traced thread with no state: see the memo's comment. */
+static __always_inline void memo_off(void)
+{
+	struct fd_epoch *ep = fd_epoch();
+	if (ep)
+		ep->off = 1;
+}
+/* ---- end of the fd-kind memo */
 
 static __always_inline __u64 read_arg(void *regs, __u32 abi, __u32 i)
 {
@@ -511,8 +665,11 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 		fresh.last_id = ID_NONE;
 		fresh.slot = *run;
 		t = thread_state(task, tid, &fresh);
-		if (!t)
+		if (!t) {
+			if (STAGE >= 3 && fd_memo)
+				memo_off();
 			return 0;
+		}
 		__u32 run_slot = *run;
 		__u64 *first = bpf_map_lookup_elem(&FIRST, &run_slot);
 		if (first && !*first)
@@ -538,6 +695,8 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	t->fd_kind = FD_NONE;
 	t->size = 0;
 	t->peer.family = 0;
+	/* A number with no entry at all may be anything (the memo's comment). */
+	t->changes_fds = info ? info->flags & SYSINFO_CHANGES_FDS : 1;
 	if (STAGE >= 3 && info) {
 		void *regs = (void *)ctx->args[0];
 		__u32 fd_idx = (__u32)info->fd_arg - 1;
@@ -545,7 +704,14 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 			__u64 raw = read_arg(regs, abi, fd_idx);
 			__s64 fd = abi ? (__s64)(__s32)raw : (__s64)raw;
 			struct peer peer = {};
-			t->fd_kind = fd_kind(files, fd, &peer);
+			__u64 count = fd_memo ? memo_count() : ~0ULL;
+			struct file *file = fd_file(files, fd);
+			if (!file)
+				t->fd_kind = FD_NONE;
+			else if (fd_memo)
+				t->fd_kind = memo_kind(t, task->start_time, fd, file, count, &peer);
+			else
+				t->fd_kind = file_kind(file, &peer, 1);
 			/* Socket peers: connect's is the address it names. */
 			if (t->id == connect_id && (t->fd_kind == FD_TCP || t->fd_kind == FD_UDP)) {
 				__u64 ptr = read_arg(regs, abi, 1);
@@ -635,16 +801,24 @@ static __always_inline __u64 bucket_of(__u64 ns)
 
 /* The per-CPU value of `key` in `map`, created from `init` when new
  * (BPF_NOEXIST: another CPU creating it at the same moment must not wipe
- * what this one adds); no room is counted for run `run_slot`. */
-static __always_inline void *slot(void *map, void *key, void *init, __u32 run_slot)
+ * what this one adds); no room is counted for run `run_slot`: as a whole
+ * call lost when `whole` (AGG), by why, else as a part of one. A hash
+ * refuses a new key when full (E2BIG) but also when the kernel's
+ * per-CPU memory allocator has nothing ready (ENOMEM: its refill is
+ * asynchronous, so a burst of new keys in any map can outrun it). */
+static __always_inline void *slot(void *map, void *key, void *init, __u32 run_slot, int whole)
 {
 	void *v = bpf_map_lookup_elem(map, key);
 	if (v)
 		return v;
-	bpf_map_update_elem(map, key, init, BPF_NOEXIST);
+	long err = bpf_map_update_elem(map, key, init, BPF_NOEXIST);
 	v = bpf_map_lookup_elem(map, key);
-	if (!v)
-		count_lost(LOST_MAPS, run_slot);
+	if (!v) {
+		__u32 what = LOST_PARTS;
+		if (whole)
+			what = err == -E2BIG ? LOST_CALLS_FULL : LOST_CALLS_REFUSED;
+		count_lost(what, run_slot);
+	}
 	return v;
 }
 
@@ -679,7 +853,7 @@ static __always_inline void count_peer(struct thread *t, __u32 id, __u32 gen, __
 	k.id = id;
 	k.gen = gen;
 	struct peer_stats zero = {};
-	struct peer_stats *p = slot(&PEERS, &k, &zero, gen >> 1);
+	struct peer_stats *p = slot(&PEERS, &k, &zero, gen >> 1, 0);
 	if (!p)
 		return;
 	p->calls += 1;
@@ -772,7 +946,7 @@ int fold_call(struct agg *a, struct thread *t, __s64 ret, __u64 now, __u32 gen)
 		 * LOST_MAPS), the call is counted. */
 		__u64 tkey = (__u64)t->last_id << 32 | id << 16 | gen;
 		struct trans tzero = {};
-		struct trans *tr = slot(&TRANS, &tkey, &tzero, run_slot);
+		struct trans *tr = slot(&TRANS, &tkey, &tzero, run_slot, 0);
 		if (tr) {
 			tr->count += 1;
 			tr->gap_sum_ns += gap;
@@ -788,7 +962,7 @@ int fold_call(struct agg *a, struct thread *t, __s64 ret, __u64 now, __u32 gen)
 		 * is lost (LOST_MAPS; the collector counts it as errno_other). */
 		__u64 ekey = (__u64)id << 32 | kind << 24 | (__u64)gen << 16 | (__u64)(-ret);
 		__u64 ezero = 0;
-		__u64 *n = slot(&ERRNOS, &ekey, &ezero, run_slot);
+		__u64 *n = slot(&ERRNOS, &ekey, &ezero, run_slot, 0);
 		if (n)
 			*n += 1;
 	} else {
@@ -819,6 +993,9 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	struct thread *t = thread_state(task, tid, 0);
 	if (!t || !t->entry_ns)
 		return 0;
+	/* First, whatever follows: the change is done (the fd-kind memo). */
+	if (STAGE >= 3 && fd_memo && t->changes_fds)
+		fds_changed();
 	/* Loaded before any branch, for the verifier (see on_sys_enter's
 	 * files). */
 	struct signal_struct *sig = task->signal;
@@ -872,14 +1049,14 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 				used->used[u] = 1;
 		}
 		if (!a)
-			count_lost(LOST_MAPS, run_slot);
+			count_lost(LOST_CALLS_FULL, run_slot);
 	} else {
 		__u32 key = id << 16 | kind << 8 | gen;
 		a = bpf_map_lookup_elem(&AGG, &key);
 		if (!a) {
 			struct agg *init = bpf_map_lookup_elem(&ZERO, &zero);
 			if (init)
-				a = slot(&AGG, &key, init, run_slot);
+				a = slot(&AGG, &key, init, run_slot, 1);
 		}
 	}
 	if (!a) {

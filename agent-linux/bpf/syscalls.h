@@ -61,11 +61,16 @@
 #define MAX_SLOTS 64
 
 /** What LOST counts, per run slot (its index: what * MAX_SLOTS + slot):
- * records the full ring could not take; calls the full maps could not
- * hold (AGG: the whole call; TRANS, ERRNOS, PEERS: its transition, errno
- * or peer figures). */
+ * records the full ring could not take; counted calls whose transition,
+ * errno or peer figures found no room in TRANS, ERRNOS or PEERS; whole
+ * calls AGG had no room for, because it was full, or because the kernel
+ * refused the new key with room left (its per-CPU memory allocator had
+ * nothing ready, or the map's bucket was busy). */
 #define LOST_RING 0
-#define LOST_MAPS 1
+#define LOST_PARTS 1
+#define LOST_CALLS_FULL 2
+#define LOST_CALLS_REFUSED 3
+#define LOST_KINDS 4
 
 /** A TCP or UDP socket's remote end (family 0: none). */
 struct peer {
@@ -120,12 +125,32 @@ struct event {
 	struct peer peer;
 };
 
+/** `struct sysinfo`'s flags: the call may change which file an fd number
+ * names in some file table (close, close_range, dup2, dup3, execve,
+ * execveat, io_uring_enter, ioctl, numbers with no name): the fd-kind
+ * memo is invalidated when it returns (see FD_EPOCH in syscalls.bpf.c). */
+#define SYSINFO_CHANGES_FDS 1
+
 /** Per ABI (0 native, 1 compat) and syscall number, from agent-core and
  * agent-linux's fd roles (set by the loader). */
 struct sysinfo {
 	__u16 id;      /* agent_core::SyscallId */
 	__u8 fd_arg;   /* 1 + the index of the fd argument, 0 none */
 	__u8 size_arg; /* 1 + the index of the size argument, 0 none */
+	__u8 flags;    /* SYSINFO_* */
+	__u8 pad;
+};
+
+/** The fd-kind memo's entries per thread (a power of two): direct-mapped
+ * by fd number. */
+#define FD_MEMOS 8
+
+/** One fd kind a thread read (see the fd-kind memo in syscalls.bpf.c). */
+struct fd_memo {
+	/* The struct file's address (at least 8-byte aligned) | its kind in
+	 * the low 3 bits; 0: empty. */
+	__u64 file_kind;
+	__u64 epoch; /* FD_EPOCH's count when it was read */
 };
 
 /** A THREADS value: a thread's call in flight and its previous call. */
@@ -138,8 +163,14 @@ struct thread {
 	__u8 fd_kind;
 	__u8 compat;        /* made through the compat ABI */
 	__u8 slot;          /* the run's slot */
-	__u8 pad;
+	__u8 changes_fds;   /* the call in flight has SYSINFO_CHANGES_FDS */
 	struct peer peer;   /* the call in flight's socket peer */
+	__u8 pad[4];
+	/* The fd-kind memo: whose it is (the task's start_time: a THREADS
+	 * entry left by an earlier life of this tid is not this thread's),
+	 * and the kinds. */
+	__u64 memo_owner;
+	struct fd_memo memo[FD_MEMOS];
 };
 
 /** What agent_core::KeyStats holds, for one CPU: an AGG value. */

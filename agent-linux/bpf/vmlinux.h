@@ -107,6 +107,7 @@ struct task_struct {
 	int pid;
 	int tgid;
 	int exit_code;
+	__u64 start_time;
 	struct files_struct *files;
 	struct signal_struct *signal;
 	struct sigpending pending;

@@ -118,7 +118,10 @@ mod stages {
                 break 128 + s;
             }
         };
-        eprintln!("ebpf_stages: records={records} lost={}", probe.lost());
+        eprintln!(
+            "ebpf_stages: records={records} lost={}",
+            probe.losses().lost
+        );
         if cost {
             for (name, runs, time) in probe.run_stats() {
                 let mean = time.as_nanos() as f64 / runs.max(1) as f64;

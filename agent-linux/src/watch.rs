@@ -506,6 +506,11 @@ impl Watcher<'_> {
         // the run began with) leaves its light run to be traced fully.
         if self.light.open() > 0 && self.light.adopt(pid) {
             let program = process_program(pid);
+            // A root's exec names the program the run is of now: a
+            // 40 ms `wget` behind `ip netns exec` ends before the next
+            // sample, and its record would say `ip` (another program's
+            // runs to the service's detector).
+            self.light.set_program(pid, &program);
             if !(self
                 .directed
                 .would_claim(&program, &cmdline, crate::engine::unix_now_ns())

@@ -43,8 +43,8 @@ mod slots {
         pub skipped: u64,
         /// Where each skipped run is counted for the next summary.
         shedding: Rc<Shedding>,
-        /// Records lost and calls not counted, as last said.
-        said: (u64, u64),
+        /// Records lost, calls not counted and calls counted in part, as last said.
+        said: (u64, u64, u64),
     }
 
     impl Slots {
@@ -53,7 +53,7 @@ mod slots {
                 runner,
                 skipped: 0,
                 shedding,
-                said: (0, 0),
+                said: (0, 0, 0),
             }
         }
 
@@ -96,12 +96,13 @@ mod slots {
                 _ => session.detached = true,
             }
             let stats = self.runner.stats();
-            if (stats.lost, stats.uncounted) != self.said {
+            let said = (stats.lost, stats.uncounted, stats.partial);
+            if said != self.said {
                 eprintln!(
-                    "edge-agent: the BPF program lost {} task records and left {} calls uncounted so far (full ring or maps); the runs traced meanwhile miss them",
-                    stats.lost, stats.uncounted
+                    "edge-agent: the BPF program lost {} task records, left {} calls uncounted so far and {} counted without their transition, errno or peer figures (a full ring or map, or no per-CPU memory ready); the runs traced meanwhile miss them",
+                    stats.lost, stats.uncounted, stats.partial
                 );
-                self.said = (stats.lost, stats.uncounted);
+                self.said = said;
             }
             let mut summary = crate::trace::summarize(&session);
             add_loss_facts(&mut summary, losses);

@@ -428,6 +428,30 @@ fn calls_that_wait_by_nature_are_no_hang() {
 }
 
 #[test]
+fn a_call_stalled_a_moment_in_training_is_no_wait_by_nature() {
+    // Client 0's write stalled across training windows 31 and 32 (a call
+    // behind a TCP retransmission under packet loss): not a wait of its
+    // program, so the same call stuck on the stopped server from window
+    // 85 is still a hang. Across 5 training windows it is one.
+    let stalled = |windows: std::ops::Range<u64>| {
+        move |server: bool, d: usize, w: u64, s: &mut Summary| {
+            if !server && d == 0 && windows.contains(&w) {
+                let start = servers().window_start(windows.start - 1) + 500_000_000;
+                add_in_flight(s, 7, "write", FdKind::File, start);
+            }
+            hung(server, d, w, s, 85)
+        }
+    };
+    let d = diagnose(&stalled(31..33));
+    assert_eq!(
+        found(&d),
+        vec![(true, 3, Method::Hang, "hang", "write".to_string())]
+    );
+    let d = diagnose(&stalled(31..36));
+    assert_eq!(found(&d), vec![]);
+}
+
+#[test]
 fn hang_names_the_server_whose_socket_went_unanswered_at_the_clients() {
     // Every server keeps making calls (a hung thread, not a stopped
     // process), but at the clients the last call on server 2's socket is

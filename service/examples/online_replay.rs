@@ -12,6 +12,7 @@
 //! line, received at the tick), so `scripts/lib/fleet/online_score.py
 //! --alerts FILE` scores the replay as it scores the run: a rule changed
 //! in the analysis is measured against the run's phases without the fleet.
+//! `STRONG_K=K` sets `--peers-online-strong-k` (4 turns the burst rule off).
 
 use std::io::Write;
 use std::time::Duration;
@@ -51,6 +52,10 @@ fn main() -> anyhow::Result<()> {
         baseline: secs(1, 300)?,
         close_after: secs(2, 5)?,
         hang_after: secs(3, 30)?,
+        strong_k: match std::env::var("STRONG_K") {
+            Ok(k) => k.parse().context("STRONG_K")?,
+            Err(_) => OnlineOptions::default().strong_k,
+        },
         ..OnlineOptions::default()
     };
     options.check()?;

@@ -21,7 +21,7 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tracer_support::*;
@@ -100,16 +100,6 @@ fn unique(what: &str) -> String {
         .unwrap()
         .as_nanos();
     format!("{what}-{}-{nanos}", std::process::id())
-}
-
-/// Kills `child` when dropped (it may have refused to end).
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Waits until `pid`'s command line is `argv` (its exec is done).

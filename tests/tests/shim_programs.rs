@@ -18,15 +18,6 @@ use tracer_support::*;
 const GROUP: &str = "shimmed";
 const TOKEN: &str = "tok-shim-programs";
 
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn free_addr() -> SocketAddr {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -815,3 +815,153 @@ fn the_default_backend_is_auto_and_says_which() {
         "edge-agent: backend ptrace (--only needs ptrace's seccomp prefilter)"
     );
 }
+
+/// fd 3 names one file after another, each read with `read`: a file, then
+/// (closed) a Unix socket, then (dup2 onto it) a pipe, then a second
+/// thread's reads before and after the main thread puts a Unix socket
+/// there, then a file opened O_CLOEXEC, and after the exec that closes it
+/// a Unix socket again. A UDP socket connected to one port, then another,
+/// writes to each. Reads on fd 3 by kind: file 3 + 2 + 1, Unix 5 + 4 +
+/// 11, pipe 7; UDP writes: 3 to the first port, 5 to the second. Static:
+/// no loader reads. Exits 3 when an fd is not where it should be.
+const FD_REUSE: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+static char b[8];
+static pthread_barrier_t bar;
+static void must(int ok) { if (!ok) _exit(3); }
+static void unix_reads(int n) {
+  int s[2];
+  must(socketpair(AF_UNIX, SOCK_STREAM, 0, s) == 0 && s[0] == 3);
+  for (int i = 0; i < n; i++) { write(s[1], "x", 1); read(3, b, 1); }
+  close(s[1]);
+}
+static void *reader(void *arg) {
+  for (int i = 0; i < 2; i++) read(3, b, 1);
+  pthread_barrier_wait(&bar);
+  pthread_barrier_wait(&bar);
+  for (int i = 0; i < 4; i++) read(3, b, 1);
+  return 0;
+}
+static int udp_to(void) {
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t al = sizeof a;
+  int u = socket(AF_INET, SOCK_DGRAM, 0);
+  bind(u, (struct sockaddr *)&a, sizeof a);
+  getsockname(u, (struct sockaddr *)&a, &al);
+  return ntohs(a.sin_port);
+}
+int main(int argc, char **argv) {
+  if (argc > 1) {
+    unix_reads(11);
+    close(3);
+  /* UDP: the peer changes under one fd, its kind does not. */
+  int port_a = udp_to(), port_b = udp_to();
+  int u = socket(AF_INET, SOCK_DGRAM, 0);
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port_a);
+  connect(u, (struct sockaddr *)&a, sizeof a);
+  for (int i = 0; i < 3; i++) write(u, "x", 1);
+  a.sin_port = htons(port_b);
+  connect(u, (struct sockaddr *)&a, sizeof a);
+  for (int i = 0; i < 5; i++) write(u, "x", 1);
+  dprintf(2, "%d %d\n", port_a, port_b);
+    return 0;
+  }
+  must(open("/proc/self/exe", O_RDONLY) == 3);
+  for (int i = 0; i < 3; i++) read(3, b, 1);
+  close(3);
+  unix_reads(5);
+  int p[2];
+  must(pipe(p) == 0);
+  must(dup2(p[0], 3) == 3);
+  for (int i = 0; i < 7; i++) { write(p[1], "x", 1); read(3, b, 1); }
+  close(3); close(p[0]); close(p[1]);
+  must(open("/proc/self/exe", O_RDONLY) == 3);
+  pthread_t t;
+  pthread_barrier_init(&bar, 0, 2);
+  pthread_create(&t, 0, reader, 0);
+  pthread_barrier_wait(&bar);
+  close(3);
+  int s[2];
+  must(socketpair(AF_UNIX, SOCK_STREAM, 0, s) == 0 && s[0] == 3);
+  write(s[1], "xxxx", 4);
+  pthread_barrier_wait(&bar);
+  pthread_join(t, 0);
+  close(3); close(s[1]);
+  must(open("/proc/self/exe", O_RDONLY | O_CLOEXEC) == 3);
+  read(3, b, 1);
+  execl("/proc/self/exe", argv[0], "after", (char *)0);
+  return 4;
+}
+"#;
+
+/// The kernel remembers each thread's fd kinds (the fd-kind memo,
+/// `EDGE_AGENT_EBPF_FD_MEMO=memo`, the default) and must never file a call
+/// under the kind of a file the fd named before: a new file on the same
+/// number after close, dup2 onto it, another thread's change, an exec's
+/// O_CLOEXEC close; nor under an old peer of a UDP socket. The same
+/// figures with every kind read from the file table (`table`).
+#[test]
+fn ebpf_fd_kinds_follow_a_reused_fd_number() {
+    if !ebpf_available("ebpf_fd_kinds_follow_a_reused_fd_number") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_c_static(dir.path(), "fd_reuse", FD_REUSE);
+    for mode in ["memo", "table"] {
+        let (out, s) = agent_run_env(
+            dir.path(),
+            &[("EDGE_AGENT_EBPF_FD_MEMO", mode)],
+            &["--backend", "ebpf", "--stats"],
+            &[exe.to_str().unwrap()],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{mode}: {err}");
+        assert!(err.contains(&format!("fd_kinds={mode}")), "{mode}: {err}");
+        let count = |kind| {
+            s.get(agent_core::Key {
+                id: agent_core::SyscallId::from_name("read").unwrap(),
+                fd_kind: kind,
+            })
+            .map_or(0, |e| e.count)
+        };
+        use agent_core::FdKind;
+        assert_eq!(
+            [FdKind::File, FdKind::Unix, FdKind::Pipe].map(count),
+            [3 + 2 + 1, 5 + 4 + 11, 7],
+            "{mode}: reads on fd 3 of a file, a Unix socket, a pipe"
+        );
+        let ports: Vec<u16> = err
+            .lines()
+            .find_map(|l| {
+                let v: Vec<u16> = l.split(' ').filter_map(|w| w.parse().ok()).collect();
+                (v.len() == 2).then_some(v)
+            })
+            .unwrap_or_else(|| panic!("{mode}: no ports printed: {err}"));
+        for (port, writes) in [(ports[0], 3), (ports[1], 5)] {
+            let addr = agent_core::PeerAddr {
+                transport: FdKind::Udp,
+                ip: agent_core::PeerIp::V4([127, 0, 0, 1]),
+                port,
+            };
+            let peer = s.peers.list.iter().find(|p| p.addr == addr);
+            assert_eq!(
+                peer.map(|p| p.bytes),
+                Some(writes),
+                "{mode}: bytes written to port {port}: {:?}",
+                s.peers
+            );
+        }
+    }
+}

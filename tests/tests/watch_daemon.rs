@@ -9,12 +9,12 @@ mod tracer_support;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_core::{DeviceId, Exit, Summary};
+use agent_core::{DeviceId, Exit};
 use tracer_support::*;
 
 /// A loopback server: answers `pong` to each connection's first read.
@@ -70,17 +70,6 @@ fn assert_serves(port: u16, when: &str) {
             other if Instant::now() > deadline => panic!("{when}: the server answers {other:?}"),
             _ => std::thread::sleep(Duration::from_millis(20)),
         }
-    }
-}
-
-/// A child process killed when the test ends, failed or not: a failed
-/// test must not leave a watcher or a server behind.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 
@@ -144,17 +133,6 @@ fn sh_with_arg0(script: &str, arg0: &str) {
     assert!(st.success());
 }
 
-fn summaries(dir: &Path) -> Vec<Summary> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| d.map(|e| e.unwrap().path()).collect())
-        .unwrap_or_default();
-    paths.sort();
-    paths
-        .iter()
-        .map(|p| Summary::decode(&std::fs::read(p).unwrap()).unwrap())
-        .collect()
-}
-
 fn device_id(file: &Path) -> DeviceId {
     let text = std::fs::read_to_string(file).unwrap();
     text.trim_end().parse().unwrap()
@@ -190,7 +168,7 @@ fn a_watched_server_is_traced_across_restarts_and_serves_on_after_sigterm_and_ki
     assert!(st.success(), "{st:?}: {}", lines.text());
     assert_eq!(tracer_of(server.id()), Some(0), "detached");
     assert_serves(port, "after the agent's SIGTERM");
-    let done = summaries(&out);
+    let done = read_summaries(&out);
     assert_eq!(done.len(), 2, "one per server process: {}", lines.text());
     let exits: Vec<Exit> = done.iter().map(|s| s.run.exit).collect();
     assert!(exits.contains(&Exit::Signal(libc::SIGKILL)), "{exits:?}");
@@ -313,7 +291,7 @@ fn the_services_match_replaces_the_command_lines_while_set() {
     assert!(st.success(), "{st:?}: {}", lines.text());
     // Told apart by how long they ran: the steered one 0.5 s, the given
     // one 1.5 s; the second steered one is not traced.
-    let mut seconds: Vec<f64> = summaries(&out)
+    let mut seconds: Vec<f64> = read_summaries(&out)
         .iter()
         .map(|s| s.run.duration_ns as f64 / 1e9)
         .collect();

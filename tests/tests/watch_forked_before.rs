@@ -9,21 +9,11 @@
 
 mod tracer_support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use agent_core::Summary;
 use tracer_support::*;
-
-/// Kills the watch if a test fails before stopping it.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Starts `sh -c SCRIPT MARKER`, whose subshell waits for `flag`, then
 /// runs two `cat`s; waits until the subshell exists; then watches with
@@ -61,7 +51,7 @@ fn watch_a_shell_that_forked_before(backend: &str) -> (Vec<Summary>, String) {
         .spawn()
         .unwrap();
     let lines = Lines::collect(watch.stderr.take().unwrap());
-    let mut watch = Killed(watch);
+    let watch = Killed(watch);
     lines.wait_for("edge-agent: watching for", 30);
 
     std::fs::write(&flag, "").unwrap();
@@ -75,15 +65,7 @@ fn watch_a_shell_that_forked_before(backend: &str) -> (Vec<Summary>, String) {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(300));
-    agent_linux::sys::kill(watch.0.id() as i32, libc::SIGTERM).unwrap();
-    let st = wait_timeout(&mut watch.0, 30);
-    assert!(st.success(), "{st:?}: {}", lines.text());
-    let summaries = std::fs::read_dir(&out)
-        .map(|d| {
-            d.map(|e| Summary::decode(&std::fs::read(e.unwrap().path()).unwrap()).unwrap())
-                .collect()
-        })
-        .unwrap_or_default();
+    let summaries = stop_watch(watch, &lines, &out);
     (summaries, lines.text())
 }
 

@@ -11,23 +11,13 @@ mod tracer_support;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use agent_core::{Exit, Kind, Summary};
 use tracer_support::*;
-
-/// A child process killed when the test ends, failed or not.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn start_light_watch(marker: &str, dir: &Path, extra: &[&str]) -> (Killed, Lines) {
     let mut child = Command::new(agent())
@@ -46,18 +36,8 @@ fn start_light_watch(marker: &str, dir: &Path, extra: &[&str]) -> (Killed, Lines
 }
 
 /// Stops the agent with SIGTERM and returns the summaries it wrote.
-fn stop(mut watch: Killed, lines: &Lines, dir: &Path) -> Vec<Summary> {
-    agent_linux::sys::kill(watch.0.id() as i32, libc::SIGTERM).unwrap();
-    let st = wait_timeout(&mut watch.0, 30);
-    assert!(st.success(), "{st:?}: {}", lines.text());
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir.join("out"))
-        .map(|d| d.map(|e| e.unwrap().path()).collect())
-        .unwrap_or_default();
-    paths.sort();
-    paths
-        .iter()
-        .map(|p| Summary::decode(&std::fs::read(p).unwrap()).unwrap())
-        .collect()
+fn stop(watch: Killed, lines: &Lines, dir: &Path) -> Vec<Summary> {
+    stop_watch(watch, lines, &dir.join("out"))
 }
 
 fn unix_now_ns() -> u64 {
@@ -215,12 +195,10 @@ fn a_run_met_by_a_scan_before_its_exec_is_watched_after_it() {
     assert_eq!(records[0].run.exit, Exit::Code(7), "{}", lines.text());
 }
 
-#[test]
-fn with_the_connector_light_records_know_every_exit_even_when_reaped_at_once() {
-    let test = "with_the_connector_light_records_know_every_exit_even_when_reaped_at_once";
-    let dir = tempfile::tempdir().unwrap();
-    let _ = agent();
-    let marker = format!("edge-light-events-{}", std::process::id());
+/// `watch --light --discover connector --match MARKER` writing into
+/// `dir`, once it watches; `None` (the test skipped, said under `test`'s
+/// name) where the process-events connector cannot be had.
+fn start_connector_light_watch(test: &str, marker: &str, dir: &Path) -> Option<(Killed, Lines)> {
     let mut child = Command::new(agent())
         .args([
             "watch",
@@ -228,12 +206,12 @@ fn with_the_connector_light_records_know_every_exit_even_when_reaped_at_once() {
             "--discover",
             "connector",
             "--match",
-            &marker,
+            marker,
         ])
         .arg("--out-dir")
-        .arg(dir.path().join("out"))
+        .arg(dir.join("out"))
         .arg("--device-id-file")
-        .arg(dir.path().join("device-id"))
+        .arg(dir.join("device-id"))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -242,15 +220,59 @@ fn with_the_connector_light_records_know_every_exit_even_when_reaped_at_once() {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !lines.text().contains("watching for") {
         if let Some(st) = child.try_wait().unwrap() {
-            return edge_tests::skip(
+            edge_tests::skip(
                 test,
                 &format!("no process-events connector here ({st}): {}", lines.text()),
             );
+            return None;
         }
         assert!(Instant::now() < deadline, "{}", lines.text());
         std::thread::sleep(Duration::from_millis(20));
     }
-    let watch = Killed(child);
+    Some((Killed(child), lines))
+}
+
+/// A run's root that execs into its program (`ip netns exec NS wget`,
+/// `env VAR=.. prog`) is a run of that program, even when the program ends
+/// before the next sample: the exec event itself names it. Each run here
+/// lives 30 ms after its exec (a sample every 100 ms would name `env` for
+/// most), then stays a zombie until reaped, so the exec event is taken
+/// while the process can still be read, however loaded the machine.
+#[test]
+fn with_the_connector_a_root_that_execs_names_the_program_it_became() {
+    let test = "with_the_connector_a_root_that_execs_names_the_program_it_became";
+    let dir = tempfile::tempdir().unwrap();
+    let _ = agent();
+    let marker = format!("edge-light-exec-{}", std::process::id());
+    let Some((watch, lines)) = start_connector_light_watch(test, &marker, dir.path()) else {
+        return;
+    };
+    const RUNS: usize = 6;
+    for _ in 0..RUNS {
+        let mut run = Command::new("env")
+            .arg(format!("EDGE_MARK={marker}"))
+            .args(["sleep", "0.03"])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(600));
+        assert!(run.wait().unwrap().success());
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let records = stop(watch, &lines, dir.path());
+    assert_eq!(records.len(), RUNS, "{}", lines.text());
+    let programs: Vec<&str> = records.iter().map(|r| r.facts.program.as_str()).collect();
+    assert_eq!(programs, vec!["sleep"; RUNS], "{}", lines.text());
+}
+
+#[test]
+fn with_the_connector_light_records_know_every_exit_even_when_reaped_at_once() {
+    let test = "with_the_connector_light_records_know_every_exit_even_when_reaped_at_once";
+    let dir = tempfile::tempdir().unwrap();
+    let _ = agent();
+    let marker = format!("edge-light-events-{}", std::process::id());
+    let Some((watch, lines)) = start_connector_light_watch(test, &marker, dir.path()) else {
+        return;
+    };
     // Reaped at once by this test (no zombie for a scan to see), and one
     // shorter than a scan interval.
     let runs = [

@@ -25,7 +25,12 @@ pub const ID_NONE: u32 = 65535;
 pub const BUCKETS: u32 = 26;
 pub const MAX_SLOTS: u32 = 64;
 pub const LOST_RING: u32 = 0;
-pub const LOST_MAPS: u32 = 1;
+pub const LOST_PARTS: u32 = 1;
+pub const LOST_CALLS_FULL: u32 = 2;
+pub const LOST_CALLS_REFUSED: u32 = 3;
+pub const LOST_KINDS: u32 = 4;
+pub const SYSINFO_CHANGES_FDS: u32 = 1;
+pub const FD_MEMOS: u32 = 8;
 pub type __u8 = core::ffi::c_uchar;
 pub type __u16 = core::ffi::c_ushort;
 pub type __u32 = core::ffi::c_uint;
@@ -88,6 +93,15 @@ pub struct sysinfo {
     pub id: __u16,
     pub fd_arg: __u8,
     pub size_arg: __u8,
+    pub flags: __u8,
+    pub pad: __u8,
+}
+#[doc = " One fd kind a thread read (see the fd-kind memo in syscalls.bpf.c)."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct fd_memo {
+    pub file_kind: __u64,
+    pub epoch: __u64,
 }
 #[doc = " A THREADS value: a thread's call in flight and its previous call."]
 #[repr(C)]
@@ -101,8 +115,11 @@ pub struct thread {
     pub fd_kind: __u8,
     pub compat: __u8,
     pub slot: __u8,
-    pub pad: __u8,
+    pub changes_fds: __u8,
     pub peer: peer,
+    pub pad: [__u8; 4usize],
+    pub memo_owner: __u64,
+    pub memo: [fd_memo; 8usize],
 }
 #[doc = " What agent_core::KeyStats holds, for one CPU: an AGG value."]
 #[repr(C)]

@@ -20,7 +20,10 @@ use super::aggregate::{
     TRANS_LEN,
 };
 use super::events::{thread_slot, Pending, Record, THREAD_LEN};
-use super::kernel_types::{DENSE_IDS, FD_KINDS, LOST_MAPS, LOST_RING};
+use super::kernel_types::{
+    DENSE_IDS, FD_KINDS, LOST_CALLS_FULL, LOST_CALLS_REFUSED, LOST_PARTS, LOST_RING,
+    SYSINFO_CHANGES_FDS,
+};
 use super::MAX_SLOTS;
 use crate::arch::{Abi, Native};
 use crate::fd::FdRoles;
@@ -33,11 +36,26 @@ static OBJECT: &[u8] = aya::include_bytes_aligned!("../../bpf/syscalls.bpf.o");
 /// deadlock (`PREALLOC_MAPS` in the C source).
 static OBJECT_PREALLOC: &[u8] = aya::include_bytes_aligned!("../../bpf/syscalls-prealloc.bpf.o");
 
+/// The task-storage map of the threads' state (the object before 6.1 has
+/// none).
+const THREAD_STORE: &str = "THREAD_STORE";
+
+/// Whether the BPF object `object` defines the map `name` (a symbol of
+/// its ELF). An object that does not parse has none: its load then says
+/// what is wrong with it.
+fn has_map(object: &[u8], name: &str) -> bool {
+    use object::{Object, ObjectSymbol};
+    object::File::parse(object)
+        .map(|elf| elf.symbols().any(|s| s.name() == Ok(name)))
+        .unwrap_or(false)
+}
+
 /// Syscall numbers below this have a SYSINFO entry.
 const MAX_NR: u32 = super::kernel_types::MAX_NR;
 
 /// `struct sysinfo` in the C program: the id's two bytes (native order),
-/// then 1 + the fd argument's index and 1 + the size argument's (0: none).
+/// then 1 + the fd argument's index and 1 + the size argument's (0: none),
+/// the flags (`SYSINFO_CHANGES_FDS`) and a pad byte.
 type SysInfo = [u8; core::mem::size_of::<super::kernel_types::sysinfo>()];
 
 /// The raw tracepoints and the programs attached to them.
@@ -133,6 +151,51 @@ impl ThreadStore {
     }
 }
 
+/// The environment variable that chooses how the program finds each
+/// call's fd kind: `memo` (remembered per thread, the fd-kind memo in
+/// `bpf/syscalls.bpf.c`) or `table` (read from the file table at every
+/// call); anything else, or unset, is [`FD_MEMO_DEFAULT`].
+pub const FD_MEMO_ENV: &str = "EDGE_AGENT_EBPF_FD_MEMO";
+
+/// Whether the program remembers fd kinds when [`FD_MEMO_ENV`] does not
+/// say.
+pub const FD_MEMO_DEFAULT: bool = true;
+
+/// Whether the program is to remember fd kinds ([`FD_MEMO_ENV`]).
+pub fn fd_memo_wanted() -> bool {
+    match std::env::var_os(FD_MEMO_ENV) {
+        Some(v) if v == "memo" => true,
+        Some(v) if v == "table" => false,
+        _ => FD_MEMO_DEFAULT,
+    }
+}
+
+/// The syscalls after whose return the program's remembered fd kinds are
+/// not trusted (`SYSINFO_CHANGES_FDS`): those that can take a file out
+/// of an fd table, in the caller's or (seccomp's ADDFD, through ioctl)
+/// another process's: close, close_range, dup2/dup3 onto a number, exec
+/// (O_CLOEXEC fds), io_uring_enter (IORING_OP_CLOSE), ioctl (binder's
+/// deferred close, SECCOMP_IOCTL_NOTIF_ADDFD with SETFD). Numbers with no
+/// name are taken to as well: they may be anything.
+const CHANGES_FDS: &[&str] = &[
+    "close",
+    "close_range",
+    "dup2",
+    "dup3",
+    "execve",
+    "execveat",
+    "io_uring_enter",
+    "ioctl",
+];
+
+/// Whether a return of `id` may have changed which file an fd names.
+fn changes_fds(id: SyscallId) -> bool {
+    match id.name() {
+        Some(name) => id == SyscallId::UNKNOWN || CHANGES_FDS.contains(&name),
+        None => true,
+    }
+}
+
 /// The loaded and attached program with its maps.
 pub struct Probe {
     /// Owns the programs and their links: dropping it detaches them.
@@ -144,6 +207,8 @@ pub struct Probe {
     /// The same per task (ThreadStore::TaskStorage), keyed by a thread
     /// pidfd from user space.
     thread_store: Option<MapData>,
+    /// Whether the program remembers fd kinds per thread.
+    fd_memo: bool,
     events: RingBuf<MapData>,
     lost: PerCpuArray<MapData, u64>,
     agg: PerCpuHashMap<MapData, u32, [u8; AGG_LEN]>,
@@ -252,19 +317,32 @@ impl Probe {
         let task_storage = u8::from(store == ThreadStore::TaskStorage);
         let cpus = aya::util::nr_cpus().map_err(|(_, e)| anyhow!("cannot count the CPUs: {e}"))?;
         let dense_ids = dense_ids(cpus, wanted);
-        let mut ebpf = EbpfLoader::new()
+        let dense_cpus = cpus as u32;
+        // THREADS is preallocated (every entry at creation: 4.5 MB of
+        // kernel memory, and time at each start); where the threads live
+        // in task storage it stays empty, so one entry does.
+        let threads_unused = store == ThreadStore::TaskStorage && has_map(object, THREAD_STORE);
+        let fd_memo = fd_memo_wanted();
+        let fd_memo_global = u8::from(fd_memo);
+        let mut loader = EbpfLoader::new();
+        loader
             // THREAD_STORE: task storage, which aya reads through no type
             // of its own (the raw lookup in sys::bpf_map_lookup).
             .allow_unsupported_maps()
             .set_global("task_storage", &task_storage, true)
+            .set_global("fd_memo", &fd_memo_global, true)
             .set_global("compat_probe", &host::COMPAT_PROBE, true)
             .set_global("arg_off", &host::ARG_OFF, true)
             .set_global("connect_id", &connect_id, true)
             .set_global("dense_ids", &dense_ids, true)
-            .set_global("dense_cpus", &(cpus as u32), true)
-            .set_max_entries("AGG_DENSE", (cpus as u32 * 2 * dense_ids * FD_KINDS).max(1))
+            .set_global("dense_cpus", &dense_cpus, true)
+            .set_max_entries("AGG_DENSE", (dense_cpus * 2 * dense_ids * FD_KINDS).max(1))
             .set_global("SYSINFO", &*sysinfo, true)
-            .set_max_entries("EVENTS", ring_bytes)
+            .set_max_entries("EVENTS", ring_bytes);
+        if threads_unused {
+            loader.set_max_entries("THREADS", 1);
+        }
+        let mut ebpf = loader
             .load(object)
             .context("the kernel refused the BPF program")?;
         fill_sysinfo_high(&mut ebpf, &roles)?;
@@ -281,7 +359,7 @@ impl Probe {
         }
         let traced = HashMap::try_from(take_map(&mut ebpf, "TRACED")?)?;
         let threads = HashMap::try_from(take_map(&mut ebpf, "THREADS")?)?;
-        let thread_store = match (store, ebpf.take_map("THREAD_STORE")) {
+        let thread_store = match (store, ebpf.take_map(THREAD_STORE)) {
             (ThreadStore::TaskStorage, Some(aya::maps::Map::Unsupported(map))) => Some(map),
             _ => None,
         };
@@ -300,11 +378,12 @@ impl Probe {
             traced,
             threads,
             thread_store,
+            fd_memo,
             events,
             lost,
             agg,
             agg_dense,
-            dense_cpus: cpus as u32,
+            dense_cpus,
             used,
             dense_ids,
             errnos,
@@ -612,6 +691,11 @@ impl Probe {
         }
     }
 
+    /// Whether the program remembers fd kinds per thread ([`FD_MEMO_ENV`]).
+    pub fn fd_memo(&self) -> bool {
+        self.fd_memo
+    }
+
     /// Hands every call of run `slot` in flight now to `each` (tid,
     /// call). The kernel changes the state while it is read: a call that
     /// ends meanwhile may be left out.
@@ -650,18 +734,17 @@ impl Probe {
         }
     }
 
-    /// Records the kernel could not put in the full ring buffer, summed
-    /// over CPUs and runs.
-    pub fn lost(&self) -> u64 {
-        (0..MAX_SLOTS).map(|slot| self.losses_in(slot).lost).sum()
-    }
-
-    /// Calls the kernel could not count because its aggregate maps were
-    /// full, summed over CPUs and runs.
-    pub fn uncounted(&self) -> u64 {
-        (0..MAX_SLOTS)
-            .map(|slot| self.losses_in(slot).uncounted)
-            .sum()
+    /// What the kernel lost so far, summed over CPUs and runs.
+    pub fn losses(&self) -> Losses {
+        (0..MAX_SLOTS).fold(Losses::default(), |sum, slot| {
+            let l = self.losses_in(slot);
+            Losses {
+                lost: sum.lost.saturating_add(l.lost),
+                uncounted: sum.uncounted.saturating_add(l.uncounted),
+                refused: sum.refused.saturating_add(l.refused),
+                partial: sum.partial.saturating_add(l.partial),
+            }
+        })
     }
 
     /// What the kernel lost of the runs in slot `slot` so far (every run
@@ -674,22 +757,33 @@ impl Probe {
                 .map(|per_cpu| per_cpu.iter().fold(0u64, |a, n| a.saturating_add(*n)))
                 .unwrap_or(0)
         };
+        let refused = counter(LOST_CALLS_REFUSED);
         Losses {
             lost: counter(LOST_RING),
-            uncounted: counter(LOST_MAPS),
+            uncounted: counter(LOST_CALLS_FULL).saturating_add(refused),
+            refused,
+            partial: counter(LOST_PARTS),
         }
     }
 }
 
 /// What the kernel could not keep of a run: records (the ring buffer was
-/// full) and calls or parts of calls (its aggregate maps were).
+/// full), whole calls (AGG had no room) and parts of counted calls
+/// (TRANS, ERRNOS or PEERS had none).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Losses {
     /// Task records the full ring buffer could not take.
     pub lost: u64,
-    /// Calls not counted, or counted without their transition, errno or
-    /// peer figures (full AGG; TRANS, ERRNOS or PEERS).
+    /// Calls not counted at all: AGG was full, or the kernel refused it
+    /// a new key (`refused`).
     pub uncounted: u64,
+    /// Of `uncounted`, the calls whose new key the kernel refused with
+    /// room left (its per-CPU memory allocator had nothing ready, or the
+    /// map's bucket was busy): a passing shortage, not a sign the maps
+    /// are too small.
+    pub refused: u64,
+    /// Calls counted without their transition, errno or peer figures.
+    pub partial: u64,
 }
 
 impl Losses {
@@ -698,6 +792,8 @@ impl Losses {
         Losses {
             lost: self.lost.saturating_sub(earlier.lost),
             uncounted: self.uncounted.saturating_sub(earlier.uncounted),
+            refused: self.refused.saturating_sub(earlier.refused),
+            partial: self.partial.saturating_sub(earlier.partial),
         }
     }
 }
@@ -745,7 +841,7 @@ fn allocates_safely(release: &str) -> bool {
 /// and the collector applies the same limit when merging (numbers at or
 /// above `MAX_NR` with no name stay `<unknown>`).
 fn sysinfo_table(roles: &FdRoles) -> Box<[SysInfo; 2 * MAX_NR as usize]> {
-    let mut table = Box::new([[0u8; 4]; 2 * MAX_NR as usize]);
+    let mut table = Box::new([[0u8; core::mem::size_of::<SysInfo>()]; 2 * MAX_NR as usize]);
     for (abi, arch) in abis().iter().take(2).enumerate() {
         for nr in 0..MAX_NR {
             table[(abi as u32 * MAX_NR + nr) as usize] =
@@ -759,11 +855,18 @@ fn sysinfo_table(roles: &FdRoles) -> Box<[SysInfo; 2 * MAX_NR as usize]> {
 fn sysinfo(roles: &FdRoles, id: SyscallId) -> SysInfo {
     let plus_one = |i: Option<usize>| i.map_or(0, |i| i as u8 + 1);
     let [lo, hi] = id.0.to_ne_bytes();
+    let flags = if changes_fds(id) {
+        SYSINFO_CHANGES_FDS as u8
+    } else {
+        0
+    };
     [
         lo,
         hi,
         plus_one(roles.get(id).fd_arg()),
         plus_one(id.size_arg()),
+        flags,
+        0,
     ]
 }
 
@@ -816,6 +919,32 @@ mod tests {
         }
         assert_eq!(id(470).name(), Some("listns"));
         assert_eq!(id(0x1f0).to_string(), "syscall_0x1f0");
+    }
+
+    /// SYSINFO marks the calls after whose return the kernel's
+    /// remembered fd kinds are not trusted (the fd-kind memo): those that
+    /// can take a file out of a table, and numbers with no name; not
+    /// calls that only use fds or install them at a free number.
+    #[test]
+    fn sysinfo_marks_the_calls_that_change_fd_tables() {
+        use agent_core::SyscallId;
+        let table = super::sysinfo_table(&crate::fd::FdRoles::new());
+        let native = super::abis()[0];
+        let marked = |nr: u32| table[nr as usize][4] & super::SYSINFO_CHANGES_FDS as u8 != 0;
+        let nr = |name: &str| SyscallId::from_name(name).and_then(|id| id.to_raw(native));
+        for name in super::CHANGES_FDS {
+            // dup2 is not an aarch64 syscall.
+            if let Some(nr) = nr(name) {
+                assert!(marked(nr), "{name}");
+            }
+        }
+        assert!(nr("close").is_some_and(marked));
+        for name in [
+            "read", "write", "openat", "socket", "dup", "fcntl", "connect",
+        ] {
+            assert!(!marked(nr(name).unwrap()), "{name}");
+        }
+        assert!(marked(0x3ff), "a number with no name");
     }
 
     /// Both objects load here (where the test may load BPF programs), and
@@ -897,10 +1026,19 @@ mod tests {
         }
     }
 
+    /// Only the object for 6.1 and later has the task-storage map.
+    #[test]
+    fn the_task_storage_map_is_found_in_the_object_that_has_it() {
+        assert!(super::has_map(OBJECT, super::THREAD_STORE));
+        assert!(super::has_map(OBJECT, "THREADS"));
+        assert!(!super::has_map(OBJECT_PREALLOC, super::THREAD_STORE));
+        assert!(!super::has_map(b"not an ELF", "THREADS"));
+    }
+
     /// Either store hands back the calls in flight, a thread's other than
     /// the leader's included (task storage: looked up by a pidfd of the
     /// thread), and the object before 6.1 keeps the hash whatever is
-    /// asked.
+    /// asked; the hash has room only where it is used.
     #[test]
     fn calls_in_flight_read_back_from_either_thread_store() {
         if let Err(why) = precheck() {
@@ -917,6 +1055,9 @@ mod tests {
         for (object, asked, kept) in stores {
             let mut probe = Probe::load_with(object, 1 << 16, asked).unwrap();
             assert_eq!(probe.thread_store(), kept);
+            // The unused hash holds one entry, the used one its size.
+            let threads = probe.threads.map().info().unwrap().max_entries();
+            assert_eq!(threads == 1, kept == ThreadStore::TaskStorage, "{threads}");
             let me = std::process::id();
             probe.trace(me, 0).unwrap();
             let (tx, rx) = std::sync::mpsc::channel();

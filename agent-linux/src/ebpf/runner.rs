@@ -39,9 +39,10 @@ pub struct RunnerStats {
     pub syscalls: u64,
     /// Records the kernel dropped because the ring buffer was full.
     pub lost: u64,
-    /// Calls the kernel could not count because its aggregate maps were
-    /// full.
+    /// Calls the kernel could not count (AGG full, or a new key refused).
     pub uncounted: u64,
+    /// Calls counted without their transition, errno or peer figures.
+    pub partial: u64,
     /// Records or aggregate entries that could not be read (object and
     /// reader disagree).
     pub unreadable: u64,
@@ -53,6 +54,9 @@ pub struct RunnerStats {
     /// Whether run slot 0's aggregates are in the dense array
     /// (else in the AGG hash).
     pub dense: bool,
+    /// Whether the kernel remembers fd kinds per thread (else reads each
+    /// from the file table).
+    pub fd_memo: bool,
 }
 
 /// One run the kernel counts in a slot of its own: its session and where
@@ -137,6 +141,7 @@ impl Runner {
         let stats = RunnerStats {
             task_storage: probe.thread_store() == ThreadStore::TaskStorage,
             dense: probe.dense(),
+            fd_memo: probe.fd_memo(),
             ..RunnerStats::default()
         };
         Runner {
@@ -579,8 +584,7 @@ impl Runner {
             }
             run.session.in_flight_at_end = flying;
         }
-        self.stats.lost = self.probe.lost();
-        self.stats.uncounted = self.probe.uncounted();
+        self.note_losses();
         Some(Finished {
             session: run.session,
             root_end: run.root_end,
@@ -645,9 +649,16 @@ impl Runner {
                 },
             ));
         }
-        self.stats.lost = self.probe.lost();
-        self.stats.uncounted = self.probe.uncounted();
+        self.note_losses();
         done
+    }
+
+    /// Copies the kernel's loss counters into the stats.
+    fn note_losses(&mut self) {
+        let losses = self.probe.losses();
+        self.stats.lost = losses.lost;
+        self.stats.uncounted = losses.uncounted;
+        self.stats.partial = losses.partial;
     }
 
     /// The backend's counters so far (lost and uncounted as of the last
@@ -740,28 +751,53 @@ pub fn summarize(session: &Session, losses: Losses) -> Summary {
             losses.lost
         );
     }
-    if losses.uncounted > 0 {
-        eprintln!(
-            "edge-agent: {} syscalls not counted (the BPF aggregate maps were full); the summary misses them",
-            losses.uncounted
-        );
+    if let Some(said) = uncounted_said(losses) {
+        eprintln!("edge-agent: {said}; the summary misses what was not counted");
     }
     summary
 }
 
+/// What the calls lost of `losses` were, and why, for a person (None
+/// when no call was lost whole or in part).
+pub fn uncounted_said(losses: Losses) -> Option<String> {
+    let said: Vec<String> = [
+        (
+            losses.uncounted.saturating_sub(losses.refused),
+            "syscalls not counted (the BPF aggregate map was full)",
+        ),
+        (
+            losses.refused,
+            "syscalls not counted (the kernel refused a new key with room left: no per-CPU memory ready, or the map busy)",
+        ),
+        (
+            losses.partial,
+            "syscalls counted without their transition, errno or peer figures (a full BPF map, or no per-CPU memory ready)",
+        ),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect();
+    (!said.is_empty()).then(|| said.join("; "))
+}
+
 /// Adds what the kernel lost of a run to its summary, when anything: the
-/// fact `ebpf.lost` (task records) and `ebpf.uncounted` (calls, or their
-/// transitions, errnos or peer figures). The summary format has no field
-/// for them: its `overflow` record counts table overflows, which are
-/// still counted events, while these are missing ones.
+/// facts `ebpf.lost` (task records), `ebpf.uncounted` (calls not counted
+/// at all), `ebpf.uncounted_refused` (of those, the ones whose new key the
+/// kernel refused with room left) and `ebpf.partial` (calls counted
+/// without their transition, errno or peer figures). The summary format
+/// has no field for them: its `overflow` record counts table overflows,
+/// which are still counted events, while these are missing ones.
 pub fn add_loss_facts(summary: &mut Summary, losses: Losses) {
-    if losses.lost > 0 {
-        let _ = summary.facts.add("ebpf.lost", &losses.lost.to_string());
-    }
-    if losses.uncounted > 0 {
-        let _ = summary
-            .facts
-            .add("ebpf.uncounted", &losses.uncounted.to_string());
+    for (fact, n) in [
+        ("ebpf.lost", losses.lost),
+        ("ebpf.uncounted", losses.uncounted),
+        ("ebpf.uncounted_refused", losses.refused),
+        ("ebpf.partial", losses.partial),
+    ] {
+        if n > 0 {
+            let _ = summary.facts.add(fact, &n.to_string());
+        }
     }
 }
 
@@ -938,10 +974,45 @@ pub fn attach(
 
 #[cfg(test)]
 mod tests {
-    use super::{liveness, Liveness, Runner};
-    use crate::ebpf::loader::{precheck, Probe};
+    use super::{add_loss_facts, liveness, uncounted_said, Liveness, Runner};
+    use crate::ebpf::loader::{precheck, Losses, Probe};
     use crate::engine::Session;
     use crate::sys::Tid;
+
+    /// Calls lost to a full map and those refused with room left are told
+    /// apart, in the words and in the summary's facts; no loss, no words.
+    #[test]
+    fn losses_say_why_calls_went_uncounted() {
+        assert_eq!(uncounted_said(Losses::default()), None);
+        let losses = Losses {
+            lost: 0,
+            uncounted: 5,
+            refused: 3,
+            partial: 7,
+        };
+        let said = uncounted_said(losses).unwrap();
+        assert!(said.starts_with("2 syscalls not counted (the BPF aggregate map was full); 3 syscalls not counted (the kernel refused"), "{said}");
+        assert!(said.ends_with("; 7 syscalls counted without their transition, errno or peer figures (a full BPF map, or no per-CPU memory ready)"), "{said}");
+        let mut summary = crate::trace::summarize(&Session::new(1, agent_core::Facts::default()));
+        add_loss_facts(&mut summary, losses);
+        let facts: Vec<(&str, &str)> = [
+            "ebpf.lost",
+            "ebpf.uncounted",
+            "ebpf.uncounted_refused",
+            "ebpf.partial",
+        ]
+        .iter()
+        .filter_map(|k| Some((*k, summary.facts.get(k)?)))
+        .collect();
+        assert_eq!(
+            facts,
+            [
+                ("ebpf.uncounted", "5"),
+                ("ebpf.uncounted_refused", "3"),
+                ("ebpf.partial", "7")
+            ]
+        );
+    }
 
     /// A process whose start time is not the one matched took the pid of
     /// the process matched (it ended meanwhile; an exec storm reuses pids

@@ -29,6 +29,8 @@ pub mod runner {
         pub lost: u64,
         /// Calls not counted (full kernel maps).
         pub uncounted: u64,
+        /// Calls counted without their transition, errno or peer figures.
+        pub partial: u64,
         /// Records that could not be read.
         pub unreadable: u64,
         /// Polls of the ring buffer.
@@ -37,6 +39,8 @@ pub mod runner {
         pub task_storage: bool,
         /// Aggregates in the dense array (never here).
         pub dense: bool,
+        /// fd kinds remembered per thread (never here).
+        pub fd_memo: bool,
     }
 
     /// A command under the eBPF backend (never exists here).

@@ -255,6 +255,11 @@ mod tests {
     /// out, the child first; one not taken is not looked into.
     #[test]
     fn the_walk_reaches_grandchildren_through_the_children_taken() {
+        let me = sys::getpid();
+        if !std::path::Path::new(&format!("/proc/{me}/task/{me}/children")).exists() {
+            eprintln!("skipped: no CONFIG_PROC_CHILDREN");
+            return;
+        }
         let mut sh = std::process::Command::new("sh")
             .args(["-c", "sh -c 'sleep 30; :' & wait"])
             .spawn()
@@ -280,10 +285,6 @@ mod tests {
         });
         let _ = sh.kill();
         let _ = sh.wait();
-        if !std::path::Path::new(&format!("/proc/{root}/task/{root}/children")).exists() {
-            eprintln!("skipped: no CONFIG_PROC_CHILDREN");
-            return;
-        }
         assert_eq!(all.len(), 2, "the inner sh and its sleep: {all:?}");
         assert_eq!(read_stat(all[1]).map(|s| s.ppid), Some(all[0]));
         assert_eq!(

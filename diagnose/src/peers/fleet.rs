@@ -212,6 +212,9 @@ pub struct Fleet {
     /// Changes when device indices stop meaning what they meant (devices
     /// reordered, or gone).
     devices_epoch: u64,
+    /// Counts the evictions of training windows ([`Fleet::evict_training`]:
+    /// they change what `training_changed` no longer shows).
+    evictions: u64,
 }
 
 /// What the methods learnt from a fleet's training windows, to learn
@@ -221,6 +224,9 @@ pub struct Fleet {
 #[derive(Default)]
 pub(super) struct Learnt {
     pub(super) median: std::sync::Mutex<HashMap<(Vec<usize>, usize), super::median::Learnt>>,
+    /// The histogram method's bounds of each device's older training
+    /// slices, by device index.
+    pub(super) histogram: std::sync::Mutex<HashMap<usize, super::histogram::Learnt>>,
 }
 
 impl Clone for Learnt {
@@ -239,6 +245,8 @@ impl std::fmt::Debug for Learnt {
 pub(super) struct TrainingChanges<'a> {
     /// Device indices mean what they meant as long as this stays.
     pub(super) devices_epoch: u64,
+    /// Training windows were evicted when this changed.
+    pub(super) evictions: u64,
     /// The generation of the newest change.
     pub(super) generation: u64,
     /// Per training window index, the generation of its last change.
@@ -290,6 +298,7 @@ impl Fleet {
             training_generation: 0,
             training_changed: BTreeMap::new(),
             devices_epoch: 0,
+            evictions: 0,
         }
     }
 
@@ -298,6 +307,7 @@ impl Fleet {
     pub(super) fn training_changes(&self) -> TrainingChanges<'_> {
         TrainingChanges {
             devices_epoch: self.devices_epoch,
+            evictions: self.evictions,
             generation: self.training_generation,
             changed: &self.training_changed,
         }
@@ -388,6 +398,7 @@ impl Fleet {
         if self.window_ns == 0 {
             return;
         }
+        self.evictions += 1;
         for s in evicted {
             let s = s.borrow();
             if !self.seen.remove(&s.id) {
@@ -648,7 +659,7 @@ impl Fleet {
             self.training_changed
                 .insert(index, self.training_generation);
         }
-        self.trails[d].add(phase, index, self.window_ns, s);
+        self.trails[d].add(phase, index, self.window_ns, s, &calls);
         self.add_links(d, phase, index, s);
         let new_window = !self.service[d].contains_key(&(phase, index));
         let cell = self.service[d].entry((phase, index)).or_default();

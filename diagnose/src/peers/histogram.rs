@@ -139,27 +139,41 @@ struct Admissible {
 }
 
 impl Admissible {
-    fn learn<'a>(
-        mut slices: impl Iterator<Item = &'a Slice>,
+    /// The bare min..max (and largest calls) of `slices`, scaled, gone on
+    /// from `bounds` (those of the slices before them) or, without, started
+    /// at the first slice: a fold in slice order, so the bounds of a
+    /// device's slices are the same to the bit whether taken in one go or
+    /// gone on from those of its first slices ([`learnt_range`]).
+    fn bounds<'a>(
+        mut bounds: Option<Admissible>,
+        slices: impl Iterator<Item = &'a Slice>,
         slice_windows: u64,
-        margin: f64,
     ) -> Option<Admissible> {
         // Scaled one at a time into one buffer: the live analysis learns
         // from hundreds of training slices per device at every tick.
-        let mut s = scaled(slices.next()?, slice_windows);
-        let first = &s;
-        let mut a = Admissible {
-            total: [(0.0, 0.0); Group::COUNT],
-            buckets: [[(0.0, 0.0); BUCKETS]; Group::COUNT],
-            calls: [0.0; Group::COUNT],
-        };
-        for g in 0..Group::COUNT {
-            a.total[g] = (first.total[g], first.total[g]);
-            for b in 0..BUCKETS {
-                a.buckets[g][b] = (first.buckets[g][b], first.buckets[g][b]);
-            }
-        }
-        loop {
+        let mut buffer: Option<Scaled> = None;
+        for slice in slices {
+            let s = match &mut buffer {
+                Some(s) => {
+                    scale_into(slice, slice_windows, s);
+                    &*s
+                }
+                None => &*buffer.insert(scaled(slice, slice_windows)),
+            };
+            let a = bounds.get_or_insert_with(|| {
+                let mut a = Admissible {
+                    total: [(0.0, 0.0); Group::COUNT],
+                    buckets: [[(0.0, 0.0); BUCKETS]; Group::COUNT],
+                    calls: [0.0; Group::COUNT],
+                };
+                for g in 0..Group::COUNT {
+                    a.total[g] = (s.total[g], s.total[g]);
+                    for b in 0..BUCKETS {
+                        a.buckets[g][b] = (s.buckets[g][b], s.buckets[g][b]);
+                    }
+                }
+                a
+            });
             for g in 0..Group::COUNT {
                 let t = &mut a.total[g];
                 *t = (t.0.min(s.total[g]), t.1.max(s.total[g]));
@@ -169,17 +183,20 @@ impl Admissible {
                     *r = (r.0.min(s.buckets[g][b]), r.1.max(s.buckets[g][b]));
                 }
             }
-            let Some(next) = slices.next() else { break };
-            scale_into(next, slice_windows, &mut s);
         }
+        bounds
+    }
+
+    /// The admissible range: the bounds widened by `margin`.
+    fn widened(mut self, margin: f64) -> Admissible {
         let widen = |(lo, hi): (f64, f64)| (lo * (1.0 - margin), hi * (1.0 + margin));
         for g in 0..Group::COUNT {
-            a.total[g] = widen(a.total[g]);
+            self.total[g] = widen(self.total[g]);
             for b in 0..BUCKETS {
-                a.buckets[g][b] = widen(a.buckets[g][b]);
+                self.buckets[g][b] = widen(self.buckets[g][b]);
             }
         }
-        Some(a)
+        self
     }
 
     fn above(&self, g: Group, total: f64) -> bool {
@@ -222,6 +239,92 @@ fn full_slices(fleet: &Fleet, d: usize, phase: Phase) -> impl Iterator<Item = (u
         .map(|((_, i), s)| (*i, &**s))
 }
 
+/// What the method learnt from one device's training slices at an
+/// earlier judging of the fleet (the live analysis' baseline, judged at
+/// every tick): the bounds of its slices before `before`, valid while the
+/// fleet's training windows there are unchanged.
+#[derive(Clone, Default)]
+pub(super) struct Learnt {
+    /// The fleet's training as it was ([`Fleet::training_changes`]).
+    devices_epoch: u64,
+    evictions: u64,
+    generation: u64,
+    slice_windows: u64,
+    /// The first training slice not in `bounds` (the newest then: it
+    /// may still fill up).
+    before: u64,
+    /// The bare bounds of the full training slices before it.
+    bounds: Option<Admissible>,
+}
+
+/// Device `d`'s admissible range, from its full training slices: their
+/// bounds widened by `margin`, gone on from the bounds kept at the last
+/// judging when no training window of the slices they cover changed
+/// since, and no device moved or window was evicted. `first_changed`
+/// gives the first training window index changed after a generation.
+fn learnt_range(
+    fleet: &Fleet,
+    d: usize,
+    margin: f64,
+    first_changed: &mut impl FnMut(u64) -> u64,
+) -> Option<Admissible> {
+    let changes = fleet.training_changes();
+    let mut cache = match fleet.learnt.histogram.lock() {
+        Ok(c) => c,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    // Device indices are at most the fleet's devices (kept bounded as
+    // they change meaning: an index gone is forgotten).
+    cache.retain(|i, _| *i < fleet.devices.len());
+    let learnt = cache.entry(d).or_default();
+    let valid = learnt.devices_epoch == changes.devices_epoch
+        && learnt.evictions == changes.evictions
+        && learnt.slice_windows == fleet.slice_windows
+        && first_changed(learnt.generation) >= learnt.before.saturating_mul(fleet.slice_windows);
+    if !valid {
+        *learnt = Learnt {
+            devices_epoch: changes.devices_epoch,
+            evictions: changes.evictions,
+            generation: 0,
+            slice_windows: fleet.slice_windows,
+            before: 0,
+            bounds: None,
+        };
+    }
+    let last = fleet.slices[d]
+        .range((Phase::Training, 0)..=(Phase::Training, u64::MAX))
+        .next_back()
+        .map_or(0, |((_, i), _)| *i)
+        .max(learnt.before);
+    let slices = |from: u64, to: u64| {
+        full_slices(fleet, d, Phase::Training)
+            .filter(move |(i, _)| *i >= from && *i < to)
+            .map(|(_, s)| s)
+    };
+    learnt.bounds = Admissible::bounds(
+        learnt.bounds.take(),
+        slices(learnt.before, last),
+        fleet.slice_windows,
+    );
+    learnt.before = last;
+    learnt.generation = changes.generation;
+    let all = Admissible::bounds(
+        learnt.bounds.clone(),
+        slices(last, u64::MAX),
+        fleet.slice_windows,
+    );
+    Some(all?.widened(margin))
+}
+
+/// The first training window index changed after `generation` (`changed`:
+/// [`Fleet::training_changes`]'), `u64::MAX` for none.
+fn first_changed_after(changed: &BTreeMap<u64, u64>, generation: u64) -> u64 {
+    changed
+        .iter()
+        .find(|(_, g)| **g > generation)
+        .map_or(u64::MAX, |(i, _)| *i)
+}
+
 /// The slices of a device (as [`full_slices`]), scaled.
 fn slices_of(fleet: &Fleet, d: usize, phase: Phase) -> BTreeMap<u64, Scaled> {
     full_slices(fleet, d, phase)
@@ -245,9 +348,20 @@ pub fn histogram(fleet: &Fleet, set: &PeerSet, params: &HistogramParams) -> Hist
     let mut devices = Vec::new();
     let mut ranges = Vec::new();
     let mut diag = Vec::new();
+    // The first training window changed after a generation, per
+    // generation asked (the devices' are mostly one).
+    let changes = fleet.training_changes();
+    let mut asked: Vec<(u64, u64)> = Vec::new();
+    let mut first_changed = |generation: u64| {
+        if let Some((_, first)) = asked.iter().find(|(g, _)| *g == generation) {
+            return *first;
+        }
+        let first = first_changed_after(changes.changed, generation);
+        asked.push((generation, first));
+        first
+    };
     for d in &set.devices {
-        let train = full_slices(fleet, *d, Phase::Training).map(|(_, s)| s);
-        match Admissible::learn(train, fleet.slice_windows, params.range_margin) {
+        match learnt_range(fleet, *d, params.range_margin, &mut first_changed) {
             Some(a) => {
                 devices.push(*d);
                 ranges.push(a);
@@ -489,4 +603,119 @@ pub fn histogram(fleet: &Fleet, set: &PeerSet, params: &HistogramParams) -> Hist
         });
     }
     HistogramResult { findings, notes }
+}
+
+#[cfg(test)]
+mod tests {
+    use agent_core::Summary;
+    use fixtures::synth::FleetSpec;
+
+    use super::{first_changed_after, full_slices, learnt_range, Admissible};
+    use crate::peers::fleet::{Fleet, Range};
+    use crate::peers::phase::Phase;
+
+    /// Every bound, bit for bit.
+    fn bits(a: &Option<Admissible>) -> Vec<u64> {
+        a.iter()
+            .flat_map(|a| {
+                let pairs = a.total.iter().chain(a.buckets.iter().flatten());
+                pairs
+                    .flat_map(|(lo, hi)| [lo.to_bits(), hi.to_bits()])
+                    .chain(a.calls.iter().map(|c| c.to_bits()))
+                    .collect::<Vec<u64>>()
+            })
+            .collect()
+    }
+
+    /// The ranges kept between judgings of a fleet whose training grows a
+    /// few windows at a time (windows of two indices a judging, so a slice
+    /// fills over judgings), whose oldest windows are evicted (the cut
+    /// inside a slice), with a device that joins late and a late window
+    /// in an older slice: after every judging
+    /// they are the ranges learnt from scratch, bit for bit; and between
+    /// evictions the bounds kept are gone on from (a bound planted in
+    /// them stays), after one they are learnt again.
+    #[test]
+    fn the_ranges_kept_between_judgings_are_the_ranges_learnt_from_scratch() {
+        const SLICE: u64 = 10;
+        let all = Range {
+            since: 0,
+            until: u64::MAX,
+        };
+        let none = Range {
+            since: u64::MAX,
+            until: u64::MAX,
+        };
+        let spec = FleetSpec::new(4, 0);
+        let mut fleet = Fleet::new(all, none, SLICE);
+        let mut held: Vec<(u64, Summary)> = Vec::new();
+        let mut planted = 0;
+        for w in 0..160u64 {
+            for d in 0..spec.devices {
+                if d == 3 && w < 33 {
+                    continue;
+                }
+                let s = spec.window(d, w);
+                fleet.add(&s);
+                held.push((spec.window_start(w) / spec.window_ns, s));
+            }
+            // A late window, in a slice the kept bounds cover.
+            if w == 43 {
+                let s = spec.window(3, 32);
+                fleet.add(&s);
+                held.push((spec.window_start(32) / spec.window_ns, s));
+            }
+            if w % 2 == 0 {
+                continue;
+            }
+            if w % 50 == 49 {
+                // Window indices are of Unix time.
+                let before = spec.window_start(w - 27) / spec.window_ns;
+                let (evicted, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut held)
+                    .into_iter()
+                    .partition(|(i, _)| *i < before);
+                fleet.evict_training(
+                    before,
+                    evicted.iter().map(|(_, s)| s),
+                    kept.iter().map(|(_, s)| s),
+                );
+                held = kept;
+            }
+            let changes = fleet.training_changes();
+            let mut first = |g: u64| first_changed_after(changes.changed, g);
+            for d in 0..fleet.devices.len() {
+                let scratch = Admissible::bounds(
+                    None,
+                    full_slices(&fleet, d, Phase::Training).map(|(_, s)| s),
+                    SLICE,
+                )
+                .map(|a| a.widened(0.1));
+                let kept = learnt_range(&fleet, d, 0.1, &mut first);
+                let cache = fleet.learnt.histogram.lock().unwrap();
+                let was_planted = cache[&d].bounds.as_ref().map(|b| b.calls[0]) == Some(1e300);
+                drop(cache);
+                if was_planted {
+                    // Gone on from the planted bound (`calls` is not widened).
+                    assert_eq!(kept.map(|a| a.calls[0]), Some(1e300), "window {w}");
+                    planted += 1;
+                } else {
+                    assert_eq!(bits(&kept), bits(&scratch), "window {w} device {d}");
+                }
+                // Planted on device 0 at every fifth judging, taken out at
+                // the next (the bounds from scratch back).
+                let mut cache = fleet.learnt.histogram.lock().unwrap();
+                if let Some(b) = cache.get_mut(&d).and_then(|l| l.bounds.as_mut()) {
+                    if d == 0 && w % 10 == 1 {
+                        b.calls[0] = 1e300;
+                    } else if b.calls[0] == 1e300 {
+                        cache.remove(&d);
+                    }
+                }
+            }
+        }
+        assert_eq!(fleet.devices.len(), 4);
+        assert!(held.len() < 4 * 40, "{}", held.len());
+        // Planted and gone on from, except across the evictions.
+        assert!(planted >= 10, "{planted}");
+    }
 }

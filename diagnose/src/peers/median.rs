@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::fleet::{Device, Fleet};
-use super::kofn::{persistent, sustained};
+use super::kofn::{persistent_or_strong, Levels};
 use super::metrics::{Metric, FILE_READ, FILE_WRITE, SOCKET_READ};
 use super::phase::Phase;
 use super::{Finding, Method, PeerSet, Series};
@@ -27,6 +27,24 @@ pub struct MedianParams {
     /// training, so that a device that never deviated in training is not
     /// flagged for the smallest wobble.
     pub floor: f64,
+    /// A server's whole stretch of n windows whose mean deviation passes
+    /// the training's highest stretch mean (times 1 + margin, plus the
+    /// floor) needs only this many windows over the threshold (`None`: k,
+    /// as always). For a fault whose effect comes and goes, e.g. a disk hog
+    /// competing with the server for its disk in bursts: the live analysis
+    /// sets it to report sooner (docs/peers.md, "Online"); offline, where a
+    /// few seconds do not matter, it is off.
+    pub strong_k: Option<usize>,
+    /// A window counts as over only when the device is also above the
+    /// window's median by more than the peer set's usual relative spread:
+    /// this quantile (0 to 1) of every device's training deviation
+    /// relative to its window's median (`value / median - 1`, 0 below it),
+    /// times (1 + margin). The per-device threshold above is one device's
+    /// k-of-n level in a short training; on a bursty workload (Spark's
+    /// tasks, whose 1 s means swing ×0.1-×10 around the median) that level
+    /// is exceeded in a longer diagnosis by chance (docs/peers.md,
+    /// "`median`", step 2). 0 leaves it out.
+    pub spread: f64,
 }
 
 impl Default for MedianParams {
@@ -36,12 +54,38 @@ impl Default for MedianParams {
             n: 5,
             margin: 0.25,
             floor: 0.25,
+            strong_k: None,
+            spread: 0.9,
         }
     }
 }
 
 /// Fewest devices a window's median is taken over.
 pub const MIN_DEVICES: usize = 3;
+
+/// The `quantile` (0 to 1) of the deviations above the window's median,
+/// relative to it (`value / median - 1`; 0 for a value at or below it),
+/// over every device and window of `t`: how far above the median a
+/// device of the set usually is in a window. 0 when nothing to take it
+/// from.
+fn relative_spread(t: &Table, quantile: f64) -> f64 {
+    let mut rel: Vec<f64> = t
+        .values
+        .iter()
+        .flat_map(|v| v.iter().zip(&t.median))
+        .filter_map(|(x, m)| {
+            let x = (*x)?;
+            (*m > 0.0).then(|| (x / m - 1.0).max(0.0))
+        })
+        .filter(|r| r.is_finite())
+        .collect();
+    // NaN or 0 and below: no spread (the request refuses NaN already).
+    if rel.is_empty() || quantile.is_nan() || quantile <= 0.0 {
+        return 0.0;
+    }
+    let at = ((quantile.min(1.0) * rel.len() as f64) as usize).min(rel.len() - 1);
+    *rel.select_nth_unstable_by(at, f64::total_cmp).1
+}
 
 /// Which raw metric and which devices a metric takes.
 fn raw_of(metric: Metric) -> usize {
@@ -165,6 +209,43 @@ pub(super) struct Learnt {
     devices_epoch: u64,
     generation: u64,
     columns: BTreeMap<u64, (Vec<Option<f64>>, f64)>,
+    /// Per device (as `devices`), its deviations' levels ([`Levels`]).
+    levels: Vec<Levels>,
+}
+
+/// Per device of `devices` (the rows of `train`, their training table):
+/// the sustained level of its deviations above the median (floored at 0)
+/// and their highest stretch mean ([`super::kofn::sustained`],
+/// [`super::kofn::highest_mean`]), gone on from the last judging of the
+/// fleet while its training only grew ([`Levels`]).
+fn training_levels(
+    fleet: &Fleet,
+    devices: &[usize],
+    metric: Metric,
+    train: &Table,
+    params: &MedianParams,
+) -> Vec<(Option<f64>, Option<f64>)> {
+    let mut cache = match fleet.learnt.median.lock() {
+        Ok(c) => c,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    let learnt = cache.entry((devices.to_vec(), raw_of(metric))).or_default();
+    learnt.levels.resize_with(devices.len(), Levels::default);
+    let mut devs = Vec::with_capacity(train.median.len());
+    train
+        .values
+        .iter()
+        .zip(&mut learnt.levels)
+        .map(|(v, levels)| {
+            devs.clear();
+            devs.extend(
+                v.iter()
+                    .zip(&train.median)
+                    .filter_map(|(x, m)| x.map(|x| (x - m).max(0.0))),
+            );
+            levels.of(&devs, params.k, params.n)
+        })
+        .collect()
 }
 
 /// The training table of `devices` on `metric`, from what was learnt at
@@ -290,21 +371,39 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
             continue;
         }
         let typical = median_of(&mut train.median.clone());
-        let thresholds: Vec<Option<f64>> = train
-            .values
-            .iter()
-            .map(|v| {
-                let devs: Vec<f64> = v
-                    .iter()
-                    .zip(&train.median)
-                    .filter_map(|(x, m)| x.map(|x| (x - m).max(0.0)))
-                    .collect();
-                sustained(&devs, params.k, params.n)
-                    .map(|d| d * (1.0 + params.margin) + params.floor * typical)
-            })
-            .collect();
+        // Over the median by more than the set's usual relative spread,
+        // whatever each device's own training level (see `spread`).
+        let spread = relative_spread(&train, params.spread) * (1.0 + params.margin);
+        // Servers only: a client's slow reads are mostly its servers'
+        // (their symptoms), and a client reported sooner than the server's
+        // own finding can be filed under it would name the symptom first
+        // (docs/peers.md, "median", "Bursts").
+        let strong_k_of = |d: usize| match params.strong_k {
+            Some(k) if k < params.k && fleet.devices[d].is_server() => k,
+            _ => params.k,
+        };
+        // Per device: the threshold, and the stretch mean's when the burst
+        // rule judges it (infinite otherwise: never passed). Both learn
+        // from deviations floored at 0 while the stretches judged keep
+        // their windows below the median: a dip weighs against the burst
+        // rule, never for it.
+        let thresholds: Vec<Option<(f64, f64)>> =
+            training_levels(fleet, &devices, metric, &train, params)
+                .into_iter()
+                .zip(&devices)
+                .map(|((sustained, highest_mean), d)| {
+                    let level = |d: f64| d * (1.0 + params.margin) + params.floor * typical;
+                    let threshold = level(sustained?);
+                    let mean_threshold = if strong_k_of(*d) < params.k {
+                        level(highest_mean?)
+                    } else {
+                        f64::INFINITY
+                    };
+                    Some((threshold, mean_threshold))
+                })
+                .collect();
         for (i, d) in devices.iter().enumerate() {
-            let Some(threshold) = thresholds[i] else {
+            let Some((threshold, mean_threshold)) = thresholds[i] else {
                 if diag.values[i].iter().any(Option::is_some) {
                     out.notes.push(format!(
                         "median: {} of device {}: no training window: not judged",
@@ -319,8 +418,19 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
                 .enumerate()
                 .filter_map(|(w, x)| x.map(|x| (w, x - diag.median[w])))
                 .collect();
-            let over: Vec<bool> = judged.iter().map(|(_, dev)| *dev > threshold).collect();
-            let flagged = persistent(&over, params.k, params.n);
+            let over: Vec<bool> = judged
+                .iter()
+                .map(|(w, dev)| *dev > threshold && *dev > spread * diag.median[*w])
+                .collect();
+            let deviations: Vec<f64> = judged.iter().map(|(_, dev)| *dev).collect();
+            let flagged = persistent_or_strong(
+                &over,
+                &deviations,
+                mean_threshold,
+                params.k,
+                strong_k_of(*d),
+                params.n,
+            );
             if flagged.is_empty() {
                 continue;
             }
@@ -367,7 +477,9 @@ pub fn median(fleet: &Fleet, set: &PeerSet, params: &MedianParams) -> MedianResu
             windows: diag.windows,
             values: diag.values,
             median: diag.median,
-            thresholds,
+            // The plot's line: the per-window threshold (the mean one
+            // judges stretches, not windows).
+            thresholds: thresholds.iter().map(|t| t.map(|(w, _)| w)).collect(),
         });
     }
     out

@@ -270,6 +270,31 @@ pub struct WindowCalls {
     pub groups: [Calls; Group::COUNT],
     /// Whether the window has `accept`/`accept4` calls.
     pub accepted: bool,
+    /// Its failures per syscall entry and errno, in the summary's order
+    /// (what [`super::trail::Trail::add`] keeps of them), and ...
+    pub failures: Vec<WindowFailure>,
+    /// ... whether it made any call: taken here, in the one pass over the
+    /// summary's calls, so that a window laid over again at every tick of
+    /// the live analysis ([`super::fleet::Fleet::overlay`]) is not read
+    /// through again (a summary's calls are most of its 34 KB).
+    pub active: bool,
+}
+
+/// One errno of one syscall entry's failures in a window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowFailure {
+    /// The syscall.
+    pub id: SyscallId,
+    /// What its fd referred to.
+    pub fd_kind: FdKind,
+    /// The errno.
+    pub errno: u16,
+    /// How many calls failed with it.
+    pub count: u64,
+    /// The entry's first failure, ns after the window's start.
+    pub first_ns: u64,
+    /// Its last.
+    pub last_ns: u64,
 }
 
 fn is_socket(kind: FdKind) -> bool {
@@ -330,6 +355,19 @@ impl Classifier {
     pub fn window_calls(&self, summary: &Summary) -> WindowCalls {
         let mut out = WindowCalls::default();
         for s in &summary.syscalls {
+            out.active |= s.count > 0;
+            if let Some(f) = &s.failures {
+                for &(errno, count) in &f.errnos {
+                    out.failures.push(WindowFailure {
+                        id: s.key.id,
+                        fd_kind: s.key.fd_kind,
+                        errno,
+                        count,
+                        first_ns: f.first_ns,
+                        last_ns: f.last_ns,
+                    });
+                }
+            }
             let Some(roles) = self.by_id.get(s.key.id.0 as usize) else {
                 continue;
             };

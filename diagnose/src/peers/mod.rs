@@ -371,7 +371,7 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
         notes.extend(wait_notes);
     }
     let pad_ns = fleet.window_ns.saturating_mul(LINK_SLICE_WINDOWS);
-    wait::drop_explained_by_disk(&mut findings, pad_ns);
+    wait::drop_explained_by_disk(&mut findings, fleet.window_ns, pad_ns);
     let (mut findings, explained) = explain::explain(findings, &fleet.devices, pad_ns);
     findings.sort_by(|a, b| {
         b.score
@@ -389,7 +389,7 @@ pub fn analyse(fleet: &Fleet, options: &Options) -> anyhow::Result<PeerDiagnosis
         tally: fleet.tally.clone(),
         window_ns: fleet.window_ns,
         slice_windows: fleet.slice_windows,
-        wait_span: options.wait_params.span,
+        wait_span: options.wait_params.rule_for(fleet).span,
     })
 }
 

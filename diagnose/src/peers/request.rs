@@ -115,6 +115,13 @@ pub struct PeersRequest {
     pub k: usize,
     /// median: the N of K of N.
     pub n: usize,
+    /// median: the quantile of the training's relative deviations a window
+    /// must also pass ([`MedianParams::spread`]; 0 to 1, 0 leaves it out).
+    pub spread: f64,
+    /// median: a server's stretch whose mean deviation passes the
+    /// training's highest needs only this many windows over
+    /// ([`MedianParams::strong_k`]; `None`: K, as always).
+    pub strong_k: Option<usize>,
     /// errno: a client's errno matches a server's within this either side
     /// (at most [`MAX_SECONDS`]).
     pub errno_window: Duration,
@@ -145,6 +152,8 @@ impl PeersRequest {
             methods: Methods::All,
             k: median.k,
             n: median.n,
+            spread: median.spread,
+            strong_k: median.strong_k,
             errno_window: Duration::from_nanos(ErrnoParams::default().window_ns),
             hang_after: Duration::from_nanos(HangParams::default().hang_after_ns),
             slice: 10,
@@ -157,6 +166,12 @@ impl PeersRequest {
     pub fn check(&self) -> Result<(), PeersRequestError> {
         if self.k == 0 || self.n == 0 || self.k > self.n {
             return Err(PeersRequestError::KOfN);
+        }
+        if self.strong_k.is_some_and(|s| s == 0 || s > self.k) {
+            return Err(PeersRequestError::StrongK);
+        }
+        if !(0.0..=1.0).contains(&self.spread) {
+            return Err(PeersRequestError::Spread);
         }
         if self.slice == 0 {
             return Err(PeersRequestError::NoSlice);
@@ -209,6 +224,8 @@ impl PeersRequest {
         options.median_params = MedianParams {
             k: self.k,
             n: self.n,
+            spread: self.spread,
+            strong_k: self.strong_k,
             ..MedianParams::default()
         };
         options.errno_params = ErrnoParams {
@@ -319,6 +336,12 @@ pub enum PeersRequestError {
     /// K of N out of order or zero.
     #[error("--k and --n must be at least 1, with --k at most --n")]
     KOfN,
+    /// A strong K of 0 or over K.
+    #[error("--strong-k must be at least 1 and at most --k")]
+    StrongK,
+    /// A spread quantile outside 0..=1 (or not a number).
+    #[error("--spread must be a quantile from 0 to 1")]
+    Spread,
     /// A slice of no windows.
     #[error("--slice must be at least 1 window")]
     NoSlice,
@@ -365,6 +388,20 @@ mod tests {
         for (k, n) in [(0, 3), (3, 0), (4, 3)] {
             let r = PeersRequest { k, n, ..request() };
             assert_eq!(r.check(), Err(PeersRequestError::KOfN), "{k} of {n}");
+        }
+        for strong_k in [0, 5] {
+            let r = PeersRequest {
+                strong_k: Some(strong_k),
+                ..request()
+            };
+            assert_eq!(r.check(), Err(PeersRequestError::StrongK), "{strong_k}");
+        }
+        for spread in [-0.1, 1.5, f64::NAN] {
+            let r = PeersRequest {
+                spread,
+                ..request()
+            };
+            assert_eq!(r.check(), Err(PeersRequestError::Spread), "{spread}");
         }
         let r = PeersRequest {
             slice: 0,

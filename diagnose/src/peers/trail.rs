@@ -19,6 +19,7 @@ use agent_core::summary::LastCall;
 use agent_core::{FdKind, PeerAddr, Summary, SyscallId};
 
 use super::fleet::ip_of;
+use super::metrics::WindowCalls;
 use super::phase::Phase;
 
 /// Failed calls of one (syscall, fd kind, errno) in one window.
@@ -62,6 +63,17 @@ pub struct Flying {
 /// (ns).
 pub type Latest = (u64, IpAddr, u64);
 
+/// How many training windows a call must be seen in flight across, whole,
+/// before it counts as a wait by nature ([`Trail::waits`]): a wait by
+/// nature recurs (an idle reader, a worker's poll), while a call stalled a
+/// second or two once (an `openat` behind a TCP retransmission under
+/// packet loss, which the live analysis' baseline can take in: the client
+/// is not the lossy device) is not, and learnt as a wait it would hide
+/// the same call stuck on a hung server for the baseline's whole span
+/// (the fleet run of 2026-11-29, stop 48: every hang missed after two
+/// such windows).
+pub const WAIT_WINDOWS: usize = 5;
+
 /// What the semantic methods keep of one device (one peer of the fleet).
 #[derive(Debug, Clone, Default)]
 pub struct Trail {
@@ -70,9 +82,9 @@ pub struct Trail {
     pub trained: BTreeSet<(SyscallId, u16)>,
     /// Failures in diagnosis windows, in the order read.
     pub failures: Vec<Failure>,
-    /// (syscall, fd kind) of the calls seen in flight across at least one
-    /// whole training window: calls that wait by nature (for work, a
-    /// timer, a child), which are not hangs.
+    /// (syscall, fd kind) of the calls seen in flight across a whole
+    /// training window in at least [`WAIT_WINDOWS`] of them: calls that
+    /// wait by nature (for work, a timer, a child), which are not hangs.
     pub waits: BTreeSet<(SyscallId, FdKind)>,
     /// Calls in flight in diagnosis windows, by (thread, start).
     pub flying: BTreeMap<(u32, u64), Flying>,
@@ -99,41 +111,50 @@ pub struct Trail {
 
 impl Trail {
     /// Takes what it keeps of window `index` (of `phase`), which is
-    /// `summary`, `window_ns` long.
-    pub fn add(&mut self, phase: Phase, index: u64, window_ns: u64, summary: &Summary) {
+    /// `summary`, `window_ns` long; `calls`, its classification
+    /// ([`super::metrics::Classifier::window_calls`]), gives its failures
+    /// and whether it made any call.
+    pub fn add(
+        &mut self,
+        phase: Phase,
+        index: u64,
+        window_ns: u64,
+        summary: &Summary,
+        calls: &WindowCalls,
+    ) {
         let start = summary.run.start_unix_ns;
         let end = start.saturating_add(window_ns);
         self.add_latest(phase, index, start, end, summary);
-        for s in &summary.syscalls {
-            let Some(f) = &s.failures else { continue };
-            for &(errno, count) in &f.errnos {
-                match phase {
-                    Phase::Training => {
-                        self.trained.insert((s.key.id, errno));
-                        *self.trained_windows.entry((s.key.id, errno)).or_default() += 1;
-                    }
-                    Phase::Diagnosis => self.failures.push(Failure {
-                        id: s.key.id,
-                        fd_kind: s.key.fd_kind,
-                        errno,
-                        count,
-                        first_unix_ns: start.saturating_add(f.first_ns),
-                        last_unix_ns: start.saturating_add(f.last_ns),
-                        window: index,
-                    }),
+        for f in &calls.failures {
+            match phase {
+                Phase::Training => {
+                    self.trained.insert((f.id, f.errno));
+                    *self.trained_windows.entry((f.id, f.errno)).or_default() += 1;
                 }
+                Phase::Diagnosis => self.failures.push(Failure {
+                    id: f.id,
+                    fd_kind: f.fd_kind,
+                    errno: f.errno,
+                    count: f.count,
+                    first_unix_ns: start.saturating_add(f.first_ns),
+                    last_unix_ns: start.saturating_add(f.last_ns),
+                    window: index,
+                }),
             }
         }
         if phase == Phase::Training {
             for c in &summary.in_flight.oldest {
                 if end.saturating_sub(c.start_unix_ns) >= window_ns {
-                    self.waits.insert((c.id, c.fd_kind));
-                    *self.waits_windows.entry((c.id, c.fd_kind)).or_default() += 1;
+                    let n = self.waits_windows.entry((c.id, c.fd_kind)).or_default();
+                    *n += 1;
+                    if *n >= WAIT_WINDOWS {
+                        self.waits.insert((c.id, c.fd_kind));
+                    }
                 }
             }
             return;
         }
-        if summary.syscalls.iter().any(|s| s.count > 0) {
+        if calls.active {
             self.active.insert(index);
         }
         for c in &summary.in_flight.oldest {
@@ -219,7 +240,15 @@ impl Trail {
         }
         for c in &summary.in_flight.oldest {
             if end.saturating_sub(c.start_unix_ns) >= window_ns {
-                take(&mut self.waits_windows, &mut self.waits, (c.id, c.fd_kind));
+                let key = (c.id, c.fd_kind);
+                take(&mut self.waits_windows, &mut self.waits, key);
+                if self
+                    .waits_windows
+                    .get(&key)
+                    .is_some_and(|n| *n < WAIT_WINDOWS)
+                {
+                    self.waits.remove(&key);
+                }
             }
         }
     }

@@ -71,6 +71,21 @@ struct Outage {
     until: u64,
 }
 
+/// Whether a finding of `cause` on a device of `program`, beginning
+/// during or just after an outage of a device of `outage_program`, is the
+/// outage's consequence: failures on its peers (the same program), or
+/// slow calls on the devices of another program, its clients (a call that
+/// waited on the stopped server ends, slow, as it answers again, and the
+/// clients' calls queued behind it with it). A slow call on a peer, or a
+/// second outage, is not: those are judged as ever.
+fn is_consequence(cause: &IncidentCause, program: &str, outage_program: &str) -> bool {
+    match cause {
+        IncidentCause::Errno { .. } => program == outage_program,
+        IncidentCause::Disk | IncidentCause::Network => program != outage_program,
+        IncidentCause::Crash | IncidentCause::Hang => false,
+    }
+}
+
 /// A device's latest runs of consecutive windows.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Seen {
@@ -286,13 +301,13 @@ impl Incidents {
             .retain(|_, (_, closed)| closed.saturating_add(close_after) >= newest);
         let mut changes = Vec::new();
         for (key, (first, last, f, cause)) in found {
-            if matches!(cause, IncidentCause::Errno { .. }) && !self.open.contains_key(&key) {
+            if !self.open.contains_key(&key) {
                 let (first_index, last_index) = (first / window_ns, last / window_ns);
                 if let Some(o) = outages.iter().find(|o| {
                     o.device != key.0
-                        && o.program == key.1
                         && o.first <= last_index
                         && first_index <= o.until
+                        && is_consequence(&cause, &key.1, &o.program)
                 }) {
                     notes.push(format!(
                         "group {group}: {} on device {} ({}) began during or just after the hang or crash of device {}: taken for its consequence, no incident",

@@ -39,6 +39,11 @@ pub struct OnlineOptions {
     pub k: usize,
     /// ... among this many consecutive judged windows.
     pub n: usize,
+    /// On servers, over-threshold windows enough in a stretch of n whose
+    /// mean deviation passes the baseline's highest stretch mean: a fault
+    /// whose effect comes and goes is reported sooner (the median method's
+    /// `strong_k`, docs/peers.md "Bursts"); k turns it off.
+    pub strong_k: usize,
     /// The hang method's timeout: a client call in flight this long.
     pub hang_after: Duration,
 }
@@ -51,6 +56,7 @@ impl Default for OnlineOptions {
             close_after: Duration::from_secs(60),
             k: 4,
             n: 5,
+            strong_k: 3,
             hang_after: Duration::from_secs(30),
         }
     }
@@ -75,6 +81,13 @@ impl OnlineOptions {
                 self.n
             );
         }
+        if self.strong_k == 0 || self.strong_k > self.k {
+            bail!(
+                "--peers-online-strong-k {}: need 1 ≤ strong k ≤ k ({})",
+                self.strong_k,
+                self.k
+            );
+        }
         if self.hang_after.is_zero() {
             bail!("--peers-online-hang-after must be longer than 0");
         }
@@ -86,6 +99,7 @@ impl OnlineOptions {
         let mut o = diagnose::peers::Options::default();
         o.median_params.k = self.k;
         o.median_params.n = self.n;
+        o.median_params.strong_k = Some(self.strong_k);
         o.hang_params.hang_after_ns = ns(self.hang_after);
         // Khadke's semantic method alarms in a third to two thirds of the
         // stored fault-free control phases (docs/mapreduce-eval.md): not
@@ -98,4 +112,28 @@ impl OnlineOptions {
 /// A duration in ns (saturating).
 pub(crate) fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OnlineOptions;
+
+    #[test]
+    fn a_strong_k_of_zero_or_over_k_is_refused_naming_the_option() {
+        assert!(OnlineOptions::default().check().is_ok());
+        for strong_k in [0, 5] {
+            let o = OnlineOptions {
+                strong_k,
+                ..OnlineOptions::default()
+            };
+            let e = o.check().unwrap_err().to_string();
+            assert!(e.contains("--peers-online-strong-k"), "{e}");
+        }
+        let o = OnlineOptions {
+            strong_k: 4,
+            ..OnlineOptions::default()
+        };
+        assert!(o.check().is_ok());
+        assert_eq!(o.methods().median_params.strong_k, Some(4));
+    }
 }

@@ -219,8 +219,14 @@ pub fn start(
     options.check()?;
     let mut store = open_store()?;
     log(&format!(
-        "on: every {:?}; baseline {:?} of fault-free windows per group; k {} of n {}; hang after {:?}; incidents close after {:?} clean",
-        options.tick, options.baseline, options.k, options.n, options.hang_after, options.close_after
+        "on: every {:?}; baseline {:?} of fault-free windows per group; k {} of n {} (servers' bursts {}); hang after {:?}; incidents close after {:?} clean",
+        options.tick,
+        options.baseline,
+        options.k,
+        options.n,
+        options.strong_k,
+        options.hang_after,
+        options.close_after
     ));
     let every = options.tick;
     let mut task = OnlineTask::new(options, sink);

@@ -12,6 +12,39 @@ use std::time::{Duration, Instant};
 
 use agent_core::Summary;
 
+/// A child process (an agent, a server) killed and reaped when dropped:
+/// a failed test must not leave it behind.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Stops a `watch` with SIGTERM, checks it exited 0 (`lines`: its stderr,
+/// said otherwise) and returns the summaries in `out`, by file name.
+pub fn stop_watch(mut watch: Killed, lines: &Lines, out: &Path) -> Vec<Summary> {
+    agent_linux::sys::kill(watch.0.id() as i32, libc::SIGTERM).unwrap();
+    let st = wait_timeout(&mut watch.0, 30);
+    assert!(st.success(), "{st:?}: {}", lines.text());
+    read_summaries(out)
+}
+
+/// The summaries in folder `out` (none if it does not exist), by file
+/// name.
+pub fn read_summaries(out: &Path) -> Vec<Summary> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(out)
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    paths.sort();
+    paths
+        .iter()
+        .map(|p| Summary::decode(&std::fs::read(p).unwrap()).unwrap())
+        .collect()
+}
+
 /// The built `edge-agent`.
 pub fn agent() -> PathBuf {
     edge_tests::binary("edge-agent")

@@ -5,7 +5,7 @@
 # mounted at the same path, MR_DISK, in its own mount namespace: the job's
 # input (a copy on every node, as HDFS keeps blocks on the nodes' disks),
 # and a worker's SPARK_LOCAL_DIRS (shuffle files, spills) and work folder.
-# Spark is PyPI's pyspark (lib/fleet/mapreduce/deps.sh), run by its own launcher
+# Spark is PyPI's pyspark (scripts/deps.d/mapreduce.sh), run by its own launcher
 # (bin/spark-class) on Debian's OpenJDK 17; small heaps (daemons 256 MiB,
 # executors and driver 512 MiB) and one core per worker, for a 2-core host.
 

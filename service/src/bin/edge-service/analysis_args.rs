@@ -247,6 +247,17 @@ pub struct PeersArgs {
     /// ... of N consecutive judged windows.
     #[arg(long, value_name = "N", default_value_t = MedianParams::default().n)]
     pub n: usize,
+    /// median: a window counts only when the device is also above the
+    /// window's median by more than this quantile of the training's
+    /// relative deviations (times 1.25); 0 leaves it out.
+    #[arg(long, value_name = "Q", default_value_t = MedianParams::default().spread)]
+    pub spread: f64,
+    /// median: on servers, this many windows over are enough in a stretch
+    /// of N whose mean deviation passes the training's highest (a fault
+    /// that comes and goes; `serve`'s live analysis uses 3); K as always
+    /// when not given.
+    #[arg(long, value_name = "K")]
+    pub strong_k: Option<usize>,
     /// errno: a client's errno matches a server's within this many
     /// seconds either side.
     #[arg(long, value_name = "SECS", default_value_t = 1.5)]
@@ -408,6 +419,8 @@ impl PeersArgs {
             methods: self.method.into(),
             k: self.k,
             n: self.n,
+            spread: self.spread,
+            strong_k: self.strong_k,
             errno_window: peers_request::seconds(self.errno_window, "--errno-window")?,
             hang_after: peers_request::seconds(self.hang_after, "--hang-after")?,
             slice: self.slice,

@@ -333,6 +333,10 @@ pub struct OnlineArgs {
     /// ... among this many consecutive judged windows.
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub peers_online_n: usize,
+    /// ... or this many when the stretch's mean deviation is over the
+    /// threshold too (k to turn it off).
+    #[arg(long, value_name = "K", default_value_t = 3)]
+    pub peers_online_strong_k: usize,
     /// A client call in flight this long is a hang.
     #[arg(long, value_name = "AGE", default_value = "30s", value_parser = service::retention::parse_age)]
     pub peers_online_hang_after: Duration,
@@ -347,6 +351,7 @@ impl OnlineArgs {
             close_after: self.peers_online_close_after,
             k: self.peers_online_k,
             n: self.peers_online_n,
+            strong_k: self.peers_online_strong_k,
             hang_after: self.peers_online_hang_after,
         })
     }

@@ -4,8 +4,9 @@
 # Debian's OpenJDK 17, in a venv of its own at $EDGE_SPARK_VENV (default
 # ~/.cache/edge-agent/spark), outside the work tree and the system's Python;
 # besides what deps.d/fleet.sh installs (namespaces, loop images, nftables,
-# sqlite3, curl). Sourced by scripts/mapreduce-eval only (not by
-# scripts/install-deps: no test needs it). Idempotent: a second run only checks.
+# sqlite3, curl). Sourced by scripts/install-deps (scripts/test.d/62-mapreduce.sh
+# runs the reduced fleet) and by scripts/mapreduce-eval itself. Idempotent: a
+# second run only checks.
 mapreduce_deps() {
     local venv=${EDGE_SPARK_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/edge-agent/spark}
     local need=() pkg
