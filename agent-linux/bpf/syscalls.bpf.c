@@ -183,17 +183,23 @@ struct {
 } SYSINFO_HIGH SEC(".maps");
 
 /* The aggregates of run slot 0 (`run`, `attach`, the first run of a
- * `watch`) for the canonical ids below `dense_ids`, indexed densely:
- * ((cpu * 2 + generation) * dense_ids + id) * FD_KINDS + fd kind. An
- * array lookup is an indexed load (the verifier inlines it), where a hash
- * lookup hashes the key and walks a bucket. The loader sets `dense_ids`
- * (agent_core's ids, or 0 when the array would take too much memory for
- * the machine's CPUs) and `dense_cpus` (the possible CPUs) and sizes the
- * array to match; every other key (other slots, ids carrying an
- * unassigned number, a CPU numbered beyond the count) goes to AGG.
+ * `watch`) for the canonical ids below `dense_ids`, indexed densely: a
+ * block of `dense_block` entries per (CPU, generation), in which an id's
+ * entries start at `dense_at[id].base`, one per fd kind for the ids that
+ * take an fd and one for the others (their kind is always FD_NONE):
+ * (cpu * 2 + generation) * dense_block + base + fd kind. A block of
+ * every id × FD_KINDS would be 3.8 times larger (3 904 entries, not 1 020), and the array is
+ * allocated and zeroed whole at every start. An array lookup is an
+ * indexed load (the verifier inlines it), where a hash lookup hashes the
+ * key and walks a bucket. The loader sets `dense_ids` (agent_core's ids,
+ * or 0: the hash alone, when asked or when the array would take too much
+ * memory for the machine's CPUs), `dense_at`, `dense_block` and
+ * `dense_cpus` (the possible CPUs) and sizes the array to match; every
+ * other key (other slots, ids carrying an unassigned number, a kind the
+ * id has no entry for, a CPU numbered beyond the count) goes to AGG.
  *
  * A plain ARRAY with a block per CPU, not a PERCPU_ARRAY: a per-CPU array
- * takes its 2.4 MB per CPU from the kernel's per-CPU allocator, whose
+ * takes its memory from the kernel's per-CPU allocator, whose
  * populated free pages are what every atomic per-CPU allocation lives on,
  * among them the values of new keys in the per-CPU hashes below (the BPF
  * memory allocator refills them in irq work with GFP_NOWAIT); when those
@@ -204,14 +210,13 @@ struct {
  * no atomics; the blocks are far apart, so no false sharing. */
 const volatile __u32 dense_ids = 0;
 const volatile __u32 dense_cpus = 0;
-/* The object for kernels before 6.1 keeps every key in AGG: it inlines
- * fold_call (below), so the dense path would double what the verifier
- * walks at every start. */
-#ifdef PREALLOC_MAPS
-#define DENSE_IDS_USED 0
-#else
-#define DENSE_IDS_USED dense_ids
-#endif
+const volatile __u32 dense_block = 0;
+const volatile struct dense_at dense_at[DENSE_IDS] = {};
+/* The object for kernels before 6.1 keeps every key in AGG and has no
+ * array (the loader sees the map missing): it inlines fold_call (below),
+ * so the dense path would double what the verifier walks at every
+ * start. */
+#ifndef PREALLOC_MAPS
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1); /* set by the loader */
@@ -231,6 +236,7 @@ struct {
 	__type(key, __u32);
 	__type(value, struct dense_used);
 } USED SEC(".maps");
+#endif
 
 /* Key: id << 16 | fd_kind << 8 | slot << 1 | generation. */
 struct {
@@ -1036,10 +1042,17 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	__u32 id = t->id;
 	__u32 kind = t->fd_kind;
 	struct agg *a = 0;
+	int dense = 0;
+#ifndef PREALLOC_MAPS
 	__u32 cpu = bpf_get_smp_processor_id();
-	if (run_slot == 0 && id < DENSE_IDS_USED && kind < FD_KINDS && cpu < dense_cpus) {
+	/* dense_ids is read-only, so the verifier knows it: it bounds `id`
+	 * for dense_at, and the branch is dropped when it is 0. */
+	if (run_slot == 0 && id < dense_ids && cpu < dense_cpus && kind < dense_at[id].kinds) {
+		dense = 1;
 		__u32 g = gen & 1;
-		__u32 index = ((cpu * 2 + g) * DENSE_IDS_USED + id) * FD_KINDS + kind;
+		__u32 index = (cpu * 2 + g) * dense_block + dense_at[id].base + kind;
+		/* NULL only out of the array, which the loader sizes for
+		 * dense_cpus blocks of dense_block. */
 		a = bpf_map_lookup_elem(&AGG_DENSE, &index);
 		if (a && a->count == 0) {
 			/* The entry's first call on this CPU in this window. */
@@ -1050,7 +1063,9 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		}
 		if (!a)
 			count_lost(LOST_CALLS_FULL, run_slot);
-	} else {
+	}
+#endif
+	if (!dense) {
 		__u32 key = id << 16 | kind << 8 | gen;
 		a = bpf_map_lookup_elem(&AGG, &key);
 		if (!a) {

@@ -46,6 +46,16 @@
  * a byte per (id, fd kind). */
 #define DENSE_IDS 512
 
+/** Where a canonical id's aggregates are in each (CPU, generation) block
+ * of AGG_DENSE (the loader sets one per id, `dense_at`): `kinds` entries
+ * from `base` on, FD_KINDS (one per fd kind) for the ids whose calls take
+ * an fd argument, 1 for the others (whose kind is always FD_NONE); 0: not
+ * in the array. */
+struct dense_at {
+	__u16 base;
+	__u16 kinds;
+};
+
 /** Syscall numbers below this have an entry in SYSINFO. */
 #define MAX_NR 1024
 

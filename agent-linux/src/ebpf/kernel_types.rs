@@ -36,6 +36,17 @@ pub type __u16 = core::ffi::c_ushort;
 pub type __u32 = core::ffi::c_uint;
 pub type __s64 = core::ffi::c_longlong;
 pub type __u64 = core::ffi::c_ulonglong;
+#[doc = " Where a canonical id's aggregates are in each (CPU, generation) block"]
+#[doc = " of AGG_DENSE (the loader sets one per id, `dense_at`): `kinds` entries"]
+#[doc = " from `base` on, FD_KINDS (one per fd kind) for the ids whose calls take"]
+#[doc = " an fd argument, 1 for the others (whose kind is always FD_NONE); 0: not"]
+#[doc = " in the array."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct dense_at {
+    pub base: __u16,
+    pub kinds: __u16,
+}
 #[doc = " A TCP or UDP socket's remote end (family 0: none)."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]
