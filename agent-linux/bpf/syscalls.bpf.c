@@ -188,8 +188,9 @@ struct {
  * entries start at `dense_at[id].base`, one per fd kind for the ids that
  * take an fd and one for the others (their kind is always FD_NONE):
  * (cpu * 2 + generation) * dense_block + base + fd kind. A block of
- * every id × FD_KINDS would be 3.8 times larger (3 904 entries, not 1 020), and the array is
- * allocated and zeroed whole at every start. An array lookup is an
+ * every id × FD_KINDS would be 3.8 times larger (3 904 entries, not
+ * 1 020), and the array is allocated and zeroed whole at every start.
+ * An array lookup is an
  * indexed load (the verifier inlines it), where a hash lookup hashes the
  * key and walks a bucket. The loader sets `dense_ids` (agent_core's ids,
  * or 0: the hash alone, when asked or when the array would take too much

@@ -286,8 +286,9 @@ fn both_backends_agree_on_counts_errors_fd_kinds_runs_and_transitions() {
         vec!["dd", "if=/dev/zero", "of=/dev/null", "bs=64", "count=500"],
     ] {
         let (pout, p) = agent_run(dir.path(), PTRACE, &cmd);
-        // Every key in the hash, whatever the environment the tests run
-        // in says (the dense array's run follows).
+        // Every key in the hash (the fallback, forced: kernels before 6.1
+        // and a failed array take it), whatever the environment the tests
+        // run in says; the dense array's run (the default) follows.
         let (eout, e) = agent_run_env(
             dir.path(),
             &[("EDGE_AGENT_EBPF_AGG", "hash")],
@@ -309,9 +310,9 @@ fn both_backends_agree_on_counts_errors_fd_kinds_runs_and_transitions() {
             (e.run.processes, e.run.threads, e.run.events),
             "{cmd:?}"
         );
-        // The same with run slot 0's aggregates in the dense array
-        // (opt-in), where its memory fits (26 possible CPUs; a
-        // machine of a few CPUs has not that many possible ones).
+        // The same with run slot 0's aggregates in the dense array,
+        // where its memory fits (105 possible CPUs; a machine of a few
+        // CPUs has not that many possible ones).
         let few_cpus = std::thread::available_parallelism().is_ok_and(|n| n.get() <= 8);
         let (hout, h) = agent_run_env(
             dir.path(),
