@@ -19,10 +19,11 @@
  *   away from the task) where the loader says so (`task_storage`), else in
  *   THREADS, a hash keyed by tid. Only the thread itself writes its
  *   state, so neither needs a lock.
- * - sys_exit folds the completed call into per-CPU hashes (no other
- *   writer, no atomics): AGG per (syscall id, fd kind) what
- *   agent_core::KeyStats holds, ERRNOS per (id, fd kind, errno) the
- *   failures, TRANS per (previous id, id) count and gap sum. Each key
+ * - sys_exit folds the completed call into per-CPU maps (no other
+ *   writer, no atomics): per (syscall id, fd kind) what
+ *   agent_core::KeyStats holds, in AGG_DENSE, an array with a block per
+ *   CPU indexed by the two, for run slot 0's canonical ids, else in AGG,
+ *   a hash; ERRNOS per (id, fd kind, errno) the failures, TRANS per (previous id, id) count and gap sum. Each key
  *   carries a generation bit: calls ending before CONTROL's cut go to
  *   its generation, later ones to the other, so the agent reads and
  *   clears one window while the kernel fills the next.
@@ -180,6 +181,63 @@ struct {
 	__type(key, __u64);
 	__type(value, struct sysinfo);
 } SYSINFO_HIGH SEC(".maps");
+
+/* The aggregates of run slot 0 (`run`, `attach`, the first run of a
+ * `watch`) for the canonical ids below `dense_ids`, indexed densely: a
+ * block of `dense_block` entries per (CPU, generation), in which an id's
+ * entries start at `dense_at[id].base`, one per fd kind for the ids that
+ * take an fd and one for the others (their kind is always FD_NONE):
+ * (cpu * 2 + generation) * dense_block + base + fd kind. A block of
+ * every id × FD_KINDS would be 3.8 times larger (3 904 entries, not
+ * 1 020), and the array is allocated and zeroed whole at every start.
+ * An array lookup is an
+ * indexed load (the verifier inlines it), where a hash lookup hashes the
+ * key and walks a bucket. The loader sets `dense_ids` (agent_core's ids,
+ * or 0: the hash alone, when asked or when the array would take too much
+ * memory for the machine's CPUs), `dense_at`, `dense_block` and
+ * `dense_cpus` (the possible CPUs) and sizes the array to match; every
+ * other key (other slots, ids carrying an unassigned number, a kind the
+ * id has no entry for, a CPU numbered beyond the count) goes to AGG.
+ *
+ * A plain ARRAY with a block per CPU, not a PERCPU_ARRAY: a per-CPU array
+ * takes its memory from the kernel's per-CPU allocator, whose
+ * populated free pages are what every atomic per-CPU allocation lives on,
+ * among them the values of new keys in the per-CPU hashes below (the BPF
+ * memory allocator refills them in irq work with GFP_NOWAIT); when those
+ * run dry new keys fail with ENOMEM and their calls are lost whole
+ * (docs/edge-agent.md). An ARRAY is vmalloc'ed and leaves that pool
+ * alone. Only this CPU's block is written, by one program at a time (raw
+ * tracepoints run with migration disabled), so
+ * no atomics; the blocks are far apart, so no false sharing. */
+const volatile __u32 dense_ids = 0;
+const volatile __u32 dense_cpus = 0;
+const volatile __u32 dense_block = 0;
+const volatile struct dense_at dense_at[DENSE_IDS] = {};
+/* The object for kernels before 6.1 keeps every key in AGG and has no
+ * array (the loader sees the map missing): it inlines fold_call (below),
+ * so the dense path would double what the verifier walks at every
+ * start. */
+#ifndef PREALLOC_MAPS
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* set by the loader */
+	__type(key, __u32);
+	__type(value, struct agg);
+} AGG_DENSE SEC(".maps");
+
+/* Per generation: a byte per (id, fd kind) of AGG_DENSE set on the
+ * entry's first call on any CPU, so the agent reads only the entries in
+ * use (and clears the generation it takes, both maps). */
+struct dense_used {
+	__u8 used[DENSE_IDS * FD_KINDS];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, struct dense_used);
+} USED SEC(".maps");
+#endif
 
 /* Key: id << 16 | fd_kind << 8 | slot << 1 | generation. */
 struct {
@@ -849,6 +907,83 @@ static __always_inline int completed_before_fatal_signal(struct signal_struct *s
 	return !interrupted || sig->live.counter == 1;
 }
 
+/* Folds the call `t` completed at `now` with `ret` into its aggregate
+ * `a` (from AGG_DENSE or AGG), generation `gen` (slot << 1 | generation):
+ * the statistics, the transition, the errno, the peer. A function of its
+ * own, verified once for both maps: inlined, the verifier walks all of it
+ * once per map (the two pointers' states never merge), about 4 800
+ * instructions more to check at every start. The object for kernels
+ * before 6.1 inlines it (a global function's pointer arguments need
+ * 5.12). */
+#ifdef PREALLOC_MAPS
+static __always_inline
+#else
+__noinline
+#endif
+int fold_call(struct agg *a, struct thread *t, __s64 ret, __u64 now, __u32 gen)
+{
+	if (!a || !t)
+		return 0;
+	__u64 d = now > t->entry_ns ? now - t->entry_ns : 0;
+	__u32 id = t->id;
+	__u32 kind = t->fd_kind;
+	__u32 run_slot = (gen >> 1) & (MAX_SLOTS - 1);
+	if (a->count == 0 || d < a->min_ns)
+		a->min_ns = d;
+	if (d > a->max_ns)
+		a->max_ns = d;
+	a->count += 1;
+	a->total_ns += d;
+	add_square(a, d);
+	__u64 b = bucket_of(d);
+	/* The cap at the last bucket, as one check the verifier can bound
+	 * the index by. */
+	if (b > BUCKETS - 1)
+		b = BUCKETS - 1;
+	barrier_var(b);
+	if (b < BUCKETS)
+		a->histogram[b] += 1;
+	if (t->last_id != ID_NONE) {
+		__u64 gap = t->entry_ns > t->last_exit_ns ? t->entry_ns - t->last_exit_ns : 0;
+		if (t->last_id == id) {
+			a->consecutive += 1;
+			a->consecutive_gap_ns += gap;
+		}
+		/* No room in TRANS: the transition alone is lost (counted in
+		 * LOST_MAPS), the call is counted. */
+		__u64 tkey = (__u64)t->last_id << 32 | id << 16 | gen;
+		struct trans tzero = {};
+		struct trans *tr = slot(&TRANS, &tkey, &tzero, run_slot, 0);
+		if (tr) {
+			tr->count += 1;
+			tr->gap_sum_ns += gap;
+		}
+	}
+	if (ret < 0 && ret >= -4095) {
+		if (a->errors == 0 || now < a->first_failure_ns)
+			a->first_failure_ns = now;
+		if (now > a->last_failure_ns)
+			a->last_failure_ns = now;
+		a->errors += 1;
+		/* No room in ERRNOS: the failure is counted, its errno alone
+		 * is lost (LOST_MAPS; the collector counts it as errno_other). */
+		__u64 ekey = (__u64)id << 32 | kind << 24 | (__u64)gen << 16 | (__u64)(-ret);
+		__u64 ezero = 0;
+		__u64 *n = slot(&ERRNOS, &ekey, &ezero, run_slot, 0);
+		if (n)
+			*n += 1;
+	} else {
+		a->result_sum += ret;
+	}
+	a->param_sum += t->size;
+	if (t->peer.family)
+		count_peer(t, id, gen, now, d, ret);
+	t->last_id = id;
+	t->last_exit_ns = now;
+	t->entry_ns = 0;
+	return 0;
+}
+
 /* sys_exit(struct pt_regs *regs, long ret) */
 SEC("raw_tracepoint/sys_exit")
 int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
@@ -905,15 +1040,40 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	if (t->entry_ns < cut && now >= cut)
 		send_crossed(tid, pid_tgid >> 32, t, cut);
 
-	__u64 d = now > t->entry_ns ? now - t->entry_ns : 0;
 	__u32 id = t->id;
 	__u32 kind = t->fd_kind;
-	__u32 key = id << 16 | kind << 8 | gen;
-	struct agg *a = bpf_map_lookup_elem(&AGG, &key);
-	if (!a) {
-		struct agg *init = bpf_map_lookup_elem(&ZERO, &zero);
-		if (init)
-			a = slot(&AGG, &key, init, run_slot, 1);
+	struct agg *a = 0;
+	int dense = 0;
+#ifndef PREALLOC_MAPS
+	__u32 cpu = bpf_get_smp_processor_id();
+	/* dense_ids is read-only, so the verifier knows it: it bounds `id`
+	 * for dense_at, and the branch is dropped when it is 0. */
+	if (run_slot == 0 && id < dense_ids && cpu < dense_cpus && kind < dense_at[id].kinds) {
+		dense = 1;
+		__u32 g = gen & 1;
+		__u32 index = (cpu * 2 + g) * dense_block + dense_at[id].base + kind;
+		/* NULL only out of the array, which the loader sizes for
+		 * dense_cpus blocks of dense_block. */
+		a = bpf_map_lookup_elem(&AGG_DENSE, &index);
+		if (a && a->count == 0) {
+			/* The entry's first call on this CPU in this window. */
+			struct dense_used *used = bpf_map_lookup_elem(&USED, &g);
+			__u32 u = id * FD_KINDS + kind;
+			if (used && u < DENSE_IDS * FD_KINDS)
+				used->used[u] = 1;
+		}
+		if (!a)
+			count_lost(LOST_CALLS_FULL, run_slot);
+	}
+#endif
+	if (!dense) {
+		__u32 key = id << 16 | kind << 8 | gen;
+		a = bpf_map_lookup_elem(&AGG, &key);
+		if (!a) {
+			struct agg *init = bpf_map_lookup_elem(&ZERO, &zero);
+			if (init)
+				a = slot(&AGG, &key, init, run_slot, 1);
+		}
 	}
 	if (!a) {
 		/* A call AGG could not hold (counted in LOST_MAPS) is lost
@@ -927,60 +1087,7 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		t->entry_ns = 0;
 		return 0;
 	}
-	if (a->count == 0 || d < a->min_ns)
-		a->min_ns = d;
-	if (d > a->max_ns)
-		a->max_ns = d;
-	a->count += 1;
-	a->total_ns += d;
-	add_square(a, d);
-	__u64 b = bucket_of(d);
-	/* The cap at the last bucket, as one check the verifier can bound
-	 * the index by. */
-	if (b > BUCKETS - 1)
-		b = BUCKETS - 1;
-	barrier_var(b);
-	if (b < BUCKETS)
-		a->histogram[b] += 1;
-	if (t->last_id != ID_NONE) {
-		__u64 gap = t->entry_ns > t->last_exit_ns ? t->entry_ns - t->last_exit_ns : 0;
-		if (t->last_id == id) {
-			a->consecutive += 1;
-			a->consecutive_gap_ns += gap;
-		}
-		/* No room in TRANS: the transition alone is lost (counted in
-		 * LOST_MAPS), the call is counted. */
-		__u64 tkey = (__u64)t->last_id << 32 | id << 16 | gen;
-		struct trans tzero = {};
-		struct trans *tr = slot(&TRANS, &tkey, &tzero, run_slot, 0);
-		if (tr) {
-			tr->count += 1;
-			tr->gap_sum_ns += gap;
-		}
-	}
-	if (ret < 0 && ret >= -4095) {
-		if (a->errors == 0 || now < a->first_failure_ns)
-			a->first_failure_ns = now;
-		if (now > a->last_failure_ns)
-			a->last_failure_ns = now;
-		a->errors += 1;
-		/* No room in ERRNOS: the failure is counted, its errno alone
-		 * is lost (LOST_MAPS; the collector counts it as errno_other). */
-		__u64 ekey = (__u64)id << 32 | kind << 24 | (__u64)gen << 16 | (__u64)(-ret);
-		__u64 ezero = 0;
-		__u64 *n = slot(&ERRNOS, &ekey, &ezero, run_slot, 0);
-		if (n)
-			*n += 1;
-	} else {
-		a->result_sum += ret;
-	}
-	a->param_sum += t->size;
-	if (t->peer.family)
-		count_peer(t, id, gen, now, d, ret);
-	t->last_id = id;
-	t->last_exit_ns = now;
-	t->entry_ns = 0;
-	return 0;
+	return fold_call(a, t, ret, now, gen);
 }
 
 static __always_inline void send_task_event(__u32 kind, __u32 tid, __u32 tgid, __u32 nr, __u8 flag,

@@ -38,6 +38,24 @@
 #define COMPAT_X86_TS_COMPAT 1	/* thread_info.status & TS_COMPAT */
 #define COMPAT_ARM64_TIF_32BIT 2 /* thread_info.flags bit TIF_32BIT */
 
+/** fd kinds (FD_NONE to FD_UNIX): a dense AGG index's low bits. */
+#define FD_KINDS 8
+
+/** AGG_DENSE covers the canonical ids below this (the loader sets how
+ * many: agent_core's ids, at most this); USED's value per generation is
+ * a byte per (id, fd kind). */
+#define DENSE_IDS 512
+
+/** Where a canonical id's aggregates are in each (CPU, generation) block
+ * of AGG_DENSE (the loader sets one per id, `dense_at`): `kinds` entries
+ * from `base` on, FD_KINDS (one per fd kind) for the ids whose calls take
+ * an fd argument, 1 for the others (whose kind is always FD_NONE); 0: not
+ * in the array. */
+struct dense_at {
+	__u16 base;
+	__u16 kinds;
+};
+
 /** Syscall numbers below this have an entry in SYSINFO. */
 #define MAX_NR 1024
 

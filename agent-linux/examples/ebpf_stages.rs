@@ -10,7 +10,8 @@
 //! timeout) and its records only counted. With `--cost` the kernel's BPF
 //! run-time statistics are on for the run (BPF_ENABLE_STATS, off again
 //! when this exits) and the syscall programs' runs and mean run time are
-//! printed: their in-kernel cost, free of the wall clock's noise. Prints
+//! printed: their in-kernel cost, free of the wall clock's noise, with
+//! the instructions the verifier checked in each. Prints
 //! what it read on stderr; exits with the command's status. Needs root (or CAP_BPF and CAP_PERFMON). x86_64 and
 //! aarch64 Linux only.
 
@@ -123,9 +124,12 @@ mod stages {
             probe.losses().lost
         );
         if cost {
-            for (name, runs, time) in probe.run_stats() {
+            for (name, runs, time, verified) in probe.run_stats() {
                 let mean = time.as_nanos() as f64 / runs.max(1) as f64;
-                eprintln!("ebpf_stages: {name} runs={runs} mean_ns={mean:.0}");
+                eprintln!(
+                    "ebpf_stages: {name} runs={runs} mean_ns={mean:.0} verified_insns={verified} aggregates={}",
+                    if probe.dense() { "dense" } else { "hash" }
+                );
             }
         }
         std::process::exit(code);

@@ -244,7 +244,7 @@ impl fmt::Display for Stats {
             }
             Stats::Ebpf(s) => write!(
                 f,
-                "edge-agent stats: backend=ebpf syscalls={} lost={} uncounted={} partial={} unreadable={} polls={} max_rss_kib={} cpu_ms={} threads={} fd_kinds={}",
+                "edge-agent stats: backend=ebpf syscalls={} lost={} uncounted={} partial={} unreadable={} polls={} max_rss_kib={} cpu_ms={} threads={} fd_kinds={} aggregates={}",
                 s.syscalls,
                 s.lost,
                 s.uncounted,
@@ -255,6 +255,7 @@ impl fmt::Display for Stats {
                 sys::self_cpu_us() / 1000,
                 if s.task_storage { "task_storage" } else { "hash" },
                 if s.fd_memo { "memo" } else { "table" },
+                if s.dense { "dense" } else { "hash" },
             ),
             Stats::Preload(s) => write!(
                 f,

@@ -324,24 +324,14 @@ fn assert_consistent(s: &Summary, what: &str) {
 }
 
 /// AGG full: a dozen runs of one watch, each alive and each
-/// with some 424 keys of its own, one after another; then a run whose
-/// key exists makes calls with no room for a new key. Every run's summary
+/// with some 424 keys of its own, one after another (the victim, second,
+/// among them); then a run whose key exists makes calls with no room for
+/// a new key. Every run's summary
 /// is written and decodes (with a full AGG the kernel once counted the
 /// calls it lost as transitions, and the decoder refused the run), no
 /// transition starts or ends at a call not counted, no peer's figures
 /// hold one, the runs counted last miss calls (the map was full) and
 /// their summaries say so, and each run's exit status is its own.
-/// One full-map test at a time. The full-AGG test's fillers make new
-/// per-CPU hash keys in bursts, which drains the kernel's populated
-/// per-CPU pages faster than it populates more; a per-CPU hash's new
-/// value is an atomic allocation that can use only those, so meanwhile
-/// any agent's new keys fail with ENOMEM (trace event
-/// `percpu:percpu_alloc_percpu_fail`, `is_atomic=1`) and their calls are
-/// lost whole. Expected for the fillers; the full-TRANS test, which
-/// checks that every call is counted, lost 15 of 20 000 beside them
-/// (found on branch s46-dense, docs/edge-agent.md).
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 #[test]
 fn full_agg_loses_calls_whole_and_every_run_is_summarized() {
     let test = "full_agg_loses_calls_whole_and_every_run_is_summarized";
@@ -354,8 +344,31 @@ fn full_agg_loses_calls_whole_and_every_run_is_summarized() {
     }
     assert_numbers_unassigned(FIRST_NR, LAST_NR);
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for aggregates in AGGREGATES {
+        full_agg_with(aggregates);
+    }
+}
+
+/// The aggregate stores the full-map tests run the agent with
+/// (`EDGE_AGENT_EBPF_AGG`), whatever the environment says.
+const AGGREGATES: [&str; 2] = ["dense", "hash"];
+
+/// One full-map test at a time. The fillers' bursts of new keys drain
+/// the kernel's populated per-CPU pages faster than it populates more,
+/// and the per-CPU hashes' new values come from atomic allocations that
+/// can only use those: meanwhile any agent's new AGG keys fail with
+/// ENOMEM (trace event `percpu:percpu_alloc_percpu_fail`, size 312,
+/// is_atomic=1) and their calls are lost whole (counted as uncounted).
+/// Right for the fillers, whose losses the test expects; the full-TRANS
+/// run, which checks that every call is counted, then lost some (15 of
+/// 20 000) when it ran beside them.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// [`full_agg_loses_calls_whole_and_every_run_is_summarized`] with the
+/// agent's aggregates in `aggregates`.
+fn full_agg_with(aggregates: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let tag = format!("fullmaps{}", std::process::id());
+    let tag = format!("fullmaps{}{aggregates}", std::process::id());
     // Linked statically: no dynamic loader at the start, so a run's
     // summary is small enough to keep every entry (a transition folded
     // into "other" would escape the checks).
@@ -364,6 +377,7 @@ fn full_agg_loses_calls_whole_and_every_run_is_summarized() {
     std::fs::create_dir_all(&out).unwrap();
     let err = dir.path().join("watch.err");
     let watch = Command::new(agent())
+        .env("EDGE_AGENT_EBPF_AGG", aggregates)
         .args(["watch", "--backend", "ebpf", "--window", "whole"])
         .args(["--discover", "connector", "--match", &tag])
         .arg("--out-dir")
@@ -387,10 +401,17 @@ fn full_agg_loses_calls_whole_and_every_run_is_summarized() {
         std::thread::sleep(Duration::from_millis(20));
     }
 
+    // The victim must not be the watch's first run: run slot 0's named
+    // calls may be counted in the dense array (EDGE_AGENT_EBPF_AGG=dense),
+    // which has room for every key, so its getuid would be counted; a
+    // filler takes slot 0 first (its numbers go to AGG whatever the
+    // slot), the victim the next, whose keys all compete for AGG's room.
+    let (first, last) = (FIRST_NR.to_string(), LAST_NR.to_string());
+    let i = scene.start(&exe, &["fill", &first, &last]);
+    scene.step(i, b'd');
     let victim = scene.start(&exe, &["victim"]);
     scene.step(victim, b'a');
-    let (first, last) = (FIRST_NR.to_string(), LAST_NR.to_string());
-    for _ in 0..FILLERS {
+    for _ in 1..FILLERS {
         let i = scene.start(&exe, &["fill", &first, &last]);
         scene.step(i, b'd');
     }
@@ -504,14 +525,24 @@ fn full_trans_loses_transitions_only_and_the_summary_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let exe = compile_c_static(dir.path(), "pairs", WORKLOAD);
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for aggregates in AGGREGATES {
+        full_trans_with(dir.path(), &exe, aggregates);
+    }
+}
+
+/// [`full_trans_loses_transitions_only_and_the_summary_says_so`] with the
+/// agent's aggregates in `aggregates`.
+fn full_trans_with(dir: &Path, exe: &Path, aggregates: &str) {
+    const N: u32 = 100;
     let (first, n) = (FIRST_NR.to_string(), N.to_string());
-    let (out, summary) = agent_run(
-        dir.path(),
+    let (out, summary) = agent_run_env(
+        dir,
+        &[("EDGE_AGENT_EBPF_AGG", aggregates)],
         &["--backend", "ebpf"],
         &[exe.to_str().unwrap(), "pairs", &first, &n],
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(5), "{err}");
+    assert_eq!(out.status.code(), Some(5), "{aggregates}: {err}");
     assert_eq!(summary.run.exit, Exit::Code(5));
     assert_consistent(&summary, "the run of every pair");
     let counted: u64 = summary
@@ -527,16 +558,16 @@ fn full_trans_loses_transitions_only_and_the_summary_says_so() {
     );
     assert_eq!(
         not_counted, refused,
-        "no call lost to a full AGG: {summary:#?}\n{err}"
+        "{aggregates}: no call lost to a full AGG: {summary:#?}\n{err}"
     );
     assert!(
         counted <= made && counted + refused >= made,
-        "every call counted or said refused: {counted} counted, {refused} refused of {made}: {summary:#?}\n{err}"
+        "{aggregates}: every call counted or said refused: {counted} counted, {refused} refused of {made}: {summary:#?}\n{err}"
     );
     // At least the pairs beyond the map's room.
     let partial = fact_count(&summary, "ebpf.partial");
     assert!(
         partial >= (N * N - 8192) as u64,
-        "{partial}: {summary:#?}\n{err}"
+        "{aggregates}: {partial}: {summary:#?}\n{err}"
     );
 }

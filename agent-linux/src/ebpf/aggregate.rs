@@ -1,5 +1,6 @@
 //! The BPF program's per-CPU aggregates (`AGG`, `ERRNOS`, `TRANS`, `PEERS` in
-//! `bpf/syscalls.bpf.c`), read from bytes and merged into a collector with
+//! `bpf/syscalls.bpf.c`; `AGG_DENSE`'s entries are read as `AGG` keys,
+//! see `Probe::take_slots`), read from bytes and merged into a collector with
 //! agent-core's merge API: one window's generation at each cut, and what is
 //! left at the end. Bytes from the kernel are still checked: a key or value
 //! that is not one is skipped and counted, never trusted.

@@ -17,6 +17,8 @@ pub const FD_UNIX: u32 = 7;
 pub const COMPAT_NONE: u32 = 0;
 pub const COMPAT_X86_TS_COMPAT: u32 = 1;
 pub const COMPAT_ARM64_TIF_32BIT: u32 = 2;
+pub const FD_KINDS: u32 = 8;
+pub const DENSE_IDS: u32 = 512;
 pub const MAX_NR: u32 = 1024;
 pub const ID_UNKNOWN: u32 = 1;
 pub const ID_NONE: u32 = 65535;
@@ -34,6 +36,17 @@ pub type __u16 = core::ffi::c_ushort;
 pub type __u32 = core::ffi::c_uint;
 pub type __s64 = core::ffi::c_longlong;
 pub type __u64 = core::ffi::c_ulonglong;
+#[doc = " Where a canonical id's aggregates are in each (CPU, generation) block"]
+#[doc = " of AGG_DENSE (the loader sets one per id, `dense_at`): `kinds` entries"]
+#[doc = " from `base` on, FD_KINDS (one per fd kind) for the ids whose calls take"]
+#[doc = " an fd argument, 1 for the others (whose kind is always FD_NONE); 0: not"]
+#[doc = " in the array."]
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone)]
+pub struct dense_at {
+    pub base: __u16,
+    pub kinds: __u16,
+}
 #[doc = " A TCP or UDP socket's remote end (family 0: none)."]
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone)]

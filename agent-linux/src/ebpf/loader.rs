@@ -21,7 +21,8 @@ use super::aggregate::{
 };
 use super::events::{thread_slot, Pending, Record, THREAD_LEN};
 use super::kernel_types::{
-    LOST_CALLS_FULL, LOST_CALLS_REFUSED, LOST_PARTS, LOST_RING, SYSINFO_CHANGES_FDS,
+    DENSE_IDS, FD_KINDS, LOST_CALLS_FULL, LOST_CALLS_REFUSED, LOST_PARTS, LOST_RING,
+    SYSINFO_CHANGES_FDS,
 };
 use super::MAX_SLOTS;
 use crate::arch::{Abi, Native};
@@ -38,6 +39,10 @@ static OBJECT_PREALLOC: &[u8] = aya::include_bytes_aligned!("../../bpf/syscalls-
 /// The task-storage map of the threads' state (the object before 6.1 has
 /// none).
 const THREAD_STORE: &str = "THREAD_STORE";
+
+/// The array of run slot 0's aggregates (the object before 6.1 has
+/// none).
+const AGG_DENSE: &str = "AGG_DENSE";
 
 /// Whether the BPF object `object` defines the map `name` (a symbol of
 /// its ELF). An object that does not parse has none: its load then says
@@ -102,6 +107,95 @@ pub enum ThreadStore {
 /// so the fallback path runs where task storage would be chosen (tests,
 /// the benchmark's before/after).
 pub const THREADS_ENV: &str = "EDGE_AGENT_EBPF_THREADS";
+
+/// The environment variable that keeps every aggregate in the `AGG` hash
+/// (`hash`): the path of kernels before 6.1 and of a failed array, forced
+/// where the dense array would be used (tests, the benchmark's
+/// before/after). Otherwise run slot 0's aggregates are in the dense array
+/// where the object has it and its memory fits: about 20 ns less per call
+/// at `sys_exit`, no start measurably added (docs/edge-agent.md).
+pub const AGG_ENV: &str = "EDGE_AGENT_EBPF_AGG";
+
+/// `struct dense_used` in the C program: a byte per (id, fd kind).
+const USED_LEN: usize = (DENSE_IDS * FD_KINDS) as usize;
+
+/// The most kernel memory the dense aggregates may take, over all CPUs.
+const DENSE_BUDGET: u64 = 64 << 20;
+
+/// `struct dense_at` in the C program: the first entry's index in a
+/// (CPU, generation) block, then how many entries (0: none), each two
+/// bytes in native order.
+type DenseAt = [u8; core::mem::size_of::<super::kernel_types::dense_at>()];
+const _: () = assert!(core::mem::offset_of!(super::kernel_types::dense_at, kinds) == 2);
+
+/// Where run slot 0's aggregates are in `AGG_DENSE`, and which ids it
+/// covers.
+pub struct DenseLayout {
+    /// The canonical ids below this have entries (0: the array is off,
+    /// every key in the `AGG` hash).
+    pub ids: u32,
+    /// Entries per (CPU, generation) block.
+    pub block: u32,
+    /// Per id below [`DenseLayout::ids`]: its first entry in a block and
+    /// how many it has: [`FD_KINDS`] for the ids whose calls take an fd
+    /// argument, whose calls are filed by its kind, 1 for the others,
+    /// whose calls are all FD_NONE. Every id × [`FD_KINDS`] would be 3.8
+    /// times as many entries (3 904 for 488 ids, not 1 020), allocated and
+    /// zeroed at every start.
+    at: Vec<(u32, u32)>,
+}
+
+impl DenseLayout {
+    /// The layout for agent-core's ids and `roles` on a machine of `cpus`
+    /// possible CPUs, or none (every key in the `AGG` hash) when it is
+    /// not `wanted` ([`AGG_ENV`]) or its two generations would take more
+    /// than [`DENSE_BUDGET`] over the CPUs. The array takes its memory at
+    /// creation, a hash only for the keys in use.
+    pub fn new(roles: &FdRoles, cpus: usize, wanted: bool) -> DenseLayout {
+        let off = DenseLayout {
+            ids: 0,
+            block: 0,
+            at: Vec::new(),
+        };
+        if !wanted {
+            return off;
+        }
+        let ids = (SyscallId::COUNT as u32).min(DENSE_IDS);
+        let mut at = Vec::with_capacity(ids as usize);
+        let mut block = 0;
+        for id in 0..ids {
+            let kinds = if roles.get(SyscallId(id as u16)).fd_arg().is_some() {
+                FD_KINDS
+            } else {
+                1
+            };
+            at.push((block, kinds));
+            block += kinds;
+        }
+        let bytes = cpus as u64 * 2 * u64::from(block) * AGG_LEN as u64;
+        if bytes > DENSE_BUDGET {
+            return off;
+        }
+        DenseLayout { ids, block, at }
+    }
+
+    /// `dense_at` for the program.
+    fn table(&self) -> Box<[DenseAt; DENSE_IDS as usize]> {
+        let mut table = Box::new([[0u8; core::mem::size_of::<DenseAt>()]; DENSE_IDS as usize]);
+        for (entry, &(base, kinds)) in table.iter_mut().zip(&self.at) {
+            let [b0, b1] = (base as u16).to_ne_bytes();
+            let [k0, k1] = (kinds as u16).to_ne_bytes();
+            *entry = [b0, b1, k0, k1];
+        }
+        table
+    }
+
+    /// The entry of (`id`, fd `kind`) within a block, if it has one.
+    fn entry(&self, id: u32, kind: u32) -> Option<u32> {
+        let &(base, kinds) = self.at.get(id as usize)?;
+        (kind < kinds).then_some(base + kind)
+    }
+}
 
 impl ThreadStore {
     /// What this kernel and agent can use, unless [`THREADS_ENV`] is
@@ -180,6 +274,8 @@ pub struct Probe {
     events: RingBuf<MapData>,
     lost: PerCpuArray<MapData, u64>,
     agg: PerCpuHashMap<MapData, u32, [u8; AGG_LEN]>,
+    /// Run slot 0's aggregates in `AGG_DENSE`, where they are.
+    dense: Option<Dense>,
     errnos: PerCpuHashMap<MapData, u64, u64>,
     transitions: PerCpuHashMap<MapData, u64, [u8; TRANS_LEN]>,
     /// Socket peers: per (peer, syscall id, generation), per CPU.
@@ -218,6 +314,19 @@ fn effective_caps() -> Option<u64> {
     u64::from_str_radix(hex.trim(), 16).ok()
 }
 
+/// Run slot 0's aggregates of the canonical ids [`DenseLayout`] covers.
+struct Dense {
+    /// Per (CPU, generation), a block laid out by `layout`: a plain array
+    /// with a block per CPU, not a per-CPU array (why: `AGG_DENSE` in the
+    /// C source).
+    agg: Array<MapData, [u8; AGG_LEN]>,
+    /// The CPUs `agg` has a block for.
+    cpus: u32,
+    /// Per generation: which (id, fd kind) have an entry in use.
+    used: Array<MapData, [u8; USED_LEN]>,
+    layout: DenseLayout,
+}
+
 impl Probe {
     /// Loads and attaches the program; `ring_bytes` sizes the ring buffer
     /// (a power of two of at least a page).
@@ -242,20 +351,64 @@ impl Probe {
     /// [`Probe::load_object`] with the threads kept in `store` (an object
     /// with no task storage keeps them in the hash whatever is asked).
     pub fn load_with(object: &[u8], ring_bytes: u32, store: ThreadStore) -> anyhow::Result<Probe> {
+        let dense = std::env::var_os(AGG_ENV).is_none_or(|v| v != "hash");
+        Probe::load_dense(object, ring_bytes, store, dense)
+    }
+
+    /// [`Probe::load_with`] with the dense aggregates `wanted` or not
+    /// (whatever [`AGG_ENV`] says).
+    fn load_dense(
+        object: &[u8],
+        ring_bytes: u32,
+        store: ThreadStore,
+        wanted: bool,
+    ) -> anyhow::Result<Probe> {
         precheck().map_err(|e| anyhow!(e))?;
         // The verifier gives up (EAGAIN) when a signal is pending, and
         // `watch` is woken by SIGALRM at every exec on the machine.
-        crate::signals::held(|| Probe::load_held(object, ring_bytes, store))
+        crate::signals::held(|| Probe::load_held(object, ring_bytes, store, wanted))
             .context("cannot block signals while loading")?
     }
 
-    /// [`Probe::load_with`] once signals are held.
-    fn load_held(object: &[u8], ring_bytes: u32, store: ThreadStore) -> anyhow::Result<Probe> {
+    /// [`Probe::load_dense`] once signals are held: with the dense array
+    /// where it is `wanted` and the object has it (the object before 6.1
+    /// has not), else, or when the load with it fails (the kernel could
+    /// not allocate the array, or refused the program with it), with
+    /// every aggregate in the hash.
+    fn load_held(
+        object: &[u8],
+        ring_bytes: u32,
+        store: ThreadStore,
+        wanted: bool,
+    ) -> anyhow::Result<Probe> {
+        let roles = FdRoles::new();
+        let cpus = aya::util::nr_cpus().map_err(|(_, e)| anyhow!("cannot count the CPUs: {e}"))?;
+        let wanted = wanted && has_map(object, AGG_DENSE);
+        let layout = DenseLayout::new(&roles, cpus, wanted);
+        if layout.ids == 0 {
+            return Probe::load_layout(object, ring_bytes, store, &roles, cpus, layout);
+        }
+        Probe::load_layout(object, ring_bytes, store, &roles, cpus, layout).or_else(|_| {
+            let hash = DenseLayout::new(&roles, cpus, false);
+            Probe::load_layout(object, ring_bytes, store, &roles, cpus, hash)
+        })
+    }
+
+    /// [`Probe::load_held`] with the dense array laid out by `layout`.
+    fn load_layout(
+        object: &[u8],
+        ring_bytes: u32,
+        store: ThreadStore,
+        roles: &FdRoles,
+        cpus: usize,
+        layout: DenseLayout,
+    ) -> anyhow::Result<Probe> {
         // The kernel reads connect's peer from the address it names.
         let connect_id = SyscallId::from_name("connect").map_or(u16::MAX, |id| id.0);
-        let roles = FdRoles::new();
-        let sysinfo = sysinfo_table(&roles);
+        let sysinfo = sysinfo_table(roles);
         let task_storage = u8::from(store == ThreadStore::TaskStorage);
+        let dense_cpus = cpus as u32;
+        let dense_at = layout.table();
         // THREADS is preallocated (every entry at creation: 4.5 MB of
         // kernel memory, and time at each start); where the threads live
         // in task storage it stays empty, so one entry does.
@@ -272,6 +425,11 @@ impl Probe {
             .set_global("compat_probe", &host::COMPAT_PROBE, true)
             .set_global("arg_off", &host::ARG_OFF, true)
             .set_global("connect_id", &connect_id, true)
+            .set_global("dense_ids", &layout.ids, true)
+            .set_global("dense_cpus", &dense_cpus, true)
+            .set_global("dense_block", &layout.block, true)
+            .set_global("dense_at", &*dense_at, true)
+            .set_max_entries(AGG_DENSE, (dense_cpus * 2 * layout.block).max(1))
             .set_global("SYSINFO", &*sysinfo, true)
             .set_max_entries("EVENTS", ring_bytes);
         if threads_unused {
@@ -280,7 +438,7 @@ impl Probe {
         let mut ebpf = loader
             .load(object)
             .context("the kernel refused the BPF program")?;
-        fill_sysinfo_high(&mut ebpf, &roles)?;
+        fill_sysinfo_high(&mut ebpf, roles)?;
         for (prog, tracepoint) in ATTACH {
             let p: &mut RawTracePoint = ebpf
                 .program_mut(prog)
@@ -301,6 +459,16 @@ impl Probe {
         let events = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;
         let lost = PerCpuArray::try_from(take_map(&mut ebpf, "LOST")?)?;
         let agg = PerCpuHashMap::try_from(take_map(&mut ebpf, "AGG")?)?;
+        let dense = if layout.ids > 0 {
+            Some(Dense {
+                agg: Array::try_from(take_map(&mut ebpf, AGG_DENSE)?)?,
+                cpus: dense_cpus,
+                used: Array::try_from(take_map(&mut ebpf, "USED")?)?,
+                layout,
+            })
+        } else {
+            None
+        };
         let errnos = PerCpuHashMap::try_from(take_map(&mut ebpf, "ERRNOS")?)?;
         let transitions = PerCpuHashMap::try_from(take_map(&mut ebpf, "TRANS")?)?;
         let peers = PerCpuHashMap::try_from(take_map(&mut ebpf, "PEERS")?)?;
@@ -315,6 +483,7 @@ impl Probe {
             events,
             lost,
             agg,
+            dense,
             errnos,
             transitions,
             peers,
@@ -374,6 +543,7 @@ impl Probe {
                 agg_keys.push(key);
             }
         }
+        let dense_taken = self.take_dense(&mut taken[0], |g| want(0, g));
         let mut errno_keys = Vec::new();
         for (key, values) in self.errnos.iter().flatten() {
             let slot = errno_slot(key);
@@ -403,6 +573,7 @@ impl Probe {
         for key in &agg_keys {
             let _ = self.agg.remove(key);
         }
+        self.clear_dense(&dense_taken);
         for key in &errno_keys {
             let _ = self.errnos.remove(key);
         }
@@ -415,16 +586,71 @@ impl Probe {
         taken
     }
 
+    /// Reads run slot 0's dense aggregates of the generations `want`
+    /// says into `into` (as AGG keys, so the rest reads them as it reads
+    /// the hash's); returns the generations read and their entries, for
+    /// [`Probe::clear_dense`] once every map is read.
+    fn take_dense(&self, into: &mut Generation, want: impl Fn(u8) -> bool) -> Vec<(u8, Vec<u32>)> {
+        let mut taken = Vec::new();
+        let Some(dense) = &self.dense else {
+            return taken;
+        };
+        for g in (0..2u8).filter(|&g| want(g)) {
+            let Ok(used) = dense.used.get(&u32::from(g), 0) else {
+                continue;
+            };
+            let mut indices = Vec::new();
+            for (u, _) in used.iter().enumerate().filter(|(_, &b)| b != 0) {
+                let (id, kind) = (u as u32 / FD_KINDS, u as u32 % FD_KINDS);
+                let Some(entry) = dense.layout.entry(id, kind) else {
+                    continue;
+                };
+                // One value per CPU, as a per-CPU map's lookup gives them.
+                let mut per_cpu = Vec::with_capacity(dense.cpus as usize);
+                let mut at = Vec::with_capacity(dense.cpus as usize);
+                for cpu in 0..dense.cpus {
+                    let index = (cpu * 2 + u32::from(g)) * dense.layout.block + entry;
+                    if let Ok(value) = dense.agg.get(&index, 0) {
+                        per_cpu.push(value);
+                        at.push(index);
+                    }
+                }
+                into.keys
+                    .push((id << 16 | kind << 8 | u32::from(g), per_cpu));
+                indices.extend(at);
+            }
+            taken.push((g, indices));
+        }
+        taken
+    }
+
+    /// Zeroes what [`Probe::take_dense`] read: the entries, then the
+    /// generations' in-use bytes.
+    fn clear_dense(&mut self, taken: &[(u8, Vec<u32>)]) {
+        let Some(dense) = &mut self.dense else {
+            return;
+        };
+        for (g, indices) in taken {
+            for index in indices {
+                let _ = dense.agg.set(*index, [0u8; AGG_LEN], 0);
+            }
+            let _ = dense.used.set(u32::from(*g), [0u8; USED_LEN], 0);
+        }
+    }
+
     /// Per syscall program (`on_sys_enter`, `on_sys_exit`): how many
     /// times it ran and its total run time, as the kernel counts them
     /// while its BPF statistics are on (`aya::sys::enable_stats`; zero
-    /// otherwise). The bench's in-kernel cost per call.
-    pub fn run_stats(&self) -> Vec<(&'static str, u64, std::time::Duration)> {
+    /// otherwise), and how many instructions the verifier checked (5.16+;
+    /// 0 before). The bench's in-kernel cost per call, and a share of its
+    /// start.
+    pub fn run_stats(&self) -> Vec<(&'static str, u64, std::time::Duration, u32)> {
         ATTACH[..2]
             .iter()
             .filter_map(|(name, _)| {
                 let info = self._ebpf.program(name)?.info().ok()?;
-                Some((*name, info.run_count(), info.run_time()))
+                let verified = info.verified_instruction_count().unwrap_or(0);
+                Some((*name, info.run_count(), info.run_time(), verified))
             })
             .collect()
     }
@@ -547,6 +773,12 @@ impl Probe {
             }
         }
         bad
+    }
+
+    /// Whether run slot 0's aggregates are in the dense array
+    /// (`AGG_DENSE`; else every key is in the `AGG` hash).
+    pub fn dense(&self) -> bool {
+        self.dense.is_some()
     }
 
     /// Where the program keeps each thread's state.
@@ -763,7 +995,11 @@ fn fill_sysinfo_high(ebpf: &mut Ebpf, roles: &FdRoles) -> anyhow::Result<()> {
 mod tests {
     use aya::maps::IterableMap;
 
-    use super::{allocates_safely, precheck, Probe, ThreadStore, OBJECT, OBJECT_PREALLOC};
+    use super::{
+        allocates_safely, precheck, DenseLayout, FdRoles, Probe, ThreadStore, DENSE_BUDGET,
+        DENSE_IDS, FD_KINDS, OBJECT, OBJECT_PREALLOC,
+    };
+    use crate::ebpf::kernel_types::{FD_FILE, FD_NONE, FD_PIPE};
 
     /// SYSINFO names a number as the ptrace backend does: Linux 6.18's
     /// listns by its id, an unassigned number by the id carrying it (so
@@ -809,6 +1045,145 @@ mod tests {
             assert!(!marked(nr(name).unwrap()), "{name}");
         }
         assert!(marked(0x3ff), "a number with no name");
+    }
+
+    /// The dense array gives an entry per fd kind only to the ids whose
+    /// calls take an fd (the others' calls are all FD_NONE), one after
+    /// another in each block, so it is well under every id × FD_KINDS.
+    #[test]
+    fn dense_layout_gives_fd_kinds_only_to_the_ids_that_take_an_fd() {
+        let roles = FdRoles::new();
+        let layout = DenseLayout::new(&roles, 1, true);
+        let ids = (agent_core::SyscallId::COUNT as u32).min(DENSE_IDS);
+        assert_eq!(layout.ids, ids);
+        let id = |name| u32::from(agent_core::SyscallId::from_name(name).unwrap().0);
+        let (read, getppid) = (id("read"), id("getppid"));
+        for kind in 0..FD_KINDS {
+            assert!(layout.entry(read, kind).is_some(), "read, kind {kind}");
+            assert_eq!(layout.entry(getppid, kind).is_some(), kind == FD_NONE);
+        }
+        assert_eq!(layout.entry(read, FD_KINDS), None);
+        assert_eq!(layout.entry(ids, FD_NONE), None);
+        // Every (id, kind) it has, once, in 0..block.
+        let mut seen = vec![false; layout.block as usize];
+        for id in 0..ids {
+            for kind in 0..FD_KINDS {
+                if let Some(e) = layout.entry(id, kind) {
+                    assert!(
+                        !std::mem::replace(&mut seen[e as usize], true),
+                        "{id} {kind}"
+                    );
+                }
+            }
+        }
+        assert!(seen.iter().all(|&s| s));
+        assert!(
+            layout.block * 2 < ids * FD_KINDS,
+            "{} entries of {}",
+            layout.block,
+            ids * FD_KINDS
+        );
+        // The table the program reads says the same.
+        let table = layout.table();
+        let at = |id: u32| {
+            let e = table[id as usize];
+            (
+                u16::from_ne_bytes([e[0], e[1]]),
+                u16::from_ne_bytes([e[2], e[3]]),
+            )
+        };
+        assert_eq!(at(read).1 as u32, FD_KINDS);
+        assert_eq!(at(getppid).1, 1);
+        assert_eq!(at(read + 1).0, at(read).0 + FD_KINDS as u16);
+        assert_eq!(at(DENSE_IDS - 1), (0, 0));
+    }
+
+    /// The dense aggregates cover agent-core's ids where their memory
+    /// fits the budget, and none where it would not or when not wanted.
+    #[test]
+    fn dense_aggregates_cover_the_ids_within_the_memory_budget() {
+        let roles = FdRoles::new();
+        let ids = (agent_core::SyscallId::COUNT as u32).min(DENSE_IDS);
+        assert_eq!(DenseLayout::new(&roles, 1, true).ids, ids);
+        assert_eq!(DenseLayout::new(&roles, 1, false).ids, 0);
+        let block = DenseLayout::new(&roles, 1, true).block;
+        let per_cpu = 2 * u64::from(block) * super::AGG_LEN as u64;
+        let most = (DENSE_BUDGET / per_cpu) as usize;
+        assert_eq!(DenseLayout::new(&roles, most, true).ids, ids);
+        assert_eq!(DenseLayout::new(&roles, most + 1, true).ids, 0);
+        assert_eq!(DenseLayout::new(&roles, most + 1, true).block, 0);
+    }
+
+    /// The dense aggregates count every call of run slot 0, summed over
+    /// CPUs as the hash's are, each under its own fd kind, and take their
+    /// memory outside the kernel's per-CPU allocator: a plain array, not
+    /// a per-CPU one, whose 2.4 MB per CPU left the atomic per-CPU
+    /// allocations that new keys of the per-CPU hashes live on failing
+    /// (ENOMEM: whole calls lost when a `watch` filled AGG,
+    /// tests/tests/ebpf_full_maps.rs). The object before 6.1 has no array.
+    #[test]
+    fn dense_aggregates_count_every_call_outside_the_per_cpu_allocator() {
+        use std::io::{Read, Write};
+        if let Err(why) = precheck() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        let prealloc =
+            Probe::load_dense(OBJECT_PREALLOC, 1 << 16, ThreadStore::Hash, true).unwrap();
+        assert!(!prealloc.dense());
+        drop(prealloc);
+        let mut probe = Probe::load_dense(OBJECT, 1 << 16, ThreadStore::probe(), true).unwrap();
+        assert!(probe.dense());
+        assert_eq!(
+            probe
+                .dense
+                .as_ref()
+                .unwrap()
+                .agg
+                .map()
+                .info()
+                .unwrap()
+                .map_type()
+                .unwrap(),
+            aya::maps::MapType::Array
+        );
+        let (mut rx, mut tx) = std::io::pipe().unwrap();
+        let mut file = std::fs::File::open(std::env::current_exe().unwrap()).unwrap();
+        let me = std::process::id();
+        probe.trace(me, 0).unwrap();
+        const CALLS: u64 = 1000;
+        const READS: u64 = 50;
+        let mut byte = [0u8; 1];
+        for i in 0..CALLS {
+            // Both CPUs' blocks, where the scheduler moves this thread.
+            if i % 100 == 0 {
+                std::thread::yield_now();
+            }
+            let _ = std::os::unix::process::parent_id();
+            if i < READS {
+                tx.write_all(b"x").unwrap();
+                rx.read_exact(&mut byte).unwrap();
+                file.read_exact(&mut byte).unwrap();
+            }
+        }
+        probe.untrace(me);
+        let taken = probe.take_generation(0, None);
+        let count = |name, kind: u32| -> u64 {
+            let id = u32::from(agent_core::SyscallId::from_name(name).unwrap().0);
+            taken
+                .keys
+                .iter()
+                .filter(|(key, _)| key >> 16 == id && (key >> 8) & 0xff == kind)
+                .flat_map(|(_, per_cpu)| per_cpu.iter())
+                .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+                .sum()
+        };
+        assert_eq!(count("getppid", FD_NONE), CALLS);
+        assert_eq!(count("read", FD_PIPE), READS);
+        assert_eq!(count("read", FD_FILE), READS);
+        assert_eq!(count("write", FD_PIPE), READS);
+        // Taken: read and zeroed.
+        assert!(probe.take_generation(0, None).keys.is_empty());
     }
 
     /// Both objects load here (where the test may load BPF programs), and

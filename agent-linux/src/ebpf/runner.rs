@@ -51,6 +51,9 @@ pub struct RunnerStats {
     /// Whether the kernel keeps the threads' state in task storage (else
     /// in its hash of tids).
     pub task_storage: bool,
+    /// Whether run slot 0's aggregates are in the dense array
+    /// (else in the AGG hash).
+    pub dense: bool,
     /// Whether the kernel remembers fd kinds per thread (else reads each
     /// from the file table).
     pub fd_memo: bool,
@@ -137,6 +140,7 @@ impl Runner {
     pub fn empty(probe: Probe) -> Runner {
         let stats = RunnerStats {
             task_storage: probe.thread_store() == ThreadStore::TaskStorage,
+            dense: probe.dense(),
             fd_memo: probe.fd_memo(),
             ..RunnerStats::default()
         };

@@ -37,6 +37,8 @@ pub mod runner {
         pub polls: u64,
         /// Threads' state in task storage (never here).
         pub task_storage: bool,
+        /// Aggregates in the dense array (never here).
+        pub dense: bool,
         /// fd kinds remembered per thread (never here).
         pub fd_memo: bool,
     }
