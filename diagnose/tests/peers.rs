@@ -309,6 +309,17 @@ fn a_lone_slow_window_in_training_does_not_hide_a_lasting_fault() {
     assert!(d.findings.is_empty(), "{}", report::text(&d));
 }
 
+/// Draws from 0 to 999, the same sequence for the same `seed` (xorshift):
+/// the bursty fleets below are random-looking but fixed.
+fn draws(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % 1000
+    }
+}
+
 /// A Spark-like fleet (docs/mapreduce-eval.md): 4 workers, 16 training
 /// windows (a few short jobs) and a 30-window phase, whose file calls'
 /// 1 s means swing with the tasks each worker happened to run that second
@@ -318,13 +329,7 @@ fn a_lone_slow_window_in_training_does_not_hide_a_lasting_fault() {
 fn bursty_workers(faults: Vec<Fault>) -> (FleetSpec, Fleet) {
     const TRAIN: u64 = 16;
     const WINDOWS: u64 = TRAIN + 30;
-    let mut draw = 0x2545_f491_4f6c_dd1d_u64;
-    let mut next = move || {
-        draw ^= draw << 13;
-        draw ^= draw >> 7;
-        draw ^= draw << 17;
-        draw % 1000
-    };
+    let mut next = draws(0x2545_f491_4f6c_dd1d_u64);
     let mut all = faults;
     for w in 0..WINDOWS {
         for device in 0..4 {
@@ -398,13 +403,7 @@ fn bursty_workers_are_not_flagged_but_a_hogged_one_is() {
 fn intermittently_hogged(hogged: Option<usize>) -> (FleetSpec, Fleet) {
     const TRAIN: u64 = 16;
     const WINDOWS: u64 = TRAIN + 30;
-    let mut draw = 0x9e37_79b9_7f4a_7c15_u64;
-    let mut next = move || {
-        draw ^= draw << 13;
-        draw ^= draw >> 7;
-        draw ^= draw << 17;
-        draw % 1000
-    };
+    let mut next = draws(0x9e37_79b9_7f4a_7c15_u64);
     let mut faults = Vec::new();
     for w in 0..WINDOWS {
         for device in 0..4 {
