@@ -59,7 +59,7 @@ impl Tracer {
         };
         match (choice, needs_ptrace) {
             (Choice::Preload, _) => preload_ready().map(|()| Tracer::Preload),
-            (Choice::Auto, None) => match Probe::load(ebpf::RING_BYTES) {
+            (Choice::Auto, None) => match ebpf::load() {
                 Ok(probe) => {
                     eprintln!("edge-agent: backend ebpf (BPF programs load here)");
                     Ok(Tracer::Ebpf(Box::new(probe)))

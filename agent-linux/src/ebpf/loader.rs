@@ -276,6 +276,9 @@ pub struct Probe {
     agg: PerCpuHashMap<MapData, u32, [u8; AGG_LEN]>,
     /// Run slot 0's aggregates in `AGG_DENSE`, where they are.
     dense: Option<Dense>,
+    /// Why the load with `AGG_DENSE` failed, when it was wanted and the
+    /// program runs with every aggregate in the hash instead.
+    dense_refused: Option<String>,
     errnos: PerCpuHashMap<MapData, u64, u64>,
     transitions: PerCpuHashMap<MapData, u64, [u8; TRANS_LEN]>,
     /// Socket peers: per (peer, syscall id, generation), per CPU.
@@ -388,10 +391,35 @@ impl Probe {
         if layout.ids == 0 {
             return Probe::load_layout(object, ring_bytes, store, &roles, cpus, layout);
         }
-        Probe::load_layout(object, ring_bytes, store, &roles, cpus, layout).or_else(|_| {
-            let hash = DenseLayout::new(&roles, cpus, false);
-            Probe::load_layout(object, ring_bytes, store, &roles, cpus, hash)
-        })
+        Probe::load_falling_back(object, ring_bytes, store, &roles, cpus, layout)
+    }
+
+    /// [`Probe::load_layout`] with the dense array laid out by `dense`,
+    /// and, when that load fails, again with every aggregate in the hash;
+    /// the first failure is kept ([`Probe::dense_refused`]) so that the
+    /// agent can say why it runs the slower path, and named in the error
+    /// when the second load fails too.
+    fn load_falling_back(
+        object: &[u8],
+        ring_bytes: u32,
+        store: ThreadStore,
+        roles: &FdRoles,
+        cpus: usize,
+        dense: DenseLayout,
+    ) -> anyhow::Result<Probe> {
+        let refused = match Probe::load_layout(object, ring_bytes, store, roles, cpus, dense) {
+            Ok(probe) => return Ok(probe),
+            Err(e) => format!("{e:#}"),
+        };
+        let hash = DenseLayout::new(roles, cpus, false);
+        let mut probe = Probe::load_layout(object, ring_bytes, store, roles, cpus, hash)
+            .with_context(|| {
+                format!(
+                    "with every aggregate in the hash, after the dense array failed ({refused})"
+                )
+            })?;
+        probe.dense_refused = Some(refused);
+        Ok(probe)
     }
 
     /// [`Probe::load_held`] with the dense array laid out by `layout`.
@@ -484,6 +512,7 @@ impl Probe {
             lost,
             agg,
             dense,
+            dense_refused: None,
             errnos,
             transitions,
             peers,
@@ -779,6 +808,12 @@ impl Probe {
     /// (`AGG_DENSE`; else every key is in the `AGG` hash).
     pub fn dense(&self) -> bool {
         self.dense.is_some()
+    }
+
+    /// Why the dense aggregates were wanted and could not be loaded (the
+    /// kernel's error), when the program fell back to the hash.
+    pub fn dense_refused(&self) -> Option<&str> {
+        self.dense_refused.as_deref()
     }
 
     /// Where the program keeps each thread's state.
@@ -1184,6 +1219,49 @@ mod tests {
         assert_eq!(count("write", FD_PIPE), READS);
         // Taken: read and zeroed.
         assert!(probe.take_generation(0, None).keys.is_empty());
+    }
+
+    /// When the kernel will not make the dense array (here one of more
+    /// than 2^31 entries, far over this machine's memory: ENOMEM), the
+    /// program loads again with every aggregate in the hash, counts
+    /// there, and keeps the kernel's refusal for the agent to say.
+    #[test]
+    fn a_refused_dense_array_falls_back_to_the_hash_and_keeps_why() {
+        if let Err(why) = precheck() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        let roles = FdRoles::new();
+        let cpus = aya::util::nr_cpus().unwrap();
+        let mut layout = DenseLayout::new(&roles, cpus, true);
+        assert!(layout.ids > 0);
+        layout.block = (1u32 << 31) / (2 * cpus as u32) + 1;
+        let mut probe =
+            Probe::load_falling_back(OBJECT, 1 << 16, ThreadStore::probe(), &roles, cpus, layout)
+                .unwrap();
+        assert!(!probe.dense());
+        let why = probe.dense_refused().unwrap();
+        assert!(why.contains(super::AGG_DENSE), "{why}");
+        let me = std::process::id();
+        probe.trace(me, 0).unwrap();
+        const CALLS: u64 = 300;
+        for _ in 0..CALLS {
+            let _ = std::os::unix::process::parent_id();
+        }
+        probe.untrace(me);
+        let getppid = u32::from(agent_core::SyscallId::from_name("getppid").unwrap().0);
+        let counted: u64 = probe
+            .take_generation(0, None)
+            .keys
+            .iter()
+            .filter(|(key, _)| key >> 16 == getppid)
+            .flat_map(|(_, per_cpu)| per_cpu.iter())
+            .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+            .sum();
+        assert_eq!(counted, CALLS);
+        // A load that needs no fallback keeps no refusal.
+        let fine = Probe::load_dense(OBJECT, 1 << 16, ThreadStore::probe(), true).unwrap();
+        assert!(fine.dense() && fine.dense_refused().is_none());
     }
 
     /// Both objects load here (where the test may load BPF programs), and

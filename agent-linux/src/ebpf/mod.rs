@@ -105,6 +105,18 @@ pub enum Chosen {
     Ebpf(Box<Probe>),
 }
 
+/// Loads and attaches the program ([`Probe::load`]) and says on stderr,
+/// once, when it runs a slower path than this kernel should allow (the
+/// dense aggregates refused) and the kernel's reason: otherwise only
+/// `--stats`' `aggregates=hash` would show it.
+pub fn load() -> anyhow::Result<Probe> {
+    let probe = Probe::load(RING_BYTES)?;
+    if let Some(why) = probe.dense_refused() {
+        eprintln!("edge-agent: eBPF aggregates kept in the hash, the slower path (the dense array failed: {why})");
+    }
+    Ok(probe)
+}
+
 /// Chooses and, for eBPF, loads the backend. `needs_ptrace`: why this
 /// command needs ptrace whatever the kernel allows (`--only`), if it does.
 pub fn choose(choice: Choice, needs_ptrace: Option<&str>) -> anyhow::Result<Chosen> {
@@ -118,10 +130,10 @@ pub fn choose(choice: Choice, needs_ptrace: Option<&str>) -> anyhow::Result<Chos
             eprintln!("edge-agent: backend ptrace ({why})");
             Ok(Chosen::Ptrace)
         }
-        (Choice::Ebpf, None) => Probe::load(RING_BYTES)
+        (Choice::Ebpf, None) => load()
             .map(|p| Chosen::Ebpf(Box::new(p)))
             .map_err(|e| e.context("--backend ebpf is unavailable")),
-        (Choice::Auto, None) => match Probe::load(RING_BYTES) {
+        (Choice::Auto, None) => match load() {
             Ok(p) => {
                 eprintln!("edge-agent: backend ebpf (BPF programs load here)");
                 Ok(Chosen::Ebpf(Box::new(p)))

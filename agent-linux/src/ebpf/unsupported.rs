@@ -12,6 +12,11 @@ impl Probe {
             "this build has no eBPF backend (only x86_64 and aarch64 Linux have one; this target keeps ptrace)"
         )
     }
+
+    /// Never called: there is no probe.
+    pub fn dense_refused(&self) -> Option<&str> {
+        match *self {}
+    }
 }
 
 /// The runner's names; nothing here can run without a probe.
