@@ -56,7 +56,15 @@ enum Clients {
     /// window wait on this server, the others go round the other servers: a lossy server
     /// held as unevenly as in the slowest receive-loss rep on the testbed.
     Uneven(usize),
+    /// From the fault on, their latest call is to the first server in 4
+    /// of 5 windows, waiting, until [`SHIFT_AT`], then to the second: a
+    /// long wait on one server, then a short one on another (as postmark's
+    /// fanned-out calls under loss, fleet run s50).
+    Shifts(usize, usize),
 }
+
+/// Where [`Clients::Shifts`] moves to its second server.
+const SHIFT_AT: u64 = 110;
 
 /// Per window from the fault on (repeated): how many of the 3 clients
 /// ended it waiting on the lossy server in fleet run s44c's rep 1 of
@@ -82,6 +90,9 @@ fn latest(clients: Clients, c: usize, w: u64) -> (usize, Option<u64>) {
                 let other = ((w + c as u64) % (SERVERS as u64 - 1)) as usize;
                 (other + usize::from(other >= s), waiting)
             }
+        }
+        Clients::Shifts(first, second) if w >= FAULT_FROM && (w + c as u64) % 5 != 0 => {
+            (if w < SHIFT_AT { first } else { second }, waiting)
         }
         Clients::Stuck(s) if w >= FAULT_FROM => (s, None),
         _ => (round, waiting),
@@ -259,6 +270,30 @@ fn a_server_held_unevenly_is_named_within_six_windows() {
     // And nothing before the fault.
     let d = analyse(&judged_until(FAULT_FROM), &wait_only()).unwrap();
     assert_eq!(found(&d), vec![]);
+}
+
+#[test]
+fn a_short_wait_beside_a_long_one_is_left_out_offline_only() {
+    let shifted = fleet(Clients::Shifts(2, 0), Vec::new());
+    let d = analyse(&shifted, &wait_only()).unwrap();
+    assert_eq!(found(&d), vec![(true, 2, Method::Wait, "network")]);
+    let every = Options {
+        wait_params: WaitParams {
+            dominant: false,
+            ..WaitParams::default()
+        },
+        ..wait_only()
+    };
+    let d = analyse(&shifted, &every).unwrap();
+    assert_eq!(
+        found(&d),
+        vec![
+            (true, 0, Method::Wait, "network"),
+            (true, 2, Method::Wait, "network")
+        ]
+    );
+    let (a, b) = (d.findings[0].windows.len(), d.findings[1].windows.len());
+    assert!(a.min(b) * 2 < a.max(b), "{a} and {b} windows");
 }
 
 #[test]

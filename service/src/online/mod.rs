@@ -104,6 +104,11 @@ impl OnlineOptions {
         // MapReduce runs, docs/mapreduce-eval.md): the live analysis
         // stays as it was until it is measured live.
         o.median_params.bursts = None;
+        // A wait finding dwarfed by another is left out offline only: live,
+        // a loss that moves to another server would be hidden until the
+        // first server's finding left the range (and it is measured on
+        // offline runs only).
+        o.wait_params.dominant = false;
         o.hang_params.hang_after_ns = ns(self.hang_after);
         // Khadke's semantic method alarms in a third to two thirds of the
         // stored fault-free control phases (docs/mapreduce-eval.md): not
@@ -148,5 +153,12 @@ mod tests {
             OnlineOptions::default().methods().median_params.bursts,
             None
         );
+    }
+
+    #[test]
+    fn every_wait_finding_stays_in_the_live_analysis() {
+        // Dropping a wait finding dwarfed by another is offline only.
+        assert!(diagnose::peers::Options::default().wait_params.dominant);
+        assert!(!OnlineOptions::default().methods().wait_params.dominant);
     }
 }
