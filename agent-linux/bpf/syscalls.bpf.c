@@ -14,7 +14,8 @@
  *   2026-11-29, load ~5) a traced sys_enter's mean went from 470 to 415
  *   ns (median; lower in each round, by 20-113; its unchanged sys_exit
  *   266 to 285), but an untraced task's from 146 to 208 ns (the storage
- *   probe; its sys_exit 139 to 110). docs/edge-agent.md has the runs.
+ *   probe; its sys_exit 139 to 110), 160 once the probe is skipped for a
+ *   task with no storage. docs/edge-agent.md has the runs.
  * - Per-run slots (`watch`: several runs at once, one program): TRACED's
  *   value is the run's slot (0 to MAX_SLOTS - 1; `run` and `attach` use
  *   0), a child inherits its parent's. Every aggregate key, CONTROL, FIRST,
@@ -710,9 +711,11 @@ int on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	 * first and the count after, so a slot read from TRACED after the
 	 * count was read is at least as new as that count, and a change the
 	 * lookup missed has a bump still to come, which the next call sees.
-	 * An untraced task pays the storage probe (its task has none: one
-	 * pointer test in the helper) besides the lookup. */
-	if (IN_TASK_STORAGE && STAGE >= 2) {
+	 * A task with no local storage at all (task->bpf_storage: every
+	 * task never traced, unless another BPF tool keeps storage on it)
+	 * skips the helper: the call's ~50 ns cost an untraced task more
+	 * than the lookup it saved a traced one (docs/edge-agent.md). */
+	if (IN_TASK_STORAGE && STAGE >= 2 && task->bpf_storage) {
 		epoch = traced_epoch();
 		t = thread_state(task, tid, 0);
 	}
