@@ -176,6 +176,10 @@ struct thread {
 	__u8 changes_fds;   /* the call in flight has SYSINFO_CHANGES_FDS */
 	struct peer peer;   /* the call in flight's socket peer */
 	__u8 pad[4];
+	/* TRACED_EPOCH's count when `slot` was last read from TRACED: while
+	 * the count is the same, the thread's process is still traced as run
+	 * `slot` (task storage only; see on_sys_enter). */
+	__u32 traced_epoch;
 	/* The fd-kind memo: whose it is (the task's start_time: a THREADS
 	 * entry left by an earlier life of this tid is not this thread's),
 	 * and the kinds. */

@@ -102,8 +102,11 @@ struct sigpending {
 	sigset_t signal;
 };
 
+struct bpf_local_storage;
+
 struct task_struct {
 	struct thread_info thread_info;
+	struct bpf_local_storage *bpf_storage;
 	int pid;
 	int tgid;
 	int exit_code;

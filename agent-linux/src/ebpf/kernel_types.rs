@@ -129,6 +129,7 @@ pub struct thread {
     pub changes_fds: __u8,
     pub peer: peer,
     pub pad: [__u8; 4usize],
+    pub traced_epoch: __u32,
     pub memo_owner: __u64,
     pub memo: [fd_memo; 8usize],
 }

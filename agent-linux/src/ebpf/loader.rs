@@ -264,6 +264,13 @@ pub struct Probe {
     _ebpf: Ebpf,
     /// Per traced tgid: its run's slot.
     traced: HashMap<MapData, u32, u8>,
+    /// The traced set's epoch (`TRACED_EPOCH`, one entry), bumped after
+    /// every change made here to `traced`: a thread in task storage
+    /// trusts the slot it read from `traced` while the count is the one
+    /// it read it at (`on_sys_enter`).
+    traced_epoch: Array<MapData, u32>,
+    /// What `traced_epoch` holds (only this agent writes it).
+    epoch: u32,
     /// Per tid: the call in flight, the previous call (ThreadStore::Hash).
     threads: HashMap<MapData, u32, [u8; THREAD_LEN]>,
     /// The same per task (ThreadStore::TaskStorage), keyed by a thread
@@ -479,6 +486,7 @@ impl Probe {
                 .with_context(|| format!("cannot attach to the tracepoint {tracepoint}"))?;
         }
         let traced = HashMap::try_from(take_map(&mut ebpf, "TRACED")?)?;
+        let traced_epoch = Array::try_from(take_map(&mut ebpf, "TRACED_EPOCH")?)?;
         let threads = HashMap::try_from(take_map(&mut ebpf, "THREADS")?)?;
         let thread_store = match (store, ebpf.take_map(THREAD_STORE)) {
             (ThreadStore::TaskStorage, Some(aya::maps::Map::Unsupported(map))) => Some(map),
@@ -505,6 +513,8 @@ impl Probe {
         let mut probe = Probe {
             _ebpf: ebpf,
             traced,
+            traced_epoch,
+            epoch: 0,
             threads,
             thread_store,
             fd_memo,
@@ -708,9 +718,28 @@ impl Probe {
         self.first
             .set(slot as u32, none, 0)
             .context("cannot reset the run's first-call time")?;
-        self.traced
+        let added = self
+            .traced
             .insert(tgid, slot, 0)
-            .with_context(|| format!("cannot add process {tgid} to the traced set"))
+            .with_context(|| format!("cannot add process {tgid} to the traced set"));
+        // Whether or not it was added (an entry of another slot may have
+        // been replaced before a failure): the threads read TRACED again.
+        self.traced_changed();
+        added
+    }
+
+    /// Tells the program that `traced` changed (after the change): its
+    /// threads in task storage read their slot from TRACED again at their
+    /// next call. Without it a process taken out of the set would go on
+    /// being counted, and one traced again in another slot counted in
+    /// the old one. The program's own changes (a process added at fork,
+    /// removed at its last thread's end) need none: see TRACED_EPOCH in
+    /// `bpf/syscalls.bpf.c`.
+    fn traced_changed(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        // An array's set fails only for an index out of range: entry 0
+        // of a one-entry array is in range.
+        let _ = self.traced_epoch.set(0, self.epoch, 0);
     }
 
     /// Adds process `tgid` to run `slot` unless it is in the traced set
@@ -719,13 +748,19 @@ impl Probe {
     pub fn join(&mut self, tgid: u32, slot: u8) -> bool {
         /// `bpf_map_update_elem`'s flag: fail if the key is there.
         const BPF_NOEXIST: u64 = 1;
-        self.traced.insert(tgid, slot, BPF_NOEXIST).is_ok()
+        let added = self.traced.insert(tgid, slot, BPF_NOEXIST).is_ok();
+        if added {
+            self.traced_changed();
+        }
+        added
     }
 
     /// Takes process `tgid` out of the traced set (one that ended before
     /// it was put in).
     pub fn untrace(&mut self, tgid: u32) {
-        let _ = self.traced.remove(&tgid);
+        if self.traced.remove(&tgid).is_ok() {
+            self.traced_changed();
+        }
     }
 
     /// The processes (tgids) the traced set holds for run `slot`.
@@ -753,6 +788,8 @@ impl Probe {
             for tgid in of_slot {
                 removed += usize::from(self.traced.remove(&tgid).is_ok());
             }
+            // Each pass: the slot may go to another run once this returns.
+            self.traced_changed();
         }
         removed
     }
@@ -1219,6 +1256,73 @@ mod tests {
         assert_eq!(count("write", FD_PIPE), READS);
         // Taken: read and zeroed.
         assert!(probe.take_generation(0, None).keys.is_empty());
+    }
+
+    /// A process taken out of the traced set is not counted any more,
+    /// and traced again as another run it is counted there: with the
+    /// threads in task storage, a thread takes its slot from its storage
+    /// without looking TRACED up only while the traced set's epoch is the
+    /// one it read the slot at, and `untrace` and `trace` bump it (without
+    /// the bump, the calls after `untrace` and the second run's go on
+    /// being counted in slot 0). The hash keeps the lookup at every call:
+    /// the same counts.
+    #[test]
+    fn untraced_and_retraced_processes_count_where_the_traced_set_says() {
+        if let Err(why) = precheck() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        let mut stores = vec![ThreadStore::Hash];
+        if crate::sys::thread_pidfd(crate::sys::getpid()).is_ok() {
+            stores.push(ThreadStore::TaskStorage);
+        } else {
+            eprintln!("task storage not tried: no thread pidfds (Linux 6.9)");
+        }
+        // A call no other test makes: the whole test process is traced,
+        // its other tests' threads too.
+        let getsid = u32::from(agent_core::SyscallId::from_name("getsid").unwrap().0);
+        let calls = |n: u64| {
+            for _ in 0..n {
+                let _ = nix::unistd::getsid(None);
+            }
+        };
+        for store in stores {
+            let mut probe = Probe::load_with(OBJECT, 1 << 16, store).unwrap();
+            assert_eq!(probe.thread_store(), store);
+            let me = std::process::id();
+            const CALLS: u64 = 200;
+            probe.trace(me, 0).unwrap();
+            calls(CALLS);
+            probe.untrace(me);
+            calls(3 * CALLS);
+            probe.trace(me, 1).unwrap();
+            calls(2 * CALLS);
+            probe.untrace(me);
+            calls(CALLS);
+            // join adds a process the set does not hold: traced again.
+            assert!(probe.join(me, 2));
+            assert!(!probe.join(me, 3));
+            calls(CALLS / 2);
+            assert_eq!(probe.untrace_slot(2), 1);
+            calls(CALLS);
+            let counted: Vec<u64> = (0..4)
+                .map(|slot| probe_count(&mut probe, slot, getsid))
+                .collect();
+            assert_eq!(counted, [CALLS, 2 * CALLS, CALLS / 2, 0], "{store:?}");
+        }
+    }
+
+    /// The calls of syscall `id` counted for run `slot` (taken: read and
+    /// cleared).
+    fn probe_count(probe: &mut Probe, slot: u8, id: u32) -> u64 {
+        probe
+            .take_generation(slot, None)
+            .keys
+            .iter()
+            .filter(|(key, _)| key >> 16 == id)
+            .flat_map(|(_, per_cpu)| per_cpu.iter())
+            .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+            .sum()
     }
 
     /// When the kernel will not make the dense array (here one of more
