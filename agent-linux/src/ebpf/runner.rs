@@ -1032,6 +1032,7 @@ mod tests {
         let born = crate::light::procfs::read_stat(pid).unwrap().start_ticks;
         assert_eq!(liveness(pid, Some(born)), Liveness::Alive);
         assert_eq!(liveness(pid, Some(born + 1)), Liveness::Reused);
+        let _one = crate::ebpf::one_probe_at_a_time();
         let mut runner = Runner::empty(Probe::load(1 << 16).unwrap());
         let session = || Session::new(pid, agent_core::Facts::default());
         let err = runner
