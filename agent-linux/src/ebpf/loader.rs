@@ -1068,8 +1068,8 @@ mod tests {
     use aya::maps::IterableMap;
 
     use super::{
-        allocates_safely, precheck, DenseLayout, FdRoles, Probe, ThreadStore, DENSE_BUDGET,
-        DENSE_IDS, FD_KINDS, OBJECT, OBJECT_PREALLOC,
+        allocates_safely, DenseLayout, FdRoles, Probe, ThreadStore, DENSE_BUDGET, DENSE_IDS,
+        FD_KINDS, OBJECT, OBJECT_PREALLOC,
     };
     use crate::ebpf::kernel_types::{FD_FILE, FD_NONE, FD_PIPE};
 
@@ -1197,11 +1197,9 @@ mod tests {
     fn dense_aggregates_count_every_call_outside_the_per_cpu_allocator() {
         use std::io::{Read, Write};
         use std::os::unix::fs::FileExt;
-        if let Err(why) = precheck() {
-            eprintln!("skipped: {why}");
+        let Some(_turn) = crate::ebpf::probe_test_turn() else {
             return;
-        }
-        let _one = crate::ebpf::one_probe_at_a_time();
+        };
         let prealloc =
             Probe::load_dense(OBJECT_PREALLOC, 1 << 16, ThreadStore::Hash, true).unwrap();
         assert!(!prealloc.dense());
@@ -1271,11 +1269,9 @@ mod tests {
     /// the same counts.
     #[test]
     fn untraced_and_retraced_processes_count_where_the_traced_set_says() {
-        if let Err(why) = precheck() {
-            eprintln!("skipped: {why}");
+        let Some(_turn) = crate::ebpf::probe_test_turn() else {
             return;
-        }
-        let _one = crate::ebpf::one_probe_at_a_time();
+        };
         let mut stores = vec![ThreadStore::Hash];
         if crate::sys::thread_pidfd(crate::sys::getpid()).is_ok() {
             stores.push(ThreadStore::TaskStorage);
@@ -1335,11 +1331,9 @@ mod tests {
     /// there, and keeps the kernel's refusal for the agent to say.
     #[test]
     fn a_refused_dense_array_falls_back_to_the_hash_and_keeps_why() {
-        if let Err(why) = precheck() {
-            eprintln!("skipped: {why}");
+        let Some(_turn) = crate::ebpf::probe_test_turn() else {
             return;
-        }
-        let _one = crate::ebpf::one_probe_at_a_time();
+        };
         let roles = FdRoles::new();
         let cpus = aya::util::nr_cpus().unwrap();
         let mut layout = DenseLayout::new(&roles, cpus, true);
@@ -1359,15 +1353,7 @@ mod tests {
         }
         probe.untrace(me);
         let getppid = u32::from(agent_core::SyscallId::from_name("getppid").unwrap().0);
-        let counted: u64 = probe
-            .take_generation(0, None)
-            .keys
-            .iter()
-            .filter(|(key, _)| key >> 16 == getppid)
-            .flat_map(|(_, per_cpu)| per_cpu.iter())
-            .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
-            .sum();
-        assert_eq!(counted, CALLS);
+        assert_eq!(probe_count(&mut probe, 0, getppid), CALLS);
         // A load that needs no fallback keeps no refusal.
         let fine = Probe::load_dense(OBJECT, 1 << 16, ThreadStore::probe(), true).unwrap();
         assert!(fine.dense() && fine.dense_refused().is_none());
@@ -1378,11 +1364,9 @@ mod tests {
     /// (BPF_F_NO_PREALLOC, 1, or none).
     #[test]
     fn both_objects_load_with_their_hash_flags() {
-        if let Err(why) = precheck() {
-            eprintln!("skipped: {why}");
+        let Some(_turn) = crate::ebpf::probe_test_turn() else {
             return;
-        }
-        let _one = crate::ebpf::one_probe_at_a_time();
+        };
         for (object, flag) in [(OBJECT, 1), (OBJECT_PREALLOC, 0)] {
             let probe = Probe::load_object(object, 1 << 16).unwrap();
             let hashes = [
@@ -1412,11 +1396,9 @@ mod tests {
     /// asked; the hash has room only where it is used.
     #[test]
     fn calls_in_flight_read_back_from_either_thread_store() {
-        if let Err(why) = precheck() {
-            eprintln!("skipped: {why}");
+        let Some(_turn) = crate::ebpf::probe_test_turn() else {
             return;
-        }
-        let _one = crate::ebpf::one_probe_at_a_time();
+        };
         let mut stores = vec![(OBJECT, ThreadStore::Hash, ThreadStore::Hash)];
         stores.push((OBJECT_PREALLOC, ThreadStore::TaskStorage, ThreadStore::Hash));
         if crate::sys::thread_pidfd(crate::sys::getpid()).is_ok() {

@@ -105,18 +105,24 @@ pub enum Chosen {
     Ebpf(Box<Probe>),
 }
 
-/// For the tests that load the program and trace their own process: one
-/// at a time, since each counts every call of the test binary's threads,
-/// another test's load (its reads of the kernel's BTF, of /proc and /sys)
+/// For the tests that load the program and trace their own process:
+/// `None` (said on stderr) where this machine cannot load it
+/// ([`loader::precheck`]); else a guard that runs them one at a time,
+/// since each counts every call of the test binary's threads, another
+/// test's load (its reads of the kernel's BTF, of /proc and /sys)
 /// included.
 #[cfg(all(
     test,
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
-pub(crate) fn one_probe_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn probe_test_turn() -> Option<std::sync::MutexGuard<'static, ()>> {
     static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    ONE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    if let Err(why) = loader::precheck() {
+        eprintln!("skipped: {why}");
+        return None;
+    }
+    Some(ONE.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
 }
 
 /// Loads and attaches the program ([`Probe::load`]) and says on stderr,
