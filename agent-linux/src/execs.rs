@@ -2,7 +2,8 @@
 //! once: a reader thread takes each exec from the kernel ([`ProcEvents`]),
 //! queues its process id and wakes the tracer with SIGALRM (a blocking
 //! waitpid returns EINTR; the loop then asks `watch` what to do). An idle
-//! tracer waits on the queue itself ([`ExecFeed::wait`]).
+//! tracer waits on the queue itself ([`ExecFeed::wait`]), woken by the
+//! queue alone: no signal handler runs on its way to the seize.
 //!
 //! The program is not stopped meanwhile: the calls it makes between its
 //! exec and the tracer's seize are missed (docs/edge-agent.md gives the
@@ -53,6 +54,10 @@ struct Shared {
     stop: AtomicBool,
     /// Execs queued and not taken yet.
     pending: AtomicBool,
+    /// The tracer is idle, blocked on the queue ([`ExecFeed::wait`]): a
+    /// queued exec wakes it, and a SIGALRM on top would only run its
+    /// handler on the way to the seize.
+    waiting: AtomicBool,
     /// Events were lost: the tracer must rescan /proc.
     lost: AtomicBool,
     /// The reader ended on an error: no more events will come.
@@ -133,9 +138,14 @@ impl ExecFeed {
                     }
                     ProcEvent::Exit { .. } => continue,
                 }
-                // Wake the tracer until it has taken the news.
+                // Wake the tracer until it has taken the news: a tracer
+                // blocked on the queue was woken by the send (checked
+                // after it: a wait that timed out meanwhile is kicked
+                // at the next turn).
                 for _ in 0..REKICKS {
-                    let _ = sys::alarm_thread(tracer);
+                    if !flags.waiting.load(Ordering::SeqCst) {
+                        let _ = sys::alarm_thread(tracer);
+                    }
                     std::thread::sleep(REKICK_EVERY);
                     if !flags.pending.load(Ordering::SeqCst) && !flags.lost.load(Ordering::SeqCst) {
                         break;
@@ -185,7 +195,10 @@ impl ExecFeed {
 
     /// Waits up to `timeout` for an exec; `None` if none came.
     pub fn wait(&self, timeout: Duration) -> Option<Tid> {
-        match self.execs.recv_timeout(timeout) {
+        self.shared.waiting.store(true, Ordering::SeqCst);
+        let got = self.execs.recv_timeout(timeout);
+        self.shared.waiting.store(false, Ordering::SeqCst);
+        match got {
             Ok(pid) => {
                 // The caller takes the rest with `take`.
                 self.shared.pending.store(false, Ordering::SeqCst);

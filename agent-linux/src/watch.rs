@@ -113,6 +113,8 @@ pub(crate) trait RunTracer {
     /// Whether process `pid` is traced already (as a run or a child of
     /// one).
     fn is_traced(&self, pid: Tid) -> bool;
+    /// Whether any process is traced at all.
+    fn traces_any(&self) -> bool;
     /// Traces process `pid` (its threads, its future children) as the
     /// session `make` builds; on an error nothing is left of the session.
     /// `matched`: the process whose command line matched: a process that
@@ -200,6 +202,9 @@ impl RunTracer for Seizer<'_> {
     fn is_traced(&self, pid: Tid) -> bool {
         self.0.is_traced(pid)
     }
+    fn traces_any(&self) -> bool {
+        self.0.traces_any()
+    }
     fn start(&mut self, make: SessionMaker<'_>, pid: Tid, matched: &Matched) -> anyhow::Result<()> {
         // Checked just before the seize (with a start time: a pid reused
         // within those microseconds is the one case left).
@@ -264,11 +269,8 @@ impl Seen {
 /// A hash of `pid`'s command line; `None` when it cannot be read.
 fn cmdline_hash(pid: Tid) -> Option<u64> {
     use std::hash::{Hash, Hasher};
-    let cmdline = tracee_file::read(
-        Path::new(&format!("/proc/{pid}/cmdline")),
-        tracee_file::CMDLINE_BUDGET,
-    )
-    .ok()?;
+    let cmdline =
+        tracee_file::read_proc_within(pid, "cmdline", tracee_file::CMDLINE_BUDGET).ok()?;
     let mut h = std::collections::hash_map::DefaultHasher::new();
     cmdline.hash(&mut h);
     Some(h.finish())
@@ -293,6 +295,10 @@ pub(crate) struct Watcher<'a> {
     /// its child would be watch's and the shim's tracer refused; so are the
     /// shim scripts that start it.
     own_binary: Option<(u64, u64)>,
+    /// The binary `/bin/sh` runs (device, inode): what the kernel runs a
+    /// shim script with (its `#!/bin/sh`), so the one program whose first
+    /// argument may be a shim (see [`Watcher::has_own_tracer`]).
+    shell_binary: Option<(u64, u64)>,
     changes: &'a mut dyn FnMut() -> Update,
     /// Where summaries go, each stamped with what was shed since the last
     /// ([`Shedding::stamp`]).
@@ -455,12 +461,23 @@ impl Watcher<'_> {
     /// script about to become one (`/bin/sh SHIM ARGS`, `first_arg` the
     /// script): those trace their program from its first call, and their
     /// command lines hold the program's.
-    fn has_own_tracer(&self, pid: Tid, first_arg: &[u8]) -> bool {
+    fn has_own_tracer(&self, pid: Tid, argv0: &[u8], first_arg: &[u8]) -> bool {
         use std::os::unix::ffi::OsStrExt;
-        if self.own_binary.is_some() && binary_of(pid) == self.own_binary {
+        let binary = binary_of(pid);
+        if self.own_binary.is_some() && binary == self.own_binary {
             return true;
         }
-        if first_arg.is_empty() {
+        // Only a shell runs a script: `/bin/sh` as the kernel starts a
+        // shim (`#!/bin/sh`), or a shell named by hand (`bash SHIM`).
+        // Any other program's first argument is not read: this runs
+        // between the exec and the seize, and the 4 to 6 calls of that
+        // read are the program's calls missed (md5sum's data file was
+        // read on each of its runs).
+        let named_shell = Path::new(std::ffi::OsStr::from_bytes(argv0))
+            .file_name()
+            .is_some_and(|n| n.as_bytes().ends_with(b"sh"));
+        let runs_shell = self.shell_binary.is_some() && binary == self.shell_binary;
+        if first_arg.is_empty() || !(runs_shell || named_shell) {
             return false;
         }
         // A relative script path is the process's, not ours: looked up
@@ -484,17 +501,14 @@ impl Watcher<'_> {
         let Some(matched) = Matched::of(pid, engine.pins() && !self.light_mode) else {
             return;
         };
-        let Ok(mut cmdline) = tracee_file::read(
-            Path::new(&format!("/proc/{pid}/cmdline")),
-            tracee_file::CMDLINE_BUDGET,
-        ) else {
+        let Ok(mut cmdline) =
+            tracee_file::read_proc_within(pid, "cmdline", tracee_file::CMDLINE_BUDGET)
+        else {
             return;
         };
-        let first_arg: Vec<u8> = cmdline
-            .split(|b| *b == 0)
-            .nth(1)
-            .unwrap_or_default()
-            .to_vec();
+        let mut args = cmdline.split(|b| *b == 0);
+        let argv0: Vec<u8> = args.next().unwrap_or_default().to_vec();
+        let first_arg: Vec<u8> = args.next().unwrap_or_default().to_vec();
         for b in &mut cmdline {
             if *b == 0 {
                 *b = b' ';
@@ -527,10 +541,12 @@ impl Watcher<'_> {
         // `/proc/PID/task/TID/children`), or its fork not handled yet.
         // Met before its exec it shows its parent's command line; it is
         // no run of its own.
-        if parent_of(pid).is_some_and(|parent| engine.is_traced(parent)) {
+        // (Nothing traced, no parent is: the stat read is skipped, as it
+        // would delay the seize.)
+        if engine.traces_any() && parent_of(pid).is_some_and(|parent| engine.is_traced(parent)) {
             return;
         }
-        if self.has_own_tracer(pid, &first_arg) {
+        if self.has_own_tracer(pid, &argv0, &first_arg) {
             return;
         }
         let program = process_program(pid);
@@ -707,6 +723,12 @@ pub(crate) fn new_watcher<'a>(
         seen: HashMap::new(),
         excluded: self_and_ancestors(sys::getpid()),
         own_binary: binary_of(sys::getpid()),
+        shell_binary: std::fs::metadata("/bin/sh").ok().map(|m| {
+            (
+                std::os::unix::fs::MetadataExt::dev(&m),
+                std::os::unix::fs::MetadataExt::ino(&m),
+            )
+        }),
         changes,
         on_summary: Box::new({
             let shedding = Rc::clone(&shedding);

@@ -114,6 +114,9 @@ mod slots {
         fn is_traced(&self, pid: Tid) -> bool {
             self.runner.is_traced(pid)
         }
+        fn traces_any(&self) -> bool {
+            self.runner.traces_any()
+        }
         fn start(
             &mut self,
             make: SessionMaker<'_>,

@@ -165,6 +165,11 @@ impl<B: StopBackend> Engine<B> {
         self.threads.contains_key(&tid)
     }
 
+    /// Whether any thread is traced.
+    pub fn traces_any(&self) -> bool {
+        !self.threads.is_empty()
+    }
+
     /// Whether a stop was requested and the engine is detaching.
     pub fn is_detaching(&self) -> bool {
         self.mode == Mode::Detaching
