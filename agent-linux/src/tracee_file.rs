@@ -11,7 +11,8 @@
 //! O_CLOEXEC`, after an `lstat` that refuses anything but a regular file
 //! (no device is ever opened, not even to look), and its `fstat` must say
 //! the same regular file again (a swap between the two is refused); reads
-//! stop at a byte budget the caller names.
+//! stop at a byte budget the caller names. The kernel's `/proc/PID/NAME`
+//! files skip the `lstat` and `fstat` ([`read_proc_within`]).
 //!
 //! `O_NOFOLLOW` applies to the last component only: `/proc/PID/cwd` (a
 //! magic link) and any folder on the way are followed, which is what
