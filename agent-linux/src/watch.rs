@@ -318,8 +318,13 @@ pub(crate) struct Watcher<'a> {
 /// The (device, inode) of the file process `pid` runs; `None` when it is
 /// gone or not ours to look at.
 fn binary_of(pid: Tid) -> Option<(u64, u64)> {
+    file_id(Path::new(&format!("/proc/{pid}/exe")))
+}
+
+/// The (device, inode) of the file `path` names, links followed.
+fn file_id(path: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(format!("/proc/{pid}/exe")).ok()?;
+    let m = std::fs::metadata(path).ok()?;
     Some((m.dev(), m.ino()))
 }
 
@@ -723,12 +728,7 @@ pub(crate) fn new_watcher<'a>(
         seen: HashMap::new(),
         excluded: self_and_ancestors(sys::getpid()),
         own_binary: binary_of(sys::getpid()),
-        shell_binary: std::fs::metadata("/bin/sh").ok().map(|m| {
-            (
-                std::os::unix::fs::MetadataExt::dev(&m),
-                std::os::unix::fs::MetadataExt::ino(&m),
-            )
-        }),
+        shell_binary: file_id(Path::new("/bin/sh")),
         changes,
         on_summary: Box::new({
             let shedding = Rc::clone(&shedding);
