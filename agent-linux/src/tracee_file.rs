@@ -201,6 +201,18 @@ mod tests {
         );
     }
 
+    /// The kernel's own files read within the budget, and a process that
+    /// is not there named in the error.
+    #[test]
+    fn proc_files_are_read_within_the_budget() {
+        let me = std::process::id() as i32;
+        let whole = read_proc_within(me, "cmdline", CMDLINE_BUDGET).unwrap();
+        assert!(whole.len() > 4, "{whole:?}");
+        assert_eq!(read_proc_within(me, "cmdline", 4).unwrap(), whole[..4]);
+        let err = read_proc_within(i32::MAX, "stat", 16).unwrap_err();
+        assert!(err.to_string().contains("/proc/2147483647/stat"), "{err}");
+    }
+
     #[test]
     fn refuses_fifos_links_devices_and_folders_without_blocking() {
         let dir = tempfile::tempdir().unwrap();
