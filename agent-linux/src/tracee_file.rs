@@ -121,13 +121,16 @@ pub fn read(path: &Path, budget: usize) -> Result<Vec<u8>, TraceeFileError> {
         refusal,
     };
     let file = open(path).map_err(fail)?;
+    read_open(file, budget).map_err(|e| fail(Refusal::Io(e)))
+}
+
+/// The first `budget` bytes (at most) of `file`, from where it is.
+fn read_open(file: File, budget: usize) -> io::Result<Vec<u8>> {
     // Room for a small file at once: from an empty Vec, `read_to_end`
     // probes with 32 bytes and grows, six reads for a `/proc/PID/stat`
     // where two do (watch reads it between an exec and the seize).
     let mut bytes = Vec::with_capacity(budget.min(FIRST_READ));
-    file.take(budget as u64)
-        .read_to_end(&mut bytes)
-        .map_err(|e| fail(Refusal::Io(e)))?;
+    file.take(budget as u64).read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 
@@ -168,11 +171,7 @@ pub fn read_proc_within(pid: i32, name: &str, budget: usize) -> Result<Vec<u8>, 
         .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY)
         .open(&path)
         .map_err(|e| fail(Refusal::Io(e)))?;
-    let mut bytes = Vec::with_capacity(budget.min(FIRST_READ));
-    file.take(budget as u64)
-        .read_to_end(&mut bytes)
-        .map_err(|e| fail(Refusal::Io(e)))?;
-    Ok(bytes)
+    read_open(file, budget).map_err(|e| fail(Refusal::Io(e)))
 }
 
 /// [`read_proc`] as text (`None` when it is not UTF-8).

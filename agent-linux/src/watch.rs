@@ -266,11 +266,16 @@ impl Seen {
     }
 }
 
+/// `pid`'s command line, NUL-separated, up to its budget; `None` when it
+/// cannot be read.
+fn cmdline_of(pid: Tid) -> Option<Vec<u8>> {
+    tracee_file::read_proc_within(pid, "cmdline", tracee_file::CMDLINE_BUDGET).ok()
+}
+
 /// A hash of `pid`'s command line; `None` when it cannot be read.
 fn cmdline_hash(pid: Tid) -> Option<u64> {
     use std::hash::{Hash, Hasher};
-    let cmdline =
-        tracee_file::read_proc_within(pid, "cmdline", tracee_file::CMDLINE_BUDGET).ok()?;
+    let cmdline = cmdline_of(pid)?;
     let mut h = std::collections::hash_map::DefaultHasher::new();
     cmdline.hash(&mut h);
     Some(h.finish())
@@ -506,9 +511,7 @@ impl Watcher<'_> {
         let Some(matched) = Matched::of(pid, engine.pins() && !self.light_mode) else {
             return;
         };
-        let Ok(mut cmdline) =
-            tracee_file::read_proc_within(pid, "cmdline", tracee_file::CMDLINE_BUDGET)
-        else {
+        let Some(mut cmdline) = cmdline_of(pid) else {
             return;
         };
         let mut args = cmdline.split(|b| *b == 0);
