@@ -5,14 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
-
-/// Which package builds which binary.
-const PACKAGES: &[(&str, &str)] = &[
-    ("edge-agent", "agent-linux"),
-    ("edge-service", "service"),
-    ("edge-demo", "lab"),
-];
+use std::sync::OnceLock;
 
 /// The target directory's profile folder the test binary runs from
 /// (`target/debug` or `target/release`).
@@ -25,57 +18,78 @@ pub fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// Path of workspace binary `name`, (re)built first, once per test process.
+/// Builds the workspace's libraries (cdylibs included), binaries and
+/// examples once per test process, with the test's own profile.
 ///
-/// `cargo test` does not rebuild another package's binaries, so a binary
-/// left from an earlier build could be stale; `cargo build` of an up-to-date
-/// binary is a quick no-op.
-pub fn binary(name: &str) -> PathBuf {
-    static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    let dir = profile_dir();
-    let path = dir.join(name);
-    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if !built.iter().any(|b| b == name) {
-        let package = PACKAGES
-            .iter()
-            .find(|(bin, _)| *bin == name)
-            .map(|(_, p)| *p)
-            .unwrap_or_else(|| panic!("unknown workspace binary {name}"));
+/// `cargo test` builds neither another package's binaries nor a cdylib that
+/// no test links, so one left from an earlier build could be stale. The
+/// build selects the whole workspace and its examples so that cargo resolves
+/// features as `cargo test --workspace` does (examples, like tests, bring in
+/// the dev-dependencies' features): every library that run already compiled
+/// is reused, and only the binaries and cdylibs are linked. A build of one
+/// package (`-p agent-linux`) resolves its dependencies' features apart and
+/// recompiled rustls, ring and the rest once per package, minutes of a fresh
+/// CI run.
+fn build_workspace() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = profile_dir();
         let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        cmd.args(["build", "--quiet", "-p", package, "--bin", name]);
+        cmd.args([
+            "build",
+            "--quiet",
+            "--workspace",
+            "--lib",
+            "--bins",
+            "--examples",
+        ]);
         if dir.file_name().is_some_and(|p| p == "release") {
             cmd.arg("--release");
         }
         if let Some(target) = dir.parent() {
             cmd.env("CARGO_TARGET_DIR", target);
         }
+        // What cargo set for this test binary, not for a build: left in,
+        // CARGO_MANIFEST_DIR (this package's) made ring and what depends on
+        // it rebuild here, and again at the next `cargo test`.
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            if cargo_set_for_tests(&key) {
+                cmd.env_remove(&*key);
+            }
+        }
         let status = cmd.status().expect("run cargo build");
-        assert!(status.success(), "building {name} failed");
-        built.push(name.to_string());
-    }
-    path
+        assert!(status.success(), "building the workspace failed");
+    });
 }
 
-/// Path of the workspace's shared library `file` of `package` (a cdylib:
-/// `cargo test` builds none), (re)built first, once per test process.
-pub fn shared_library(package: &str, file: &str) -> PathBuf {
-    static BUILT: Mutex<Vec<String>> = Mutex::new(Vec::new());
-    let dir = profile_dir();
-    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if !built.iter().any(|b| b == package) {
-        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-        cmd.args(["build", "--quiet", "-p", package, "--lib"]);
-        if dir.file_name().is_some_and(|p| p == "release") {
-            cmd.arg("--release");
-        }
-        if let Some(target) = dir.parent() {
-            cmd.env("CARGO_TARGET_DIR", target);
-        }
-        let status = cmd.status().expect("run cargo build");
-        assert!(status.success(), "building {package} failed");
-        built.push(package.to_string());
-    }
-    dir.join(file)
+/// Whether `key` is one of the variables cargo sets for a test binary it
+/// runs (about the package under test), as opposed to the caller's own
+/// settings (`CARGO_HOME`, `CARGO_BUILD_*`, ...).
+fn cargo_set_for_tests(key: &str) -> bool {
+    [
+        "CARGO_MANIFEST_",
+        "CARGO_PKG_",
+        "CARGO_CRATE_",
+        "CARGO_BIN_",
+    ]
+    .iter()
+    .any(|p| key.starts_with(p))
+        || matches!(key, "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR")
+}
+
+/// Path of workspace binary `name` (`edge-agent`, `edge-service`,
+/// `edge-demo`), up to date.
+pub fn binary(name: &str) -> PathBuf {
+    build_workspace();
+    profile_dir().join(name)
+}
+
+/// Path of the workspace's shared library `file` (a cdylib, e.g.
+/// `libagent_android.so`), up to date.
+pub fn shared_library(file: &str) -> PathBuf {
+    build_workspace();
+    profile_dir().join(file)
 }
 
 /// The workspace root.

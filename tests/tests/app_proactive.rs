@@ -165,7 +165,7 @@ fn get(service: &Service, path: &str) -> serde_json::Value {
 fn apps_take_part_in_the_proactive_loop() {
     let work = tempfile::tempdir().unwrap();
     let work = work.path();
-    let library = edge_tests::shared_library("agent-android", "libagent_android.so");
+    let library = edge_tests::shared_library("libagent_android.so");
     let exe = compile_device_program(work);
     std::fs::write(work.join("token"), format!("{TOKEN}\n")).unwrap();
     std::fs::write(work.join("data"), vec![5u8; 8 * 4096]).unwrap();

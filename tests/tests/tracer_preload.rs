@@ -22,7 +22,7 @@ const PRELOAD: &[&str] = &["--backend", "preload"];
 
 /// This build's library (built first: `cargo test` builds no cdylib).
 fn library() -> std::path::PathBuf {
-    edge_tests::shared_library("agent-preload", "libedge_preload.so")
+    edge_tests::shared_library("libedge_preload.so")
 }
 
 /// `edge-agent run --backend preload`, with this build's library.
