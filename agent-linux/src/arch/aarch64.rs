@@ -1,7 +1,7 @@
 //! aarch64, and 32-bit ARM processes on an aarch64 kernel.
 //!
 //! `struct user_pt_regs` (arch/arm64/include/uapi/asm/ptrace.h): u64
-//! regs[31], sp, pc, pstate = 34 × u64 = 272 bytes.
+//! `regs[31]`, `sp`, `pc`, `pstate` = 34 × u64 = 272 bytes.
 //!
 //! Syscall ABI: number in x8, arguments in x0..x5, result in x0 (so the
 //! first argument is gone at exit: it is read at entry). At a syscall stop

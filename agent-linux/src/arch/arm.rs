@@ -2,7 +2,7 @@
 //! kernel.
 //!
 //! `struct user_regs` / `pt_regs` (arch/arm/include/asm/ptrace.h): u32
-//! uregs[18] = 72 bytes: r0..r15, cpsr, ORIG_r0.
+//! `uregs[18]` = 72 bytes: r0..r15, cpsr, ORIG_r0.
 //!
 //! Syscall ABI (EABI): number in r7, arguments in r0..r5, result in r0. At a
 //! syscall stop the kernel temporarily sets ip (r12) to 0 (entry) or 1
