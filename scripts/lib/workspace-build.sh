@@ -14,3 +14,15 @@ workspace_build() {
     shift
     cargo build --profile "$profile" --locked --workspace --lib --bins --examples "$@"
 }
+
+# agent_and_service_build PROFILE: edge-agent and edge-service for the
+# fleet testbeds. The dev build is the test command's (workspace_build);
+# another profile (release: LTO, one codegen unit) builds just the two
+# packages, not every example of the workspace.
+agent_and_service_build() {
+    if [ "$1" = dev ]; then
+        workspace_build dev
+    else
+        cargo build --profile "$1" --locked -p agent-linux -p service
+    fi
+}
