@@ -23,8 +23,10 @@ pub struct DemoArgs {
     /// net.ipv4.tcp_rmem of the good clients (min default max, bytes).
     #[arg(long, default_value = "4096 131072 6291456")]
     pub good_rmem: String,
-    /// net.ipv4.tcp_rmem of the bad clients.
-    #[arg(long, default_value = "2048 2048 2048")]
+    /// net.ipv4.tcp_rmem of the bad clients. The default is the smallest
+    /// Linux 6.18 accepts (each field at least 4096; older kernels took
+    /// "2048 2048 2048").
+    #[arg(long, default_value = "4096 4096 4096")]
     pub bad_rmem: String,
     /// The edge-agent binary [default: next to this program, else on PATH].
     #[arg(long, value_name = "PATH")]
