@@ -13,6 +13,8 @@
 #   `apt-get download` through a private package list (no dpkg multiarch: the
 #   machine's own apt state is not touched). Cached in $EDGE_ARM_CACHE
 #   (default ~/.cache/edge-agent/arm), outside the work tree.
+# shellcheck source=../lib/apt-install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/apt-install.sh"
 
 # Everything lives in functions so that sourcing leaks no variables.
 cross_deps_apt() {
@@ -24,8 +26,7 @@ cross_deps_apt() {
     done
     command -v javac >/dev/null 2>&1 || need+=(openjdk-17-jdk-headless)
     if [ ${#need[@]} -gt 0 ]; then
-        apt-get update -q
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}"
+        apt_install --no-install-recommends "${need[@]}"
     fi
 }
 

@@ -4,6 +4,8 @@
 # bpftool writes the kernel's vmlinux.h and lists loaded programs in the
 # tests; bindgen generates the Rust side of bpf/syscalls.h. The committed object means a plain `cargo build` (and every static
 # or cross build) needs none of them; only rebuilding the object does.
+# shellcheck source=../lib/apt-install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/apt-install.sh"
 ebpf_need=()
 command -v clang >/dev/null 2>&1 || ebpf_need+=(clang)
 command -v llvm-strip >/dev/null 2>&1 || ebpf_need+=(llvm)
@@ -13,7 +15,6 @@ command -v bindgen >/dev/null 2>&1 || ebpf_need+=(bindgen)
 # tests/tests/ebpf_full_maps.rs links its workload statically (libc.a).
 dpkg -s libc6-dev >/dev/null 2>&1 || ebpf_need+=(libc6-dev)
 if [ ${#ebpf_need[@]} -gt 0 ]; then
-    apt-get update -q
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${ebpf_need[@]}"
+    apt_install --no-install-recommends "${ebpf_need[@]}"
 fi
 unset ebpf_need

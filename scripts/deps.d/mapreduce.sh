@@ -7,6 +7,8 @@
 # sqlite3, curl). Sourced by scripts/install-deps (scripts/test.d/62-mapreduce.sh
 # runs the reduced fleet) and by scripts/mapreduce-eval itself. Idempotent: a
 # second run only checks.
+# shellcheck source=../lib/apt-install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/apt-install.sh"
 mapreduce_deps() {
     local venv=${EDGE_SPARK_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/edge-agent/spark}
     local need=() pkg
@@ -14,8 +16,7 @@ mapreduce_deps() {
         dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
     done
     if [ ${#need[@]} -gt 0 ]; then
-        apt-get update -q
-        DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${need[@]}"
+        apt_install --no-install-recommends "${need[@]}"
     fi
     if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import pyspark' 2>/dev/null; then
         return 0

@@ -4,6 +4,8 @@
 # reference run on the same matrices: numpy from PyPI, in a project-local
 # venv at $EDGE_PY_VENV (default ~/.cache/edge-agent/py), outside the work
 # tree and the system's Python. Idempotent: a second run only checks.
+# shellcheck source=../lib/apt-install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/apt-install.sh"
 rpca_deps() {
     local venv=${EDGE_PY_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/edge-agent/py}
     if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import numpy' 2>/dev/null; then
@@ -16,8 +18,7 @@ rpca_deps() {
         need+=(python3-venv)
     fi
     if [ ${#need[@]} -gt 0 ]; then
-        apt-get update -q
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}"
+        apt_install "${need[@]}"
     fi
     echo "== creating the numpy venv for the robust PCA test in $venv"
     rm -rf "$venv"
