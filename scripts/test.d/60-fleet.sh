@@ -42,15 +42,15 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/fleet-test.XXXXXX")
 
 online=()
 faults=disk-hog@ddr,network-hog@ddr,err-space@ddw,hang@ddw
+semantic=1
 if [ "${FLEET_TEST_ONLINE:-0}" = 1 ]; then
     online=(--online --online-close-after 3)
     faults=disk-hog@ddr,network-hog@ddr
+    semantic=0
 fi
 FLEET_ONLINE_BASELINE_SECS=20 FLEET_ONLINE_HANG_AFTER_SECS=20 FLEET_ONLINE_SETTLE_SECS=0 FLEET_ONLINE_RECOVERY_SECS=9 \
     scripts/fleet-eval --profile dev ${FLEET_EVAL_ARGS:-} --reps 1 --faults "$faults" --workloads ddr,ddw \
     --train-secs 10 --phase-secs 15 ${online[@]+"${online[@]}"} --out "$out"
-semantic=1
-[ "${FLEET_TEST_ONLINE:-0}" = 1 ] && semantic=0
 python3 - "$out/table.json" "$semantic" <<'PY'
 import json, sys
 cells = {(c["fault"], c["workload"], c["method"]): c for c in json.load(open(sys.argv[1]))}
@@ -69,19 +69,20 @@ if link["tp"] != link["runs"]:
     problems.append("the network-hogged server was not found with cause network by the link method")
 if link["false_alarms"]:
     problems.append(f"fault-free nodes flagged by the link method: {link['false_alarms']}")
-for fault, method in (("err-space", "errno"), ("hang", "hang")):
+# Each semantic fault named by its method; neither method flags a
+# fault-free node in either phase.
+for fault, named_by in (("err-space", "errno"), ("hang", "hang")):
     if fault not in semantic:
         continue
-    c = cells[(fault, "ddw", method)]
+    c = cells[(fault, "ddw", named_by)]
     if c["failed"]:
         problems.append(f"{fault}: edge-service peers failed")
     if c["tp"] != c["runs"]:
-        problems.append(f"{fault}: the faulty server was not named by the {method} method with the right cause")
-for fault in semantic:
+        problems.append(f"{fault}: the faulty server was not named by the {named_by} method with the right cause")
     for method in ("errno", "hang"):
-        c = cells[(fault, "ddw", method)]
-        if c["false_alarms"]:
-            problems.append(f"{fault}: {method} flagged fault-free nodes {c['false_alarms']}")
+        alarms = cells[(fault, "ddw", method)]["false_alarms"]
+        if alarms:
+            problems.append(f"{fault}: {method} flagged fault-free nodes {alarms}")
 if problems:
     sys.exit("60-fleet: " + "; ".join(problems) + f" (see {sys.argv[1]})")
 print("60-fleet: disk-hog under ddr: culprit found (median, cause disk), no fault-free server flagged;"
