@@ -244,7 +244,7 @@ impl fmt::Display for Stats {
             }
             Stats::Ebpf(s) => write!(
                 f,
-                "edge-agent stats: backend=ebpf syscalls={} lost={} uncounted={} partial={} unreadable={} polls={} max_rss_kib={} cpu_ms={} threads={} fd_kinds={} aggregates={}",
+                "edge-agent stats: backend=ebpf syscalls={} lost={} uncounted={} partial={} unreadable={} polls={} max_rss_kib={} cpu_ms={} threads={} fd_kinds={} aggregates={} btf={}",
                 s.syscalls,
                 s.lost,
                 s.uncounted,
@@ -256,6 +256,7 @@ impl fmt::Display for Stats {
                 if s.task_storage { "task_storage" } else { "hash" },
                 if s.fd_memo { "memo" } else { "table" },
                 if s.dense { "dense" } else { "hash" },
+                if s.btf_cut { "cut" } else { "whole" },
             ),
             Stats::Preload(s) => write!(
                 f,

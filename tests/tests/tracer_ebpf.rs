@@ -290,18 +290,27 @@ fn both_backends_agree_on_counts_errors_fd_kinds_runs_and_transitions() {
         // and a failed array take it), whatever the environment the tests
         // run in says; then run slot 0's aggregates in the dense array
         // (the default), where its memory fits (105 possible CPUs; a
-        // machine of a few CPUs has not that many possible ones).
+        // machine of a few CPUs has not that many possible ones). Each
+        // relocated against the kernel BTF's cut (the default), and the
+        // dense one also against the whole BTF.
         let few_cpus = std::thread::available_parallelism().is_ok_and(|n| n.get() <= 8);
-        for (aggregates, sure) in [("hash", true), ("dense", few_cpus)] {
+        for (aggregates, btf, sure) in [
+            ("hash", "cut", true),
+            ("dense", "cut", few_cpus),
+            ("dense", "whole", few_cpus),
+        ] {
             let (eout, e) = agent_run_env(
                 dir.path(),
-                &[("EDGE_AGENT_EBPF_AGG", aggregates)],
+                &[
+                    ("EDGE_AGENT_EBPF_AGG", aggregates),
+                    ("EDGE_AGENT_EBPF_BTF", btf),
+                ],
                 &["--backend", "ebpf", "--stats"],
                 &cmd,
             );
             let stderr = String::from_utf8_lossy(&eout.stderr);
             assert!(
-                !sure || stderr.contains(&format!("aggregates={aggregates}")),
+                !sure || stderr.contains(&format!("aggregates={aggregates} btf={btf}")),
                 "{cmd:?}: {stderr}"
             );
             assert_eq!(pout.status.code(), eout.status.code(), "{cmd:?}");

@@ -19,6 +19,7 @@ use super::aggregate::{
     transition_generation, transition_slot, Generation, AGG_LEN, PEER_KEY_LEN, PEER_STATS_LEN,
     TRANS_LEN,
 };
+use super::btf::{self, RawBtf};
 use super::events::{thread_slot, Pending, Record, THREAD_LEN};
 use super::kernel_types::{
     DENSE_IDS, FD_KINDS, LOST_CALLS_FULL, LOST_CALLS_REFUSED, LOST_PARTS, LOST_RING,
@@ -52,6 +53,50 @@ fn has_map(object: &[u8], name: &str) -> bool {
     object::File::parse(object)
         .map(|elf| elf.symbols().any(|s| s.name() == Ok(name)))
         .unwrap_or(false)
+}
+
+/// `EDGE_AGENT_EBPF_BTF=whole` has aya relocate the program against the
+/// whole kernel BTF, as it does by itself, rather than against its cut
+/// (`super::btf`): the cut's before and after, and a way around it.
+pub const BTF_ENV: &str = "EDGE_AGENT_EBPF_BTF";
+
+/// The kernel's BTF cut to the types `object`'s relocations can reach
+/// (`super::btf`), parsed for aya; `None` when told so by [`BTF_ENV`] or
+/// when it cannot be made, and aya then relocates against the whole BTF
+/// it read itself.
+fn relocation_btf(object: &[u8]) -> Option<aya::Btf> {
+    if std::env::var_os(BTF_ENV).is_some_and(|v| v == "whole") {
+        return None;
+    }
+    cut_kernel_btf(object).ok()
+}
+
+/// [`relocation_btf`]'s work, with what went wrong.
+pub fn cut_kernel_btf(object: &[u8]) -> anyhow::Result<aya::Btf> {
+    use object::{Object, ObjectSection};
+    let elf = object::File::parse(object).context("the BPF object is not ELF")?;
+    let local = elf
+        .section_by_name(".BTF")
+        .ok_or_else(|| anyhow!("the BPF object has no .BTF section"))?
+        .data()
+        .context("the BPF object's .BTF section")?;
+    let local = RawBtf::parse(local).context("the BPF object's .BTF section")?;
+    let names = btf::candidate_names(&local);
+    // Mapped where the kernel maps it (6.16 and later), else read.
+    let (mapped, read);
+    let kernel: &[u8] = match sys::MappedFile::kernel_btf() {
+        Ok(m) => {
+            mapped = m;
+            mapped.bytes()
+        }
+        Err(_) => {
+            read = std::fs::read(sys::KERNEL_BTF).context(sys::KERNEL_BTF)?;
+            &read
+        }
+    };
+    let kernel = RawBtf::parse(kernel).context(sys::KERNEL_BTF)?;
+    let cut = btf::cut(&kernel, &names).context(sys::KERNEL_BTF)?;
+    aya::Btf::parse(&cut, aya::Endianness::default()).context("the kernel BTF's cut")
 }
 
 /// Syscall numbers below this have a SYSINFO entry.
@@ -278,6 +323,9 @@ pub struct Probe {
     thread_store: Option<MapData>,
     /// Whether the program remembers fd kinds per thread.
     fd_memo: bool,
+    /// Whether aya relocated the program against the kernel BTF's cut
+    /// (else against the whole of it).
+    btf_cut: bool,
     events: RingBuf<MapData>,
     lost: PerCpuArray<MapData, u64>,
     agg: PerCpuHashMap<MapData, u32, [u8; AGG_LEN]>,
@@ -450,7 +498,12 @@ impl Probe {
         let threads_unused = store == ThreadStore::TaskStorage && has_map(object, THREAD_STORE);
         let fd_memo = fd_memo_wanted();
         let fd_memo_global = u8::from(fd_memo);
+        // Declared before the loader, which borrows it.
+        let relocation_btf = relocation_btf(object);
         let mut loader = EbpfLoader::new();
+        if let Some(btf) = &relocation_btf {
+            loader.btf(Some(btf));
+        }
         loader
             // THREAD_STORE: task storage, which aya reads through no type
             // of its own (the raw lookup in sys::bpf_map_lookup).
@@ -518,6 +571,7 @@ impl Probe {
             threads,
             thread_store,
             fd_memo,
+            btf_cut: relocation_btf.is_some(),
             events,
             lost,
             agg,
@@ -867,6 +921,12 @@ impl Probe {
         self.fd_memo
     }
 
+    /// Whether aya relocated the program against the kernel BTF's cut
+    /// (`EDGE_AGENT_EBPF_BTF`).
+    pub fn btf_cut(&self) -> bool {
+        self.btf_cut
+    }
+
     /// Hands every call of run `slot` in flight now to `each` (tid,
     /// call). The kernel changes the state while it is read: a call that
     /// ends meanwhile may be left out.
@@ -1068,10 +1128,42 @@ mod tests {
     use aya::maps::IterableMap;
 
     use super::{
-        allocates_safely, DenseLayout, FdRoles, Probe, ThreadStore, DENSE_BUDGET, DENSE_IDS,
-        FD_KINDS, OBJECT, OBJECT_PREALLOC,
+        allocates_safely, cut_kernel_btf, DenseLayout, FdRoles, Probe, ThreadStore, DENSE_BUDGET,
+        DENSE_IDS, FD_KINDS, OBJECT, OBJECT_PREALLOC,
     };
     use crate::ebpf::kernel_types::{FD_FILE, FD_NONE, FD_PIPE};
+
+    /// Both objects' instructions come out of aya's CO-RE relocation the
+    /// same against the kernel BTF's cut as against the whole of it (the
+    /// cut keeps what the relocations read: the candidates, what they
+    /// hold by value). Where the kernel has no BTF there is nothing to
+    /// compare.
+    #[test]
+    fn the_kernel_btfs_cut_relocates_as_the_whole() {
+        let Ok(whole) = aya::Btf::from_sys_fs() else {
+            eprintln!("no kernel BTF here: nothing to compare");
+            return;
+        };
+        let relocated = |object: &[u8], btf: &aya::Btf| -> Vec<String> {
+            let mut parsed = aya_obj::Object::parse(object).expect("the object parses");
+            parsed.relocate_btf(btf).expect("the object relocates");
+            parsed
+                .functions
+                .values()
+                .map(|f| format!("{} {:?}", f.name, f.instructions))
+                .collect()
+        };
+        for object in [OBJECT, OBJECT_PREALLOC] {
+            let cut = cut_kernel_btf(object).expect("the cut is made");
+            let (against_cut, against_whole) = (relocated(object, &cut), relocated(object, &whole));
+            assert!(
+                against_whole.len() >= 5,
+                "{} functions",
+                against_whole.len()
+            );
+            assert_eq!(against_cut, against_whole);
+        }
+    }
 
     /// SYSINFO names a number as the ptrace backend does: Linux 6.18's
     /// listns by its id, an unassigned number by the id carrying it (so

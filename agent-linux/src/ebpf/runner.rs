@@ -57,6 +57,9 @@ pub struct RunnerStats {
     /// Whether the kernel remembers fd kinds per thread (else reads each
     /// from the file table).
     pub fd_memo: bool,
+    /// Whether the program was relocated against the kernel BTF's cut
+    /// (else against the whole of it: told so, or the cut failed).
+    pub btf_cut: bool,
 }
 
 /// One run the kernel counts in a slot of its own: its session and where
@@ -142,6 +145,7 @@ impl Runner {
             task_storage: probe.thread_store() == ThreadStore::TaskStorage,
             dense: probe.dense(),
             fd_memo: probe.fd_memo(),
+            btf_cut: probe.btf_cut(),
             ..RunnerStats::default()
         };
         Runner {

@@ -15,12 +15,12 @@
 
 use std::path::Path;
 
+use super::btf::RawBtf;
+use crate::sys::KERNEL_BTF;
+
 /// `EDGE_AGENT_EBPF_TRAMPOLINES=off` makes [`supported`] say no, so
 /// `--backend auto --only SET` keeps the raw-tracepoint path.
 pub const TRAMPOLINES_ENV: &str = "EDGE_AGENT_EBPF_TRAMPOLINES";
-
-/// Where the kernel publishes its own BTF.
-const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
 
 /// The prefixes of this architecture's syscall entry functions: the
 /// native ABI's, and the compat (32-bit) ABI's.
@@ -64,23 +64,9 @@ impl KernelNames {
         KernelNames::parse(&bytes)
     }
 
-    /// A BTF blob: the header (magic 0xeB9F, version, flags, header
-    /// length, then type offset and length, string offset and length,
-    /// all after the header) and its string section.
+    /// A BTF blob's string section.
     pub fn parse(bytes: &[u8]) -> Result<KernelNames, String> {
-        let u32_at = |at: usize| -> Option<u32> {
-            Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
-        };
-        if bytes.len() < 24 || bytes[0..2] != [0x9f, 0xeb] {
-            return Err("not little-endian BTF".into());
-        }
-        let header = u32_at(4).ok_or("short BTF header")? as usize;
-        let str_off = u32_at(16).ok_or("short BTF header")? as usize;
-        let str_len = u32_at(20).ok_or("short BTF header")? as usize;
-        let start = header + str_off;
-        let strings = bytes
-            .get(start..start + str_len)
-            .ok_or("BTF string section out of bounds")?;
+        let strings = RawBtf::strings_of(bytes).map_err(|e| e.to_string())?;
         Ok(KernelNames {
             strings: strings.to_vec(),
         })

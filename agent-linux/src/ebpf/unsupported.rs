@@ -46,6 +46,8 @@ pub mod runner {
         pub dense: bool,
         /// fd kinds remembered per thread (never here).
         pub fd_memo: bool,
+        /// Relocated against the kernel BTF's cut (never here).
+        pub btf_cut: bool,
     }
 
     /// A command under the eBPF backend (never exists here).

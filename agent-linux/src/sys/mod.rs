@@ -15,6 +15,7 @@
 //! - `sched`: the scheduling priority of the agent's own threads.
 //! - `bpf`: a thread's own pidfd and a raw BPF map lookup (the eBPF
 //!   backend's task-local storage).
+//! - `mapped`: a file mapped read-only (the kernel's BTF).
 //!
 //! Calls go through `nix` where it has a safe wrapper that fits; each file
 //! says why the rest stay on raw `libc`. The callers use the flat paths
@@ -27,6 +28,7 @@ use std::sync::atomic::AtomicU64;
 mod bpf;
 mod fs;
 mod host;
+mod mapped;
 mod netlink;
 mod poll;
 mod ptrace;
@@ -42,6 +44,7 @@ pub use host::{
     become_subreaper, boottime_ns, geteuid, getpid, max_rss_kib, monotonic_ns, ns_per_clock_tick,
     self_cpu_us, uname,
 };
+pub use mapped::{MappedFile, KERNEL_BTF};
 pub use netlink::{netlink_send, netlink_socket, recv_datagram, set_recv_buffer, set_recv_timeout};
 pub use poll::poll_readable;
 pub use ptrace::{
