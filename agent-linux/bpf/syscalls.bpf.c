@@ -970,16 +970,23 @@ static __always_inline void count_peer(struct thread *t, __u32 id, __u32 gen, __
  * With more live threads, the interrupted calls stay dropped: the kernel
  * does not say which thread ptrace would have picked, and the others end
  * by SIGKILL with no exit stop (docs/edge-agent.md, known differences). A
- * real SIGKILL drops every call, as under ptrace. */
-static __always_inline int completed_before_fatal_signal(struct signal_struct *sig, __s64 ret)
+ * real SIGKILL drops every call, as under ptrace.
+ *
+ * The task's signal_struct is read with bpf_probe_read_kernel, not by a
+ * plain load through the trusted task pointer: each plain load of a
+ * pointer field through it makes the verifier search the kernel's BTF by
+ * name (linearly, on this kernel) for the field's trust at every start,
+ * and this path runs only while a fatal signal is pending. */
+static __always_inline int completed_before_fatal_signal(struct task_struct *task, __s64 ret)
 {
-	if (!sig || !(sig->flags & SIGNAL_GROUP_EXIT))
+	struct signal_struct *sig = BPF_CORE_READ(task, signal);
+	if (!sig || !(BPF_CORE_READ(sig, flags) & SIGNAL_GROUP_EXIT))
 		return 0;
-	int signo = sig->group_exit_code & 0x7f;
+	int signo = BPF_CORE_READ(sig, group_exit_code) & 0x7f;
 	if (!signo || signo == SIGKILL)
 		return 0;
 	int interrupted = ret == -EINTR || (ret <= -ERESTARTSYS && ret >= -ERESTART_RESTARTBLOCK);
-	return !interrupted || sig->live.counter == 1;
+	return !interrupted || BPF_CORE_READ(sig, live.counter) == 1;
 }
 
 /* Folds the call `t` completed at `now` with `ret` into its aggregate
@@ -1078,10 +1085,6 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	/* First, whatever follows: the change is done (the fd-kind memo). */
 	if (STAGE >= 3 && fd_memo && t->changes_fds)
 		fds_changed();
-	/* Loaded before any branch, for the verifier (see on_sys_enter's
-	 * files). */
-	struct signal_struct *sig = task->signal;
-	barrier_var(sig);
 	/* After the lookup: the untraced rest of the system does not pay
 	 * for the clock. */
 	__u64 now = bpf_ktime_get_ns();
@@ -1092,7 +1095,7 @@ int on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 	 * (ptrace_stop skips a task with a fatal signal pending). Not a
 	 * completed call here either. */
 	if ((task->pending.signal.sig[0] & (1UL << (SIGKILL - 1))) &&
-	    !completed_before_fatal_signal(sig, (__s64)ctx->args[1])) {
+	    !completed_before_fatal_signal(task, (__s64)ctx->args[1])) {
 		t->entry_ns = 0;
 		return 0;
 	}
