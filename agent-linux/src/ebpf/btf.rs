@@ -148,19 +148,58 @@ fn sections(bytes: &[u8]) -> Result<(&[u8], &[u8]), BtfError> {
     Ok((types, strings))
 }
 
-/// The bytes each member, value or parameter of a kind takes after the
-/// type's fixed part, and whether it is counted by the type's `vlen`
-/// (else it is one record).
-fn trailer(kind: u32) -> Option<(usize, bool)> {
-    Some(match kind {
-        KIND_INT | KIND_VAR | KIND_DECL_TAG => (4, false),
-        KIND_ARRAY => (12, false),
-        KIND_STRUCT | KIND_UNION | KIND_DATASEC | KIND_ENUM64 => (12, true),
-        KIND_ENUM | KIND_FUNC_PROTO => (8, true),
-        KIND_PTR | KIND_FWD | KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT
-        | KIND_FUNC | KIND_FLOAT | KIND_TYPE_TAG => (0, false),
+/// What a 32-bit word of a type's records holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Word {
+    /// An offset in the string section.
+    Name,
+    /// A type id.
+    Type,
+    /// Anything else (a size, bit offset, value, count).
+    Value,
+}
+
+/// The layout of a kind: whether the fixed part's third word is a type
+/// id (else a size, or 0), the words of each record after the fixed part
+/// (a member, enum value, parameter, ...), and whether there are `vlen`
+/// records (else one; none where the record has no words).
+struct Layout {
+    head_refers: bool,
+    record: &'static [Word],
+    counted: bool,
+}
+
+fn layout(kind: u32) -> Option<Layout> {
+    use Word::{Name, Type, Value};
+    let (head_refers, record, counted): (bool, &'static [Word], bool) = match kind {
+        KIND_INT => (false, &[Value], false),
+        KIND_VAR | KIND_DECL_TAG => (true, &[Value], false),
+        KIND_ARRAY => (false, &[Type, Type, Value], false),
+        KIND_STRUCT | KIND_UNION => (false, &[Name, Type, Value], true),
+        KIND_ENUM => (false, &[Name, Value], true),
+        KIND_ENUM64 => (false, &[Name, Value, Value], true),
+        KIND_FUNC_PROTO => (true, &[Name, Type], true),
+        KIND_DATASEC => (false, &[Type, Value, Value], true),
+        KIND_PTR | KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_FUNC
+        | KIND_TYPE_TAG => (true, &[], false),
+        KIND_FWD | KIND_FLOAT => (false, &[], false),
         _ => return None,
+    };
+    Some(Layout {
+        head_refers,
+        record,
+        counted,
     })
+}
+
+/// Whether what a type of this kind refers to is reached through a
+/// pointer (or is a function's, a variable's, a section's), rather than
+/// held by value as a member, an array's element or a typedef's type.
+fn refers_by_pointer(kind: u32) -> bool {
+    matches!(
+        kind,
+        KIND_PTR | KIND_FUNC_PROTO | KIND_FUNC | KIND_VAR | KIND_DECL_TAG | KIND_DATASEC
+    )
 }
 
 fn kind_of(info: u32) -> u32 {
@@ -181,9 +220,9 @@ impl<'a> RawBtf<'a> {
             let id = starts.len() as u32 + 1;
             let info = u32_at(types, at + 4).ok_or(BtfError::OutOfBounds("type"))?;
             let kind = kind_of(info);
-            let (each, counted) = trailer(kind).ok_or(BtfError::UnknownKind { id, kind })?;
-            let records = if counted { vlen_of(info) } else { 1 };
-            let end = at + TYPE_HEAD + each * records;
+            let layout = layout(kind).ok_or(BtfError::UnknownKind { id, kind })?;
+            let records = if layout.counted { vlen_of(info) } else { 1 };
+            let end = at + TYPE_HEAD + 4 * layout.record.len() * records;
             if end > types.len() {
                 return Err(BtfError::OutOfBounds("type"));
             }
@@ -240,34 +279,33 @@ impl<'a> RawBtf<'a> {
         self.string(u32_at(self.record(id), 0).unwrap_or(0))
     }
 
+    /// Type `id`'s words after its fixed part, each with what it holds.
+    fn trailer_words(&self, id: u32) -> impl Iterator<Item = (Word, u32)> + 'a {
+        let record = self.record(id);
+        let layout = layout(kind_of(self.info(id))).map_or(&[][..], |l| l.record);
+        (TYPE_HEAD..record.len())
+            .step_by(4)
+            .zip(layout.iter().cycle())
+            .map(move |(at, &word)| (word, u32_at(record, at).unwrap_or(0)))
+    }
+
     /// The ids type `id` refers to, each with whether it is reached
     /// through a pointer (or a function prototype) rather than held by
     /// value.
     fn references(&self, id: u32) -> Vec<(u32, bool)> {
-        let record = self.record(id);
-        let info = self.info(id);
-        let word = |at: usize| u32_at(record, at).unwrap_or(0);
-        let each = |size: usize, first: usize| -> Vec<u32> {
-            (0..vlen_of(info))
-                .map(|i| word(TYPE_HEAD + i * size + first))
-                .collect()
-        };
-        match kind_of(info) {
-            KIND_PTR => vec![(word(8), true)],
-            KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
-                vec![(word(8), false)]
-            }
-            // The element as the array is held; the index type by value.
-            KIND_ARRAY => vec![(word(TYPE_HEAD), false), (word(TYPE_HEAD + 4), false)],
-            KIND_STRUCT | KIND_UNION => each(12, 4).into_iter().map(|t| (t, false)).collect(),
-            KIND_FUNC_PROTO => std::iter::once(word(8))
-                .chain(each(8, 4))
-                .map(|t| (t, true))
-                .collect(),
-            KIND_FUNC | KIND_VAR | KIND_DECL_TAG => vec![(word(8), true)],
-            KIND_DATASEC => each(12, 0).into_iter().map(|t| (t, true)).collect(),
-            _ => Vec::new(),
-        }
+        let kind = kind_of(self.info(id));
+        let pointer = refers_by_pointer(kind);
+        let head = layout(kind)
+            .filter(|l| l.head_refers)
+            .map(|_| u32_at(self.record(id), 8).unwrap_or(0));
+        head.into_iter()
+            .chain(
+                self.trailer_words(id)
+                    .filter(|&(word, _)| word == Word::Type)
+                    .map(|(_, t)| t),
+            )
+            .map(|t| (t, pointer))
+            .collect()
     }
 }
 
@@ -399,61 +437,22 @@ fn write_cut(kernel: &RawBtf<'_>, keep: &[Keep]) -> Vec<u8> {
             continue;
         }
         put(&mut types, info);
-        let size_or_type = match kind {
-            KIND_PTR | KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT
-            | KIND_TYPE_TAG | KIND_FUNC | KIND_FUNC_PROTO | KIND_VAR | KIND_DECL_TAG => {
+        let head_refers = layout(kind).is_some_and(|l| l.head_refers);
+        put(
+            &mut types,
+            if head_refers {
                 renumber(word(8))
-            }
-            _ => word(8),
-        };
-        put(&mut types, size_or_type);
-        let vlen = vlen_of(info);
-        match kind {
-            KIND_INT | KIND_VAR | KIND_DECL_TAG => put(&mut types, word(TYPE_HEAD)),
-            KIND_ARRAY => {
-                put(&mut types, renumber(word(TYPE_HEAD)));
-                put(&mut types, renumber(word(TYPE_HEAD + 4)));
-                put(&mut types, word(TYPE_HEAD + 8));
-            }
-            KIND_STRUCT | KIND_UNION => {
-                for i in 0..vlen {
-                    let at = TYPE_HEAD + i * 12;
-                    put(&mut types, intern(word(at)));
-                    put(&mut types, renumber(word(at + 4)));
-                    put(&mut types, word(at + 8));
-                }
-            }
-            KIND_ENUM => {
-                for i in 0..vlen {
-                    let at = TYPE_HEAD + i * 8;
-                    put(&mut types, intern(word(at)));
-                    put(&mut types, word(at + 4));
-                }
-            }
-            KIND_ENUM64 => {
-                for i in 0..vlen {
-                    let at = TYPE_HEAD + i * 12;
-                    put(&mut types, intern(word(at)));
-                    put(&mut types, word(at + 4));
-                    put(&mut types, word(at + 8));
-                }
-            }
-            KIND_FUNC_PROTO => {
-                for i in 0..vlen {
-                    let at = TYPE_HEAD + i * 8;
-                    put(&mut types, intern(word(at)));
-                    put(&mut types, renumber(word(at + 4)));
-                }
-            }
-            KIND_DATASEC => {
-                for i in 0..vlen {
-                    let at = TYPE_HEAD + i * 12;
-                    put(&mut types, renumber(word(at)));
-                    put(&mut types, word(at + 4));
-                    put(&mut types, word(at + 8));
-                }
-            }
-            _ => {}
+            } else {
+                word(8)
+            },
+        );
+        for (what, value) in kernel.trailer_words(id) {
+            let value = match what {
+                Word::Name => intern(value),
+                Word::Type => renumber(value),
+                Word::Value => value,
+            };
+            put(&mut types, value);
         }
     }
     let mut blob = Vec::with_capacity(HEADER_MIN + types.len() + strings.len());
