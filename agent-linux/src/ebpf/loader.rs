@@ -326,6 +326,9 @@ pub struct Probe {
     /// Whether aya relocated the program against the kernel BTF's cut
     /// (else against the whole of it).
     btf_cut: bool,
+    /// Why the program did not load relocated against the kernel BTF's
+    /// cut, when it loaded against the whole instead.
+    btf_refused: Option<String>,
     events: RingBuf<MapData>,
     lost: PerCpuArray<MapData, u64>,
     agg: PerCpuHashMap<MapData, u32, [u8; AGG_LEN]>,
@@ -443,151 +446,20 @@ impl Probe {
         let cpus = aya::util::nr_cpus().map_err(|(_, e)| anyhow!("cannot count the CPUs: {e}"))?;
         let wanted = wanted && has_map(object, AGG_DENSE);
         let layout = DenseLayout::new(&roles, cpus, wanted);
+        // Made once for every load below.
+        let cut = relocation_btf(object);
+        let load = Load {
+            object,
+            ring_bytes,
+            store,
+            roles: &roles,
+            cpus,
+            cut: cut.as_ref(),
+        };
         if layout.ids == 0 {
-            return Probe::load_layout(object, ring_bytes, store, &roles, cpus, layout);
+            return load.layout(layout);
         }
-        Probe::load_falling_back(object, ring_bytes, store, &roles, cpus, layout)
-    }
-
-    /// [`Probe::load_layout`] with the dense array laid out by `dense`,
-    /// and, when that load fails, again with every aggregate in the hash;
-    /// the first failure is kept ([`Probe::dense_refused`]) so that the
-    /// agent can say why it runs the slower path, and named in the error
-    /// when the second load fails too.
-    fn load_falling_back(
-        object: &[u8],
-        ring_bytes: u32,
-        store: ThreadStore,
-        roles: &FdRoles,
-        cpus: usize,
-        dense: DenseLayout,
-    ) -> anyhow::Result<Probe> {
-        let refused = match Probe::load_layout(object, ring_bytes, store, roles, cpus, dense) {
-            Ok(probe) => return Ok(probe),
-            Err(e) => format!("{e:#}"),
-        };
-        let hash = DenseLayout::new(roles, cpus, false);
-        let mut probe = Probe::load_layout(object, ring_bytes, store, roles, cpus, hash)
-            .with_context(|| {
-                format!(
-                    "with every aggregate in the hash, after the dense array failed ({refused})"
-                )
-            })?;
-        probe.dense_refused = Some(refused);
-        Ok(probe)
-    }
-
-    /// [`Probe::load_held`] with the dense array laid out by `layout`.
-    fn load_layout(
-        object: &[u8],
-        ring_bytes: u32,
-        store: ThreadStore,
-        roles: &FdRoles,
-        cpus: usize,
-        layout: DenseLayout,
-    ) -> anyhow::Result<Probe> {
-        // The kernel reads connect's peer from the address it names.
-        let connect_id = SyscallId::from_name("connect").map_or(u16::MAX, |id| id.0);
-        let sysinfo = sysinfo_table(roles);
-        let task_storage = u8::from(store == ThreadStore::TaskStorage);
-        let dense_cpus = cpus as u32;
-        let dense_at = layout.table();
-        // THREADS is preallocated (every entry at creation: 4.5 MB of
-        // kernel memory, and time at each start); where the threads live
-        // in task storage it stays empty, so one entry does.
-        let threads_unused = store == ThreadStore::TaskStorage && has_map(object, THREAD_STORE);
-        let fd_memo = fd_memo_wanted();
-        let fd_memo_global = u8::from(fd_memo);
-        // Declared before the loader, which borrows it.
-        let relocation_btf = relocation_btf(object);
-        let mut loader = EbpfLoader::new();
-        if let Some(btf) = &relocation_btf {
-            loader.btf(Some(btf));
-        }
-        loader
-            // THREAD_STORE: task storage, which aya reads through no type
-            // of its own (the raw lookup in sys::bpf_map_lookup).
-            .allow_unsupported_maps()
-            .set_global("task_storage", &task_storage, true)
-            .set_global("fd_memo", &fd_memo_global, true)
-            .set_global("compat_probe", &host::COMPAT_PROBE, true)
-            .set_global("arg_off", &host::ARG_OFF, true)
-            .set_global("connect_id", &connect_id, true)
-            .set_global("dense_ids", &layout.ids, true)
-            .set_global("dense_cpus", &dense_cpus, true)
-            .set_global("dense_block", &layout.block, true)
-            .set_global("dense_at", &*dense_at, true)
-            .set_max_entries(AGG_DENSE, (dense_cpus * 2 * layout.block).max(1))
-            .set_global("SYSINFO", &*sysinfo, true)
-            .set_max_entries("EVENTS", ring_bytes);
-        if threads_unused {
-            loader.set_max_entries("THREADS", 1);
-        }
-        let mut ebpf = loader
-            .load(object)
-            .context("the kernel refused the BPF program")?;
-        fill_sysinfo_high(&mut ebpf, roles)?;
-        for (prog, tracepoint) in ATTACH {
-            let p: &mut RawTracePoint = ebpf
-                .program_mut(prog)
-                .ok_or_else(|| anyhow!("the BPF object has no program {prog}"))?
-                .try_into()
-                .with_context(|| format!("{prog} is not a raw tracepoint program"))?;
-            p.load()
-                .with_context(|| format!("the kernel refused the program {prog}"))?;
-            p.attach(tracepoint)
-                .with_context(|| format!("cannot attach to the tracepoint {tracepoint}"))?;
-        }
-        let traced = HashMap::try_from(take_map(&mut ebpf, "TRACED")?)?;
-        let traced_epoch = Array::try_from(take_map(&mut ebpf, "TRACED_EPOCH")?)?;
-        let threads = HashMap::try_from(take_map(&mut ebpf, "THREADS")?)?;
-        let thread_store = match (store, ebpf.take_map(THREAD_STORE)) {
-            (ThreadStore::TaskStorage, Some(aya::maps::Map::Unsupported(map))) => Some(map),
-            _ => None,
-        };
-        let events = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;
-        let lost = PerCpuArray::try_from(take_map(&mut ebpf, "LOST")?)?;
-        let agg = PerCpuHashMap::try_from(take_map(&mut ebpf, "AGG")?)?;
-        let dense = if layout.ids > 0 {
-            Some(Dense {
-                agg: Array::try_from(take_map(&mut ebpf, AGG_DENSE)?)?,
-                cpus: dense_cpus,
-                used: Array::try_from(take_map(&mut ebpf, "USED")?)?,
-                layout,
-            })
-        } else {
-            None
-        };
-        let errnos = PerCpuHashMap::try_from(take_map(&mut ebpf, "ERRNOS")?)?;
-        let transitions = PerCpuHashMap::try_from(take_map(&mut ebpf, "TRANS")?)?;
-        let peers = PerCpuHashMap::try_from(take_map(&mut ebpf, "PEERS")?)?;
-        let control = Array::try_from(take_map(&mut ebpf, "CONTROL")?)?;
-        let first = PerCpuArray::try_from(take_map(&mut ebpf, "FIRST")?)?;
-        let mut probe = Probe {
-            _ebpf: ebpf,
-            traced,
-            traced_epoch,
-            epoch: 0,
-            threads,
-            thread_store,
-            fd_memo,
-            btf_cut: relocation_btf.is_some(),
-            events,
-            lost,
-            agg,
-            dense,
-            dense_refused: None,
-            errnos,
-            transitions,
-            peers,
-            control,
-            first,
-        };
-        // No cut until the caller sets one.
-        for slot in 0..MAX_SLOTS {
-            probe.set_cut(slot, u64::MAX, 0)?;
-        }
-        Ok(probe)
+        load.falling_back(layout)
     }
 
     /// Tells the program the next window cut of run `slot` (`u64::MAX`:
@@ -927,6 +799,12 @@ impl Probe {
         self.btf_cut
     }
 
+    /// Why the program did not load relocated against the kernel BTF's
+    /// cut, when it then loaded against the whole of it (a slower start).
+    pub fn btf_refused(&self) -> Option<&str> {
+        self.btf_refused.as_deref()
+    }
+
     /// Hands every call of run `slot` in flight now to `each` (tid,
     /// call). The kernel changes the state while it is read: a call that
     /// ends meanwhile may be left out.
@@ -995,6 +873,169 @@ impl Probe {
             refused,
             partial: counter(LOST_PARTS),
         }
+    }
+}
+
+/// What every load of the program at one start shares.
+#[derive(Clone, Copy)]
+struct Load<'a> {
+    object: &'a [u8],
+    ring_bytes: u32,
+    store: ThreadStore,
+    roles: &'a FdRoles,
+    cpus: usize,
+    /// The kernel's BTF cut for `object` ([`relocation_btf`]).
+    cut: Option<&'a aya::Btf>,
+}
+
+impl Load<'_> {
+    /// [`Load::layout`] with the dense array laid out by `dense`,
+    /// and, when that load fails, again with every aggregate in the hash;
+    /// the first failure is kept ([`Probe::dense_refused`]) so that the
+    /// agent can say why it runs the slower path, and named in the error
+    /// when the second load fails too.
+    fn falling_back(&self, dense: DenseLayout) -> anyhow::Result<Probe> {
+        let refused = match self.layout(dense) {
+            Ok(probe) => return Ok(probe),
+            Err(e) => format!("{e:#}"),
+        };
+        let hash = DenseLayout::new(self.roles, self.cpus, false);
+        let mut probe = self.layout(hash).with_context(|| {
+            format!("with every aggregate in the hash, after the dense array failed ({refused})")
+        })?;
+        probe.dense_refused = Some(refused);
+        Ok(probe)
+    }
+
+    /// The program loaded and attached with the dense array laid out by
+    /// `layout`: relocated against the kernel BTF's cut where there is
+    /// one, and, should it not load so (a kernel whose BTF the cut
+    /// misreads), again against the whole BTF, the cut's failure kept
+    /// ([`Probe::btf_refused`]) for the agent to say.
+    fn layout(&self, layout: DenseLayout) -> anyhow::Result<Probe> {
+        let Load {
+            object,
+            ring_bytes,
+            store,
+            roles,
+            cpus,
+            cut,
+        } = *self;
+        // The kernel reads connect's peer from the address it names.
+        let connect_id = SyscallId::from_name("connect").map_or(u16::MAX, |id| id.0);
+        let sysinfo = sysinfo_table(roles);
+        let task_storage = u8::from(store == ThreadStore::TaskStorage);
+        let dense_cpus = cpus as u32;
+        let dense_at = layout.table();
+        // THREADS is preallocated (every entry at creation: 4.5 MB of
+        // kernel memory, and time at each start); where the threads live
+        // in task storage it stays empty, so one entry does.
+        let threads_unused = store == ThreadStore::TaskStorage && has_map(object, THREAD_STORE);
+        let fd_memo = fd_memo_wanted();
+        let fd_memo_global = u8::from(fd_memo);
+        let load_attach = |btf: Option<&aya::Btf>| -> anyhow::Result<Ebpf> {
+            let mut loader = EbpfLoader::new();
+            if let Some(btf) = btf {
+                loader.btf(Some(btf));
+            }
+            loader
+                // THREAD_STORE: task storage, which aya reads through no type
+                // of its own (the raw lookup in sys::bpf_map_lookup).
+                .allow_unsupported_maps()
+                .set_global("task_storage", &task_storage, true)
+                .set_global("fd_memo", &fd_memo_global, true)
+                .set_global("compat_probe", &host::COMPAT_PROBE, true)
+                .set_global("arg_off", &host::ARG_OFF, true)
+                .set_global("connect_id", &connect_id, true)
+                .set_global("dense_ids", &layout.ids, true)
+                .set_global("dense_cpus", &dense_cpus, true)
+                .set_global("dense_block", &layout.block, true)
+                .set_global("dense_at", &*dense_at, true)
+                .set_max_entries(AGG_DENSE, (dense_cpus * 2 * layout.block).max(1))
+                .set_global("SYSINFO", &*sysinfo, true)
+                .set_max_entries("EVENTS", ring_bytes);
+            if threads_unused {
+                loader.set_max_entries("THREADS", 1);
+            }
+            let mut ebpf = loader
+                .load(object)
+                .context("the kernel refused the BPF program")?;
+            fill_sysinfo_high(&mut ebpf, roles)?;
+            for (prog, tracepoint) in ATTACH {
+                let p: &mut RawTracePoint = ebpf
+                    .program_mut(prog)
+                    .ok_or_else(|| anyhow!("the BPF object has no program {prog}"))?
+                    .try_into()
+                    .with_context(|| format!("{prog} is not a raw tracepoint program"))?;
+                p.load()
+                    .with_context(|| format!("the kernel refused the program {prog}"))?;
+                p.attach(tracepoint)
+                    .with_context(|| format!("cannot attach to the tracepoint {tracepoint}"))?;
+            }
+            Ok(ebpf)
+        };
+        let (mut ebpf, btf_refused) = match cut.map(|cut| load_attach(Some(cut))) {
+            Some(Ok(ebpf)) => (ebpf, None),
+            Some(Err(e)) => {
+                let refused = format!("{e:#}");
+                let ebpf = load_attach(None).with_context(|| {
+                    format!("against the whole kernel BTF, after its cut failed ({refused})")
+                })?;
+                (ebpf, Some(refused))
+            }
+            None => (load_attach(None)?, None),
+        };
+        let traced = HashMap::try_from(take_map(&mut ebpf, "TRACED")?)?;
+        let traced_epoch = Array::try_from(take_map(&mut ebpf, "TRACED_EPOCH")?)?;
+        let threads = HashMap::try_from(take_map(&mut ebpf, "THREADS")?)?;
+        let thread_store = match (store, ebpf.take_map(THREAD_STORE)) {
+            (ThreadStore::TaskStorage, Some(aya::maps::Map::Unsupported(map))) => Some(map),
+            _ => None,
+        };
+        let events = RingBuf::try_from(take_map(&mut ebpf, "EVENTS")?)?;
+        let lost = PerCpuArray::try_from(take_map(&mut ebpf, "LOST")?)?;
+        let agg = PerCpuHashMap::try_from(take_map(&mut ebpf, "AGG")?)?;
+        let dense = if layout.ids > 0 {
+            Some(Dense {
+                agg: Array::try_from(take_map(&mut ebpf, AGG_DENSE)?)?,
+                cpus: dense_cpus,
+                used: Array::try_from(take_map(&mut ebpf, "USED")?)?,
+                layout,
+            })
+        } else {
+            None
+        };
+        let errnos = PerCpuHashMap::try_from(take_map(&mut ebpf, "ERRNOS")?)?;
+        let transitions = PerCpuHashMap::try_from(take_map(&mut ebpf, "TRANS")?)?;
+        let peers = PerCpuHashMap::try_from(take_map(&mut ebpf, "PEERS")?)?;
+        let control = Array::try_from(take_map(&mut ebpf, "CONTROL")?)?;
+        let first = PerCpuArray::try_from(take_map(&mut ebpf, "FIRST")?)?;
+        let mut probe = Probe {
+            _ebpf: ebpf,
+            traced,
+            traced_epoch,
+            epoch: 0,
+            threads,
+            thread_store,
+            fd_memo,
+            btf_cut: cut.is_some() && btf_refused.is_none(),
+            btf_refused,
+            events,
+            lost,
+            agg,
+            dense,
+            dense_refused: None,
+            errnos,
+            transitions,
+            peers,
+            control,
+            first,
+        };
+        // No cut until the caller sets one.
+        for slot in 0..MAX_SLOTS {
+            probe.set_cut(slot, u64::MAX, 0)?;
+        }
+        Ok(probe)
     }
 }
 
@@ -1127,9 +1168,11 @@ fn fill_sysinfo_high(ebpf: &mut Ebpf, roles: &FdRoles) -> anyhow::Result<()> {
 mod tests {
     use aya::maps::IterableMap;
 
+    use std::collections::HashSet;
+
     use super::{
-        allocates_safely, cut_kernel_btf, DenseLayout, FdRoles, Probe, ThreadStore, DENSE_BUDGET,
-        DENSE_IDS, FD_KINDS, OBJECT, OBJECT_PREALLOC,
+        allocates_safely, btf, cut_kernel_btf, DenseLayout, FdRoles, Load, Probe, RawBtf,
+        ThreadStore, DENSE_BUDGET, DENSE_IDS, FD_KINDS, OBJECT, OBJECT_PREALLOC,
     };
     use crate::ebpf::kernel_types::{FD_FILE, FD_NONE, FD_PIPE};
 
@@ -1431,9 +1474,16 @@ mod tests {
         let mut layout = DenseLayout::new(&roles, cpus, true);
         assert!(layout.ids > 0);
         layout.block = (1u32 << 31) / (2 * cpus as u32) + 1;
-        let mut probe =
-            Probe::load_falling_back(OBJECT, 1 << 16, ThreadStore::probe(), &roles, cpus, layout)
-                .unwrap();
+        let cut = super::relocation_btf(OBJECT);
+        let load = Load {
+            object: OBJECT,
+            ring_bytes: 1 << 16,
+            store: ThreadStore::probe(),
+            roles: &roles,
+            cpus,
+            cut: cut.as_ref(),
+        };
+        let mut probe = load.falling_back(layout).unwrap();
         assert!(!probe.dense());
         let why = probe.dense_refused().unwrap();
         assert!(why.contains(super::AGG_DENSE), "{why}");
@@ -1449,6 +1499,53 @@ mod tests {
         // A load that needs no fallback keeps no refusal.
         let fine = Probe::load_dense(OBJECT, 1 << 16, ThreadStore::probe(), true).unwrap();
         assert!(fine.dense() && fine.dense_refused().is_none());
+    }
+
+    /// Should the program not load relocated against the kernel BTF's
+    /// cut (here a cut of nothing: no CO-RE relocation finds its type, so
+    /// aya poisons the instructions and the verifier refuses them), it
+    /// loads against the whole BTF, counts, and keeps why; the real cut
+    /// needs no such fallback.
+    #[test]
+    fn a_cut_the_program_cannot_load_against_falls_back_to_the_whole_btf() {
+        let Some(_turn) = crate::ebpf::probe_test_turn() else {
+            return;
+        };
+        let whole = std::fs::read(crate::sys::KERNEL_BTF).unwrap();
+        let nothing = btf::cut(&RawBtf::parse(&whole).unwrap(), &HashSet::new()).unwrap();
+        let nothing = aya::Btf::parse(&nothing, aya::Endianness::default()).unwrap();
+        let roles = FdRoles::new();
+        let cpus = aya::util::nr_cpus().unwrap();
+        let load = Load {
+            object: OBJECT,
+            ring_bytes: 1 << 16,
+            store: ThreadStore::probe(),
+            roles: &roles,
+            cpus,
+            cut: Some(&nothing),
+        };
+        let mut probe = load.layout(DenseLayout::new(&roles, cpus, true)).unwrap();
+        assert!(!probe.btf_cut());
+        let why = probe.btf_refused().unwrap();
+        assert!(why.contains("refused"), "{why}");
+        let me = std::process::id();
+        probe.trace(me, 0).unwrap();
+        const CALLS: u64 = 200;
+        for _ in 0..CALLS {
+            let _ = std::os::unix::process::parent_id();
+        }
+        probe.untrace(me);
+        let getppid = u32::from(agent_core::SyscallId::from_name("getppid").unwrap().0);
+        assert_eq!(probe_count(&mut probe, 0, getppid), CALLS);
+        drop(probe);
+        let cut = super::relocation_btf(OBJECT).unwrap();
+        let fine = Load {
+            cut: Some(&cut),
+            ..load
+        }
+        .layout(DenseLayout::new(&roles, cpus, true))
+        .unwrap();
+        assert!(fine.btf_cut() && fine.btf_refused().is_none());
     }
 
     /// Both objects load here (where the test may load BPF programs), and

@@ -134,12 +134,16 @@ pub(crate) fn probe_test_turn() -> Option<std::sync::MutexGuard<'static, ()>> {
 
 /// Loads and attaches the program ([`Probe::load`]) and says on stderr,
 /// once, when it runs a slower path than this kernel should allow (the
-/// dense aggregates refused) and the kernel's reason: otherwise only
-/// `--stats`' `aggregates=hash` would show it.
+/// dense aggregates refused, the kernel BTF's cut refused) and the
+/// reason: otherwise only `--stats`' `aggregates=hash` or `btf=whole`
+/// would show it.
 pub fn load() -> anyhow::Result<Probe> {
     let probe = Probe::load(RING_BYTES)?;
     if let Some(why) = probe.dense_refused() {
         eprintln!("edge-agent: eBPF aggregates kept in the hash, the slower path (the dense array failed: {why})");
+    }
+    if let Some(why) = probe.btf_refused() {
+        eprintln!("edge-agent: eBPF program relocated against the whole kernel BTF, the slower start (against its cut it failed: {why})");
     }
     Ok(probe)
 }

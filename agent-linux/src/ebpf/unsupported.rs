@@ -17,6 +17,11 @@ impl Probe {
     pub fn dense_refused(&self) -> Option<&str> {
         match *self {}
     }
+
+    /// Never called: there is no probe.
+    pub fn btf_refused(&self) -> Option<&str> {
+        match *self {}
+    }
 }
 
 /// The runner's names; nothing here can run without a probe.
