@@ -1460,6 +1460,32 @@ mod tests {
             .sum()
     }
 
+    /// The main object's loads with a small ring and the threads where
+    /// this kernel keeps them, relocated against `cut`.
+    fn test_load<'a>(roles: &'a FdRoles, cpus: usize, cut: Option<&'a aya::Btf>) -> Load<'a> {
+        Load {
+            object: OBJECT,
+            ring_bytes: 1 << 16,
+            store: ThreadStore::probe(),
+            roles,
+            cpus,
+            cut,
+        }
+    }
+
+    /// Traces this process in run slot 0 while it makes `calls` getppid
+    /// calls, and checks the probe counted each.
+    fn counts_own_getppids(probe: &mut Probe, calls: u64) {
+        let me = std::process::id();
+        probe.trace(me, 0).unwrap();
+        for _ in 0..calls {
+            let _ = std::os::unix::process::parent_id();
+        }
+        probe.untrace(me);
+        let getppid = u32::from(agent_core::SyscallId::from_name("getppid").unwrap().0);
+        assert_eq!(probe_count(probe, 0, getppid), calls);
+    }
+
     /// When the kernel will not make the dense array (here one of more
     /// than 2^31 entries, far over this machine's memory: ENOMEM), the
     /// program loads again with every aggregate in the hash, counts
@@ -1475,27 +1501,12 @@ mod tests {
         assert!(layout.ids > 0);
         layout.block = (1u32 << 31) / (2 * cpus as u32) + 1;
         let cut = super::relocation_btf(OBJECT);
-        let load = Load {
-            object: OBJECT,
-            ring_bytes: 1 << 16,
-            store: ThreadStore::probe(),
-            roles: &roles,
-            cpus,
-            cut: cut.as_ref(),
-        };
+        let load = test_load(&roles, cpus, cut.as_ref());
         let mut probe = load.falling_back(layout).unwrap();
         assert!(!probe.dense());
         let why = probe.dense_refused().unwrap();
         assert!(why.contains(super::AGG_DENSE), "{why}");
-        let me = std::process::id();
-        probe.trace(me, 0).unwrap();
-        const CALLS: u64 = 300;
-        for _ in 0..CALLS {
-            let _ = std::os::unix::process::parent_id();
-        }
-        probe.untrace(me);
-        let getppid = u32::from(agent_core::SyscallId::from_name("getppid").unwrap().0);
-        assert_eq!(probe_count(&mut probe, 0, getppid), CALLS);
+        counts_own_getppids(&mut probe, 300);
         // A load that needs no fallback keeps no refusal.
         let fine = Probe::load_dense(OBJECT, 1 << 16, ThreadStore::probe(), true).unwrap();
         assert!(fine.dense() && fine.dense_refused().is_none());
@@ -1516,27 +1527,12 @@ mod tests {
         let nothing = aya::Btf::parse(&nothing, aya::Endianness::default()).unwrap();
         let roles = FdRoles::new();
         let cpus = aya::util::nr_cpus().unwrap();
-        let load = Load {
-            object: OBJECT,
-            ring_bytes: 1 << 16,
-            store: ThreadStore::probe(),
-            roles: &roles,
-            cpus,
-            cut: Some(&nothing),
-        };
+        let load = test_load(&roles, cpus, Some(&nothing));
         let mut probe = load.layout(DenseLayout::new(&roles, cpus, true)).unwrap();
         assert!(!probe.btf_cut());
         let why = probe.btf_refused().unwrap();
         assert!(why.contains("refused"), "{why}");
-        let me = std::process::id();
-        probe.trace(me, 0).unwrap();
-        const CALLS: u64 = 200;
-        for _ in 0..CALLS {
-            let _ = std::os::unix::process::parent_id();
-        }
-        probe.untrace(me);
-        let getppid = u32::from(agent_core::SyscallId::from_name("getppid").unwrap().0);
-        assert_eq!(probe_count(&mut probe, 0, getppid), CALLS);
+        counts_own_getppids(&mut probe, 200);
         drop(probe);
         let cut = super::relocation_btf(OBJECT).unwrap();
         let fine = Load {
