@@ -236,8 +236,9 @@ impl<'a> RawBtf<'a> {
         })
     }
 
-    /// The string section alone, unchecked past the header (what
-    /// [`super::trampoline`] searches for function names).
+    /// The string section alone, without walking the types (what
+    /// [`super::trampoline`] searches for function names); both
+    /// sections must lie within the blob.
     pub fn strings_of(bytes: &'a [u8]) -> Result<&'a [u8], BtfError> {
         sections(bytes).map(|(_, strings)| strings)
     }

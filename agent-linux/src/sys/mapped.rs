@@ -24,8 +24,7 @@ pub struct MappedFile {
 
 impl MappedFile {
     /// Maps the kernel's BTF. An error where the kernel does not map
-    /// that file (before 6.16: `EINVAL` or `EACCES`), or where it is
-    /// missing or empty.
+    /// that file (kernels before 6.16), or where it is missing or empty.
     pub fn kernel_btf() -> io::Result<MappedFile> {
         MappedFile::map(Path::new(KERNEL_BTF))
     }
